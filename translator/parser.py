@@ -1,0 +1,785 @@
+"""Recursive-descent parser for RSP-QL* (spec §2) into a `ContinuousQuery`.
+
+The parser understands the SPARQL 1.2 structure the window rewrite depends on (groups,
+GRAPH, WINDOW, OPTIONAL/MINUS/UNION/SERVICE, sub-selects, FILTER/BIND with EXISTS, VALUES,
+triples with annotations, reifiers, triple terms and paths). Expressions are kept verbatim and
+checked by Oxigraph when the query is validated (see `validate.py`).
+"""
+from __future__ import annotations
+
+import re
+from urllib.parse import urljoin
+
+from .errors import QuerySyntaxError, TemporalValueError
+from .namespaces import RSPU, XSD
+from .model import ContinuousQuery, QueryForm, R2S, WindowDeclaration
+from .syntax import (
+    Annotation, Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group,
+    InlineData, Keyworded, ObjectWithAnnotations, ParsedBody, PropertyValues, ReifiedTriple, Span,
+    SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern,
+)
+from .temporal import parse_duration, parse_instant
+from .tokens import (
+    BNODE, EOF, IRI, LANGTAG, NAME, NUMBER, PNAME, STRING, VAR, SourceText, Token, tokenize,
+)
+
+
+# Words that only make sense in the RSP-QL* header; seen anywhere else they are misplaced.
+_HEADER_ONLY = {"REGISTER", "COMPUTED", "RSTREAM", "ISTREAM", "DSTREAM", "FROM", "RANGE", "STEP",
+                "TUMBLING", "START"}
+_PATH_START_PUNCT = ("^", "!", "(")
+
+
+def _unescape_local(local: str) -> str:
+    return re.sub(r"\\(.)", r"\1", local)
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.source = SourceText(text)
+        self.tokens = tokenize(self.source)
+        self.i = 0
+        self.prefixes: dict[str, str] = {}
+        self.base: str | None = None
+        self.removed: list[Span] = []
+
+    # -- token helpers -------------------------------------------------------------------
+    def peek(self, k: int = 0) -> Token:
+        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        tok = self.tokens[self.i]
+        if tok.kind != EOF:
+            self.i += 1
+        return tok
+
+    def error(self, message: str, tok: Token | None = None) -> QuerySyntaxError:
+        tok = tok or self.peek()
+        return self.source.error(message, tok.offset)
+
+    def describe(self, tok: Token) -> str:
+        return "end of query" if tok.kind == EOF else repr(tok.text)
+
+    def expect_punct(self, text: str, context: str) -> Token:
+        tok = self.peek()
+        if not tok.is_punct(text):
+            raise self.error("expected %r %s, found %s" % (text, context, self.describe(tok)))
+        return self.advance()
+
+    def expect_keyword(self, word: str, context: str) -> Token:
+        tok = self.peek()
+        if not tok.is_keyword(word):
+            raise self.error("expected %s %s, found %s" % (word, context, self.describe(tok)))
+        return self.advance()
+
+    # -- IRIs ------------------------------------------------------------------------------
+    def resolve(self, tok: Token, text: str | None = None) -> str:
+        text = tok.text if text is None else text
+        if tok.kind == IRI:
+            iri = text[1:-1]
+            return urljoin(self.base, iri) if self.base else iri
+        prefix, _, local = text.partition(":")
+        if prefix not in self.prefixes:
+            raise self.error("undeclared prefix %r" % (prefix + ":"), tok)
+        return self.prefixes[prefix] + _unescape_local(local)
+
+    def declaration_iri(self, context: str) -> tuple[str, Token]:
+        """An IRI in the RSP-QL* header. Prefixed names there may contain '/' (as in
+        `ex:stream/oxygen`, the form the RSP-QL* papers write), so adjacent pieces are joined."""
+        tok = self.peek()
+        if tok.kind == IRI:
+            self.advance()
+            return self.resolve(tok), tok
+        if tok.kind != PNAME:
+            raise self.error("expected an IRI %s, found %s" % (context, self.describe(tok)))
+        self.advance()
+        text, end = tok.text, tok.end
+        while True:
+            nxt = self.peek()
+            if nxt.offset != end or not (nxt.kind in (NAME, NUMBER, PNAME) or nxt.is_punct("/", "-", ".")):
+                break
+            if nxt.is_punct(".") and not (self.peek(1).offset == nxt.end and self.peek(1).kind in (NAME, NUMBER)):
+                break
+            text += nxt.text
+            end = nxt.end
+            self.advance()
+        return self.resolve(tok, text), tok
+
+    # -- temporal values ------------------------------------------------------------------
+    def _typed_literal(self, datatype: str, what: str) -> tuple[str, Token]:
+        tok = self.advance()
+        lexical = tok.text[1:-1] if not tok.text.startswith(('"""', "'''")) else tok.text[3:-3]
+        if self.peek().is_punct("^^"):
+            self.advance()
+            dt_tok = self.peek()
+            if dt_tok.kind not in (IRI, PNAME):
+                raise self.error("expected a datatype IRI after ^^", dt_tok)
+            self.advance()
+            if self.resolve(dt_tok) != XSD + datatype:
+                raise self.error("%s must be an xsd:%s, not <%s>" % (what, datatype, self.resolve(dt_tok)), dt_tok)
+        return lexical, tok
+
+    def duration(self, what: str) -> tuple[int, Token]:
+        tok = self.peek()
+        if tok.kind == STRING:
+            text, tok = self._typed_literal("duration", what)
+        elif tok.kind == NAME:
+            self.advance()
+            text, end = tok.text, tok.end
+            while self.peek().offset == end and self.peek().kind in (NAME, NUMBER):
+                text += self.peek().text
+                end = self.advance().end
+        else:
+            raise self.error("expected a duration (such as PT10S) for %s, found %s" % (what, self.describe(tok)))
+        try:
+            value = parse_duration(text)
+        except TemporalValueError as e:
+            raise self.error("%s: %s" % (what, e), tok) from None
+        if value <= 0:
+            raise self.error("%s must be positive, got %s" % (what, text), tok)
+        return value, tok
+
+    def instant(self, what: str) -> int:
+        tok = self.peek()
+        if tok.kind != STRING:
+            raise self.error('expected a quoted xsd:dateTime ("...Z"^^xsd:dateTime) for %s' % what, tok)
+        text, tok = self._typed_literal("dateTime", what)
+        try:
+            return parse_instant(text)
+        except TemporalValueError as e:
+            raise self.error("%s: %s" % (what, e), tok) from None
+
+    # -- query -------------------------------------------------------------------------------
+    def parse(self) -> ContinuousQuery:
+        register = self.register() if self.peek().is_keyword("REGISTER") else None
+        prologue_start = self.i
+        self.prologue()
+        prologue = Span(prologue_start, self.i)
+        if self.peek().is_keyword("REGISTER"):
+            if register is not None:
+                raise self.error("a query has at most one REGISTER clause")
+            register = self.register()
+        form_tok = self.peek()
+        head_parts: list = []
+        template = None
+        r2s_after_form: tuple[R2S, Token] | None = None
+        projected: frozenset[str] | None = frozenset()
+        if form_tok.is_keyword("SELECT", "CONSTRUCT", "ASK"):
+            form = QueryForm(form_tok.text.upper())
+            self.advance()
+            head_parts.append(Span(self.i - 1, self.i))
+            if self.peek().is_keyword("RSTREAM", "ISTREAM", "DSTREAM"):
+                if form is QueryForm.ASK:
+                    raise self.error("an R2S operator does not apply to ASK")
+                r2s_tok = self.advance()
+                self.removed.append(Span(self.i - 1, self.i))
+                r2s_after_form = (R2S(r2s_tok.text.upper()), r2s_tok)
+            if form is QueryForm.SELECT:
+                start = self.i
+                projected = self.projection()
+                head_parts.extend(self.expression_parts(start, self.i))
+            elif form is QueryForm.CONSTRUCT and self.peek().is_punct("{"):
+                template = self.construct_template()
+        elif form_tok.is_keyword("DESCRIBE"):
+            raise self.error("DESCRIBE is not supported in continuous queries; use CONSTRUCT")
+        elif form_tok.is_keyword(*_HEADER_ONLY):
+            raise self.error("misplaced %s: it belongs before the query form" % form_tok.text.upper())
+        else:
+            raise self.error("expected SELECT, CONSTRUCT or ASK, found %s" % self.describe(form_tok))
+
+        windows: dict[str, WindowDeclaration] = {}
+        from_graphs: list[str] = []
+        from_named: list[str] = []
+        while self.peek().is_keyword("FROM"):
+            start = self.i
+            self.advance()
+            if self.peek().is_keyword("NAMED") and self.peek(1).is_keyword("WINDOW"):
+                self.advance()
+                self.advance()
+                decl = self.window_declaration()
+                if decl.iri in windows:
+                    raise QuerySyntaxError("window <%s> is declared twice" % decl.iri, decl.line, decl.column)
+                windows[decl.iri] = decl
+            elif self.peek().is_keyword("NAMED"):
+                self.advance()
+                from_named.append(self.declaration_iri("after FROM NAMED")[0])
+            elif self.peek().is_keyword("STREAM"):
+                raise self.error("FROM STREAM is not RSP-QL*; declare FROM NAMED WINDOW <w> ON <stream> [RANGE ...]")
+            else:
+                from_graphs.append(self.declaration_iri("after FROM")[0])
+            self.removed.append(Span(start, self.i))
+
+        if form is QueryForm.CONSTRUCT and template is None:
+            # CONSTRUCT WHERE { triples }: the template is the pattern itself.
+            self.expect_keyword("WHERE", "in the short form CONSTRUCT WHERE { ... }")
+            where = self.group()
+            template = where
+        else:
+            if self.peek().is_keyword("WHERE"):
+                self.advance()
+            if not self.peek().is_punct("{"):
+                tok = self.peek()
+                if tok.is_keyword(*_HEADER_ONLY):
+                    raise self.error("misplaced %s: dataset and window declarations come right after the "
+                                     "query form" % tok.text.upper())
+                raise self.error("expected WHERE { ... }, found %s" % self.describe(tok))
+            where = self.group()
+        mod_start = self.i
+        self.scan_balanced(lambda t: t.kind == EOF)
+        modifiers = Expression(self.expression_parts(mod_start, self.i))
+
+        r2s, name, output_stream, every = R2S.RSTREAM, None, None, None
+        if register is not None:
+            kind, iri, every, reg_tok = register
+            if kind == "QUERY":
+                name = iri
+            else:
+                output_stream = name = iri
+                if kind in ("ISTREAM", "DSTREAM"):
+                    r2s = R2S(kind)
+        if r2s_after_form is not None:
+            op, tok = r2s_after_form
+            if register is not None and register[0] in ("ISTREAM", "DSTREAM") and op is not r2s:
+                raise self.error("REGISTER %s conflicts with %s after %s" % (r2s.value, op.value, form.value), tok)
+            r2s = op
+        self.check_windows_declared(where, windows)
+
+        uses: dict[str, int] = {}
+        for tok in self.tokens:
+            if tok.kind == VAR:
+                uses[tok.text[1:]] = uses.get(tok.text[1:], 0) + 1
+        body = ParsedBody(
+            source=self.source, tokens=self.tokens, prologue=prologue, form_head=Expression(head_parts),
+            construct_template=template, where=where, modifiers=modifiers, prefixes=dict(self.prefixes),
+            base=self.base, projected=projected, variable_uses=uses, removed=self.removed)
+        return ContinuousQuery(
+            text=self.source.text, form=form, r2s=r2s, windows=windows, body=body, name=name,
+            output_stream=output_stream, computed_every=every, from_graphs=from_graphs,
+            from_named_graphs=from_named)
+
+    def register(self):
+        start = self.i
+        reg_tok = self.advance()
+        kind_tok = self.peek()
+        if not kind_tok.is_keyword("STREAM", "RSTREAM", "ISTREAM", "DSTREAM", "QUERY"):
+            raise self.error("expected STREAM, RSTREAM, ISTREAM, DSTREAM or QUERY after REGISTER, found %s"
+                             % self.describe(kind_tok))
+        self.advance()
+        kind = kind_tok.text.upper()
+        kind = "RSTREAM" if kind == "STREAM" else kind
+        iri, _ = self.declaration_iri("after REGISTER %s" % kind_tok.text.upper())
+        every = None
+        if self.peek().is_keyword("COMPUTED"):
+            self.advance()
+            self.expect_keyword("EVERY", "after COMPUTED")
+            every, _ = self.duration("COMPUTED EVERY")
+        self.expect_keyword("AS", "to end the REGISTER clause")
+        self.removed.append(Span(start, self.i))
+        return kind, iri, every, reg_tok
+
+    def prologue(self) -> None:
+        while True:
+            tok = self.peek()
+            if tok.is_keyword("PREFIX"):
+                self.advance()
+                ns = self.peek()
+                if ns.kind != PNAME or not ns.text.endswith(":") or ns.text.count(":") != 1:
+                    raise self.error("expected a prefix name such as ex: after PREFIX, found %s" % self.describe(ns))
+                self.advance()
+                iri_tok = self.peek()
+                if iri_tok.kind != IRI:
+                    raise self.error("expected <IRI> after PREFIX %s" % ns.text)
+                self.advance()
+                self.prefixes[ns.text[:-1]] = self.resolve(iri_tok)
+            elif tok.is_keyword("BASE"):
+                self.advance()
+                iri_tok = self.peek()
+                if iri_tok.kind != IRI:
+                    raise self.error("expected <IRI> after BASE")
+                self.advance()
+                self.base = self.resolve(iri_tok)
+            else:
+                return
+
+    def projection(self) -> frozenset[str] | None:
+        if self.peek().is_keyword("DISTINCT", "REDUCED"):
+            self.advance()
+        if self.peek().is_punct("*"):
+            self.advance()
+            return None
+        names: set[str] = set()
+        while True:
+            tok = self.peek()
+            if tok.kind == VAR:
+                names.add(self.advance().text[1:])
+            elif tok.is_punct("("):
+                self.advance()
+                self.scan_balanced(lambda t: t.is_punct(")"))
+                close = self.expect_punct(")", "to close the projected expression")
+                as_tok, var_tok = self.tokens[self.i - 3], self.tokens[self.i - 2]
+                if not (as_tok.is_keyword("AS") and var_tok.kind == VAR):
+                    raise self.error("a projected expression ends with AS ?variable", close)
+                names.add(var_tok.text[1:])
+            else:
+                break
+        if not names:
+            raise self.error("expected variables, (expression AS ?var) or * after SELECT, found %s"
+                             % self.describe(self.peek()))
+        return frozenset(names)
+
+    def construct_template(self) -> Group:
+        open_idx = self.i
+        self.advance()
+        self.scan_balanced(lambda t: t.is_punct("}"))
+        self.expect_punct("}", "to close the CONSTRUCT template")
+        return Group(open_idx, self.i - 1, [Span(open_idx + 1, self.i - 1)])
+
+    def window_declaration(self) -> WindowDeclaration:
+        name_tok = self.peek()
+        iri, _ = self.declaration_iri("naming the window after FROM NAMED WINDOW")
+        self.expect_keyword("ON", "after the window name")
+        if self.peek().is_keyword("STREAM"):
+            self.advance()
+        stream, _ = self.declaration_iri("naming the stream after ON")
+        self.expect_punct("[", "to open the window specification")
+        self.expect_keyword("RANGE", "in the window specification")
+        width, _ = self.duration("RANGE")
+        step = width
+        if self.peek().is_keyword("STEP"):
+            self.advance()
+            step, _ = self.duration("STEP")
+        elif self.peek().is_keyword("TUMBLING"):
+            self.advance()
+        start = 0
+        if self.peek().is_keyword("START"):
+            self.advance()
+            start = self.instant("START")
+        if not self.peek().is_punct("]"):
+            raise self.error("expected STEP, TUMBLING, START or ']' in the window specification, found %s"
+                             % self.describe(self.peek()))
+        self.advance()
+        line, column = self.source.position(name_tok.offset)
+        return WindowDeclaration(iri, stream, width, step, start, line, column)
+
+    # -- graph patterns ------------------------------------------------------------------
+    def group(self) -> Group:
+        open_tok = self.expect_punct("{", "to open a group")
+        group = Group(self.i - 1, -1)
+        if self.peek().is_keyword("SELECT"):
+            group.items.append(self.sub_select())
+        while True:
+            tok = self.peek()
+            if tok.is_punct("}"):
+                group.close = self.i
+                self.advance()
+                return group
+            if tok.kind == EOF:
+                raise self.error("'{' is never closed", open_tok)
+            if tok.is_punct("."):
+                self.advance()
+                continue
+            group.items.append(self.group_item(tok))
+
+    def group_item(self, tok: Token):
+        if tok.is_keyword("GRAPH", "WINDOW"):
+            kw = self.i
+            self.advance()
+            name = self.peek()
+            if name.kind not in (VAR, IRI, PNAME):
+                raise self.error("expected a variable or an IRI after %s, found %s"
+                                 % (tok.text.upper(), self.describe(name)))
+            if name.kind != VAR:
+                self.resolve(name)
+            self.advance()
+            return GraphPattern(kw, kw + 1, self.group(), tok.is_keyword("WINDOW"))
+        if tok.is_keyword("OPTIONAL", "MINUS"):
+            self.advance()
+            return Keyworded(Span(self.i - 1, self.i), self.group())
+        if tok.is_keyword("SERVICE"):
+            start = self.i
+            self.advance()
+            if self.peek().is_keyword("SILENT"):
+                self.advance()
+            if self.peek().kind not in (VAR, IRI, PNAME):
+                raise self.error("expected a variable or an IRI after SERVICE")
+            self.advance()
+            return Keyworded(Span(start, self.i), self.group())
+        if tok.is_punct("{"):
+            first = self.group()
+            if not self.peek().is_keyword("UNION"):
+                return first
+            groups = [first]
+            while self.peek().is_keyword("UNION"):
+                self.advance()
+                groups.append(self.group())
+            return UnionPattern(groups)
+        if tok.is_keyword("FILTER"):
+            return self.filter()
+        if tok.is_keyword("BIND"):
+            return self.bind()
+        if tok.is_keyword("VALUES"):
+            start = self.i
+            self.advance()
+            self.scan_balanced(lambda t: t.is_punct("{"))
+            if not self.peek().is_punct("{"):
+                raise self.error("expected '{' with the VALUES data")
+            self.advance()
+            self.scan_balanced(lambda t: t.is_punct("}"))
+            self.expect_punct("}", "to close the VALUES data")
+            return InlineData(Span(start, self.i))
+        if tok.is_keyword("SELECT"):
+            raise self.error("a sub-query must be the only content of its group: { SELECT ... }")
+        if tok.is_keyword(*_HEADER_ONLY, "PREFIX", "BASE", "WHERE", "CONSTRUCT", "ASK", "DESCRIBE"):
+            raise self.error("misplaced %s inside a graph pattern" % tok.text.upper())
+        if self.starts_graph_node(tok):
+            return self.triples_block()
+        raise self.error("unexpected %s in a graph pattern" % self.describe(tok))
+
+    def sub_select(self) -> SubSelect:
+        start = self.i
+        self.advance()
+        self.scan_balanced(lambda t: t.is_keyword("WHERE") or t.is_punct("{"))
+        if self.peek().is_keyword("WHERE"):
+            self.advance()
+        head = Expression(self.expression_parts(start, self.i))
+        where = self.group()
+        tail_start = self.i
+        self.scan_balanced(lambda t: t.is_punct("}"))
+        return SubSelect(head, where, Expression(self.expression_parts(tail_start, self.i)))
+
+    def filter(self) -> Filter:
+        start = self.i
+        self.advance()
+        tok = self.peek()
+        if tok.is_punct("("):
+            self.advance()
+            self.scan_balanced(lambda t: t.is_punct(")"))
+            self.expect_punct(")", "to close the FILTER expression")
+        elif tok.is_keyword("NOT", "EXISTS"):
+            if tok.is_keyword("NOT"):
+                self.advance()
+                self.expect_keyword("EXISTS", "after FILTER NOT")
+            else:
+                self.advance()
+            if not self.peek().is_punct("{"):
+                raise self.error("expected '{' after EXISTS")
+            self.group()
+        elif tok.kind in (NAME, IRI, PNAME) and self.peek(1).is_punct("("):
+            self.advance()
+            self.advance()
+            self.scan_balanced(lambda t: t.is_punct(")"))
+            self.expect_punct(")", "to close the FILTER call")
+        else:
+            raise self.error("expected '(' or a function call after FILTER, found %s" % self.describe(tok))
+        parts = self.expression_parts(start, self.i)
+        return Filter(Expression(parts), self.calls_rspu(start, self.i), self.variables_in(start, self.i))
+
+    def bind(self) -> Bind:
+        start = self.i
+        self.advance()
+        self.expect_punct("(", "after BIND")
+        self.scan_balanced(lambda t: t.is_punct(")"))
+        close = self.expect_punct(")", "to close BIND")
+        as_tok, var_tok = self.tokens[self.i - 3], self.tokens[self.i - 2]
+        if not (as_tok.is_keyword("AS") and var_tok.kind == VAR):
+            raise self.error("BIND ends with AS ?variable", close)
+        return Bind(Expression(self.expression_parts(start, self.i)), var_tok.text[1:],
+                    self.calls_rspu(start, self.i))
+
+    def calls_rspu(self, start: int, end: int) -> bool:
+        for k in range(start, end - 1):
+            tok = self.tokens[k]
+            if tok.kind in (IRI, PNAME) and self.tokens[k + 1].is_punct("(") and \
+                    self.resolve(tok).startswith(RSPU):
+                return True
+        return False
+
+    def variables_in(self, start: int, end: int) -> frozenset[str]:
+        return frozenset(t.text[1:] for t in self.tokens[start:end] if t.kind == VAR)
+
+    def scan_balanced(self, stop) -> None:
+        """Advance over verbatim tokens until `stop(token)` holds at nesting depth 0, parsing the
+        groups of EXISTS on the way (they may hold GRAPH or WINDOW patterns)."""
+        depth = 0
+        opener = None
+        while True:
+            tok = self.peek()
+            if tok.kind == EOF:
+                if depth and opener is not None:
+                    raise self.error("%r is never closed" % opener.text, opener)
+                if stop(tok):
+                    return
+                raise self.error("unexpected end of query")
+            if depth == 0 and stop(tok):
+                return
+            if tok.is_keyword("EXISTS") and self.peek(1).is_punct("{"):
+                self.advance()
+                self.group()
+                continue
+            if tok.is_keyword(*_HEADER_ONLY) or tok.is_keyword("WINDOW", "GRAPH"):
+                raise self.error("misplaced %s" % tok.text.upper())
+            if tok.is_punct("(", "{", "[", "<<", "<<("):
+                if depth == 0:
+                    opener = tok
+                depth += 1
+            elif tok.is_punct(")", "}", "]", ">>", ")>>"):
+                if depth == 0:
+                    raise self.error("unbalanced %r" % tok.text)
+                depth -= 1
+            self.advance()
+
+    def expression_parts(self, start: int, end: int) -> list:
+        """Split tokens [start, end) into verbatim spans and the EXISTS groups inside them."""
+        parts: list = []
+        k = start
+        span_start = start
+        while k < end:
+            tok = self.tokens[k]
+            if tok.is_keyword("EXISTS") and self.tokens[k + 1].is_punct("{"):
+                saved = self.i
+                self.i = k + 1
+                parts.append(Span(span_start, k + 1))
+                group = self.group()
+                parts.append(group)
+                k = self.i
+                span_start = k
+                self.i = saved
+                continue
+            k += 1
+        if span_start < end:
+            parts.append(Span(span_start, end))
+        return parts
+
+    def check_windows_declared(self, group: Group, windows: dict[str, WindowDeclaration]) -> None:
+        def visit(node) -> None:
+            if isinstance(node, GraphPattern):
+                if node.is_window:
+                    tok = self.tokens[node.name]
+                    if tok.kind == VAR:
+                        if not windows:
+                            raise self.error("WINDOW %s but the query declares no window" % tok.text, tok)
+                    elif self.resolve(tok) not in windows:
+                        raise self.error("window <%s> is not declared (declare it with FROM NAMED WINDOW "
+                                         "... ON ... [RANGE ...])" % self.resolve(tok), tok)
+                visit(node.group)
+            elif isinstance(node, Group):
+                for item in node.items:
+                    visit(item)
+            elif isinstance(node, Keyworded):
+                visit(node.group)
+            elif isinstance(node, UnionPattern):
+                for g in node.groups:
+                    visit(g)
+            elif isinstance(node, SubSelect):
+                visit(node.head)
+                visit(node.where)
+                visit(node.tail)
+            elif isinstance(node, (Bind, Filter)):
+                visit(node.expression)
+            elif isinstance(node, Expression):
+                for part in node.parts:
+                    if isinstance(part, Group):
+                        visit(part)
+        visit(group)
+
+    # -- triples ----------------------------------------------------------------------------
+    def starts_graph_node(self, tok: Token) -> bool:
+        return (tok.kind in (VAR, IRI, PNAME, BNODE, STRING, NUMBER)
+                or tok.is_keyword("TRUE", "FALSE")
+                or tok.is_punct("[", "(", "<<", "<<("))
+
+    def triples_block(self) -> TriplesBlock:
+        start = self.i
+        triples = []
+        while True:
+            subject = self.graph_node(allow_collections=True)
+            if isinstance(subject, (BlankNodePropertyList, Collection)) and not self.starts_verb(self.peek()):
+                properties = []
+            else:
+                properties = self.property_list()
+            triples.append(TriplesSameSubject(subject, properties))
+            if not self.peek().is_punct("."):
+                break
+            self.advance()
+            if not self.starts_graph_node(self.peek()):
+                break
+        return TriplesBlock(Span(start, self.i), triples)
+
+    def starts_verb(self, tok: Token) -> bool:
+        return tok.kind in (VAR, IRI, PNAME) or tok.is_keyword("A") or tok.is_punct(*_PATH_START_PUNCT)
+
+    def property_list(self) -> list[PropertyValues]:
+        properties = []
+        while True:
+            tok = self.peek()
+            if not self.starts_verb(tok):
+                raise self.error("expected a predicate (IRI, variable, 'a' or path), found %s" % self.describe(tok))
+            verb_start = self.i
+            if tok.kind == VAR:
+                self.advance()
+                simple = True
+            else:
+                self.path()
+                simple = self.i - verb_start == 1
+            verb = Span(verb_start, self.i)
+            objects = [self.object_with_annotations()]
+            while self.peek().is_punct(","):
+                self.advance()
+                objects.append(self.object_with_annotations())
+            properties.append(PropertyValues(verb, simple, objects))
+            if not self.peek().is_punct(";"):
+                return properties
+            while self.peek().is_punct(";"):
+                self.advance()
+            if not self.starts_verb(self.peek()):
+                return properties
+
+    def path(self) -> None:
+        self.path_sequence()
+        while self.peek().is_punct("|"):
+            self.advance()
+            self.path_sequence()
+
+    def path_sequence(self) -> None:
+        self.path_element()
+        while self.peek().is_punct("/"):
+            self.advance()
+            self.path_element()
+
+    def path_element(self) -> None:
+        if self.peek().is_punct("^"):
+            self.advance()
+        tok = self.peek()
+        if tok.kind in (IRI, PNAME):
+            self.resolve(tok)
+            self.advance()
+        elif tok.is_keyword("A"):
+            self.advance()
+        elif tok.is_punct("!"):
+            self.advance()
+            if self.peek().is_punct("("):
+                self.advance()
+                while not self.peek().is_punct(")"):
+                    if self.peek().is_punct("^", "|"):
+                        self.advance()
+                        continue
+                    if not (self.peek().kind in (IRI, PNAME) or self.peek().is_keyword("A")):
+                        raise self.error("expected an IRI in the negated property set")
+                    self.advance()
+                self.advance()
+            else:
+                if self.peek().is_punct("^"):
+                    self.advance()
+                if not (self.peek().kind in (IRI, PNAME) or self.peek().is_keyword("A")):
+                    raise self.error("expected an IRI after '!'")
+                self.advance()
+        elif tok.is_punct("("):
+            self.advance()
+            self.path()
+            self.expect_punct(")", "to close the path group")
+        else:
+            raise self.error("expected a property path, found %s" % self.describe(tok))
+        if self.peek().is_punct("*", "+", "?"):
+            self.advance()
+
+    def object_with_annotations(self) -> ObjectWithAnnotations:
+        node = self.graph_node(allow_collections=True)
+        annotations = []
+        while True:
+            if self.peek().is_punct("~"):
+                self.advance()
+                reifier = None
+                if self.peek().kind in (VAR, IRI, PNAME, BNODE):
+                    reifier = Term(Span(self.i, self.i + 1))
+                    self.advance()
+                properties = []
+                if self.peek().is_punct("{|"):
+                    properties = self.annotation_block()
+                annotations.append(Annotation(reifier, properties))
+            elif self.peek().is_punct("{|"):
+                annotations.append(Annotation(None, self.annotation_block()))
+            else:
+                return ObjectWithAnnotations(node, annotations)
+
+    def annotation_block(self) -> list[PropertyValues]:
+        self.advance()
+        properties = self.property_list()
+        self.expect_punct("|}", "to close the annotation")
+        return properties
+
+    def graph_node(self, allow_collections: bool):
+        tok = self.peek()
+        start = self.i
+        if tok.is_punct("["):
+            self.advance()
+            if self.peek().is_punct("]"):
+                self.advance()
+                return Term(Span(start, self.i))
+            properties = self.property_list()
+            self.expect_punct("]", "to close the blank node property list")
+            return BlankNodePropertyList(properties)
+        if tok.is_punct("(") and allow_collections:
+            self.advance()
+            items = []
+            while not self.peek().is_punct(")"):
+                if self.peek().kind == EOF:
+                    raise self.error("'(' is never closed", tok)
+                items.append(self.graph_node(allow_collections=True))
+            self.advance()
+            return Collection(items) if items else Term(Span(start, self.i))
+        if tok.is_punct("<<("):
+            self.advance()
+            self.graph_node(allow_collections=False)
+            if self.peek().kind == VAR:
+                self.advance()
+            else:
+                self.path_element()
+            self.graph_node(allow_collections=False)
+            self.expect_punct(")>>", "to close the triple term")
+            return TripleTerm(Span(start, self.i))
+        if tok.is_punct("<<"):
+            self.advance()
+            subject = self.graph_node(allow_collections=False)
+            verb_start = self.i
+            if self.peek().kind == VAR or self.peek().is_keyword("A"):
+                self.advance()
+            elif self.peek().kind in (IRI, PNAME):
+                self.resolve(self.peek())
+                self.advance()
+            else:
+                raise self.error("expected a predicate inside << >>, found %s" % self.describe(self.peek()))
+            verb = Span(verb_start, self.i)
+            obj = self.graph_node(allow_collections=False)
+            reifier = None
+            if self.peek().is_punct("~"):
+                self.advance()
+                if self.peek().kind in (VAR, IRI, PNAME, BNODE):
+                    reifier = Term(Span(self.i, self.i + 1))
+                    self.advance()
+            self.expect_punct(">>", "to close the reified triple")
+            return ReifiedTriple(subject, verb, obj, reifier)
+        if tok.kind in (VAR, IRI, PNAME, BNODE, NUMBER) or tok.is_keyword("TRUE", "FALSE"):
+            if tok.kind in (IRI, PNAME):
+                self.resolve(tok)
+            self.advance()
+            return Term(Span(start, self.i))
+        if tok.kind == STRING:
+            self.advance()
+            if self.peek().kind == LANGTAG:
+                self.advance()
+            elif self.peek().is_punct("^^"):
+                self.advance()
+                if self.peek().kind not in (IRI, PNAME):
+                    raise self.error("expected a datatype IRI after ^^")
+                self.resolve(self.peek())
+                self.advance()
+            return Term(Span(start, self.i))
+        raise self.error("expected an RDF term, found %s" % self.describe(tok))
+
+
+def parse_query(text: str) -> ContinuousQuery:
+    """Parse RSP-QL* text into a query model; raises QuerySyntaxError with line and column.
+
+    The result is only structurally checked; `validate.validated_query` also has Oxigraph
+    check the SPARQL that the rewrite produces."""
+    return _Parser(text).parse()

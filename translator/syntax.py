@@ -1,0 +1,185 @@
+"""Syntax tree of a query body, at the granularity the window rewrite needs.
+
+Text the rewrite never changes (expressions, paths, solution modifiers) stays a `Span` of
+tokens, copied verbatim; graph patterns that the rewrite must see (GRAPH, WINDOW, groups,
+sub-selects, EXISTS inside expressions, triples) are nodes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+from .tokens import SourceText, Token
+
+
+@dataclass
+class Span:
+    """Tokens [start, end) copied as the user wrote them."""
+
+    start: int
+    end: int
+
+
+@dataclass
+class Group:
+    """`{ ... }`: open and close are token indices of the braces."""
+
+    open: int
+    close: int
+    items: list["Node"] = field(default_factory=list)
+
+
+@dataclass
+class GraphPattern:
+    """`GRAPH name { ... }` (is_window False) or `WINDOW name { ... }` (is_window True)."""
+
+    keyword: int
+    name: int
+    group: Group
+    is_window: bool
+
+
+@dataclass
+class Keyworded:
+    """OPTIONAL / MINUS / SERVICE [SILENT] name, followed by a group."""
+
+    head: Span
+    group: Group
+
+
+@dataclass
+class UnionPattern:
+    groups: list[Group]
+
+
+@dataclass
+class SubSelect:
+    """A sub-query inside a group: `SELECT ... WHERE { ... } modifiers`."""
+
+    head: "Expression"
+    where: Group
+    tail: "Expression"
+
+
+@dataclass
+class Expression:
+    """Verbatim text with the EXISTS groups found inside it (which hold graph patterns)."""
+
+    parts: list[Union[Span, Group]]
+
+
+@dataclass
+class Bind:
+    """`BIND ( expr AS ?var )`."""
+
+    expression: Expression
+    variable: str
+    calls_rspu: bool
+
+
+@dataclass
+class Filter:
+    expression: Expression
+    calls_rspu: bool
+    variables: frozenset[str]
+
+
+@dataclass
+class InlineData:
+    """A VALUES block (copied verbatim)."""
+
+    span: Span
+
+
+# Terms and triples, for the one context where the rewrite needs atomic triple patterns: a
+# window's default graph (its elements' timestamp triples).
+
+@dataclass
+class Term:
+    span: Span
+
+
+@dataclass
+class BlankNodePropertyList:
+    properties: list["PropertyValues"]
+
+
+@dataclass
+class Collection:
+    items: list["GraphNode"]
+
+
+@dataclass
+class ReifiedTriple:
+    """`<< s p o ~ reifier >>`."""
+
+    subject: "GraphNode"
+    verb: Span
+    object: "GraphNode"
+    reifier: Term | None
+
+
+@dataclass
+class TripleTerm:
+    """`<<( s p o )>>`: a term, kept verbatim."""
+
+    span: Span
+
+
+GraphNode = Union[Term, BlankNodePropertyList, Collection, ReifiedTriple, TripleTerm]
+
+
+@dataclass
+class Annotation:
+    """`~ reifier` and/or `{| property list |}` after an object."""
+
+    reifier: Term | None
+    properties: list["PropertyValues"]
+
+
+@dataclass
+class ObjectWithAnnotations:
+    node: GraphNode
+    annotations: list[Annotation]
+
+
+@dataclass
+class PropertyValues:
+    """One verb (a variable or a property path, verbatim) and its objects."""
+
+    verb: Span
+    is_simple: bool
+    objects: list[ObjectWithAnnotations]
+
+
+@dataclass
+class TriplesSameSubject:
+    subject: GraphNode
+    properties: list[PropertyValues]
+
+
+@dataclass
+class TriplesBlock:
+    span: Span
+    triples: list[TriplesSameSubject]
+
+
+Node = Union[Group, GraphPattern, Keyworded, UnionPattern, SubSelect, Bind, Filter, InlineData, TriplesBlock]
+
+
+@dataclass
+class ParsedBody:
+    """Everything the rewriter needs: tokens, prologue, the WHERE group and modifiers."""
+
+    source: SourceText
+    tokens: list[Token]
+    prologue: Span
+    form_head: Expression       # SELECT/CONSTRUCT/ASK clause, R2S keyword and window decls removed
+    construct_template: Group | None
+    where: Group
+    modifiers: Expression       # GROUP BY ... VALUES, verbatim
+    prefixes: dict[str, str]
+    base: str | None
+    projected: frozenset[str] | None   # None: SELECT * (everything is projected)
+    variable_uses: dict[str, int]       # how often each variable occurs in the query text
+    removed: list[Span]                 # REGISTER, R2S and dataset clauses (not sent to Oxigraph)
