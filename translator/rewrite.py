@@ -1,0 +1,339 @@
+"""Rewrite an RSP-QL* query into SPARQL-star for one evaluation (spec §3, window datasets).
+
+The store keeps every stream element as a named graph, its timestamp triple in the
+`TIMESTAMPS_GRAPH`, and background data in the default graph and other named graphs. For the
+elements each window holds at this evaluation:
+
+- `GRAPH ?g { P }` inside `WINDOW w` becomes `{ VALUES ?g { elements of w } GRAPH ?g { P } }`;
+  `GRAPH <n> { P }` stays only if `n` is an element of `w`, else it matches nothing.
+- Triples in a window's default graph match the timestamp triples of the window's elements:
+  they move into `GRAPH <TIMESTAMPS_GRAPH>` with their subjects restricted to the elements.
+- `WINDOW ?w { P }` becomes a UNION over the declared windows with `?w` bound to each.
+- Outside every window, `GRAPH` ranges over the background named graphs only (or the
+  `FROM NAMED` graphs); `FROM` graphs become the query's default graph.
+
+Element sets are inlined as VALUES: the store selects them from its time index, so the cost
+does not grow with the size of the store.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+from store.vocabulary import TIMESTAMPS_GRAPH
+
+from .errors import QuerySyntaxError
+from .model import ContinuousQuery
+from .namespaces import RDF
+from .syntax import (
+    Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group, InlineData,
+    Keyworded, ParsedBody, PropertyValues, ReifiedTriple, Span, SubSelect, Term, TriplesBlock,
+    TriplesSameSubject, TripleTerm, UnionPattern,
+)
+from .tokens import BNODE, IRI, NAME, NUMBER, PNAME, STRING, VAR, SourceText
+
+_FRESH = "__rsp"
+_NOTHING = "FILTER(false)"
+
+
+@dataclass(frozen=True)
+class RewriteOptions:
+    """Switches for the optimizations of seed 002 (on by default; off only to measure them)."""
+
+    lazy_bind: bool = True
+    h4: bool = True
+
+
+@dataclass
+class RewrittenQuery:
+    text: str
+    default_graph: list[str] | None
+    source: SourceText
+    marks: list[tuple[int, int, int]] = field(repr=False)
+    out: SourceText = field(repr=False)
+
+    def source_position(self, line: int, column: int) -> tuple[int, int]:
+        """Map a (line, column) in the rewritten text back to the user's query text."""
+        offset = self.out.offset(line, column)
+        best = self.marks[0] if self.marks else (0, 0, 0)
+        for mark in self.marks:
+            if mark[0] > offset:
+                break
+            best = mark
+        out_start, src, copied = best
+        return self.source.position(src + min(max(offset - out_start, 0), max(copied - 1, 0)))
+
+
+class _Emitter:
+    def __init__(self, body: ParsedBody):
+        self.text = body.source.text
+        self.tokens = body.tokens
+        self.parts: list[str] = []
+        self.length = 0
+        self.marks: list[tuple[int, int, int]] = []
+
+    def _put(self, text: str, src: int, copied: bool) -> None:
+        self.marks.append((self.length, src, len(text) if copied else 0))
+        self.parts.append(text)
+        self.parts.append(" ")
+        self.length += len(text) + 1
+
+    def copy(self, span: Span) -> None:
+        if span.start >= span.end:
+            return
+        a, b = self.tokens[span.start].offset, self.tokens[span.end - 1].end
+        self._put(self.text[a:b], a, True)
+
+    def put(self, text: str, at_token: int) -> None:
+        self._put(text, self.tokens[at_token].offset, False)
+
+    def span_text(self, span: Span) -> str:
+        return self.text[self.tokens[span.start].offset:self.tokens[span.end - 1].end]
+
+
+@dataclass(frozen=True)
+class _Context:
+    window: str | None = None     # the window whose dataset is active, None outside windows
+    in_graph: bool = False        # inside a GRAPH pattern (triples are in that graph)
+
+
+class _Rewriter:
+    def __init__(self, query: ContinuousQuery, elements: dict[str, list[str]],
+                 background_graphs: list[str], options: RewriteOptions):
+        self.query = query
+        self.body = query.body
+        self.tokens = query.body.tokens
+        self.elements = {w: set(e) for w, e in elements.items()}
+        self.values = {w: " ".join("<%s>" % g for g in e) for w, e in elements.items()}
+        named = query.from_named_graphs or background_graphs
+        self.background = set(named)
+        self.background_values = " ".join("<%s>" % g for g in named)
+        self.options = options
+        self.emit = _Emitter(query.body)
+        self.fresh_count = 0
+
+    # -- helpers ----------------------------------------------------------------------------
+    def fresh(self) -> str:
+        self.fresh_count += 1
+        return "?%s%d" % (_FRESH, self.fresh_count)
+
+    def resolve(self, token_index: int) -> str:
+        tok = self.tokens[token_index]
+        if tok.kind == IRI:
+            iri = tok.text[1:-1]
+            return urljoin(self.body.base, iri) if self.body.base else iri
+        prefix, _, local = tok.text.partition(":")
+        return self.body.prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)
+
+    def error(self, message: str, token_index: int) -> QuerySyntaxError:
+        return self.body.source.error(message, self.tokens[token_index].offset)
+
+    # -- query --------------------------------------------------------------------------------
+    def run(self) -> RewrittenQuery:
+        body = self.body
+        self.emit.copy(body.prologue)
+        self.expression(body.form_head, _Context())
+        if body.construct_template is not None:
+            t = body.construct_template
+            self.emit.copy(Span(t.open, t.close + 1))
+        self.emit.put("WHERE", body.where.open)
+        self.group(body.where, _Context())
+        self.expression(body.modifiers, _Context())
+        text = "".join(self.emit.parts)
+        return RewrittenQuery(text, self.query.from_graphs or None, body.source, self.emit.marks,
+                              SourceText(text))
+
+    def expression(self, expression: Expression, ctx: _Context) -> None:
+        for part in expression.parts:
+            if isinstance(part, Span):
+                self.emit.copy(part)
+            else:
+                self.group(part, ctx)
+
+    def group(self, group: Group, ctx: _Context) -> None:
+        self.emit.put("{", group.open)
+        for item in group.items:
+            self.node(item, ctx)
+        self.emit.put("}", group.close if group.close >= 0 else group.open)
+
+    def node(self, node, ctx: _Context) -> None:
+        if isinstance(node, Group):
+            self.group(node, ctx)
+        elif isinstance(node, GraphPattern):
+            if node.is_window:
+                self.window_pattern(node, ctx)
+            else:
+                self.graph_pattern(node, ctx)
+        elif isinstance(node, Keyworded):
+            self.emit.copy(node.head)
+            self.group(node.group, ctx)
+        elif isinstance(node, UnionPattern):
+            for k, g in enumerate(node.groups):
+                if k:
+                    self.emit.put("UNION", g.open)
+                self.group(g, ctx)
+        elif isinstance(node, SubSelect):
+            self.expression(node.head, ctx)
+            self.group(node.where, ctx)
+            self.expression(node.tail, ctx)
+        elif isinstance(node, Bind):
+            if not self.lazy_skips(node):
+                self.expression(node.expression, ctx)
+        elif isinstance(node, Filter):
+            self.expression(node.expression, ctx)
+        elif isinstance(node, InlineData):
+            self.emit.copy(node.span)
+        elif isinstance(node, TriplesBlock):
+            if ctx.window is not None and not ctx.in_graph:
+                self.window_default_triples(node, ctx.window)
+            else:
+                self.emit.copy(node.span)
+        else:  # pragma: no cover - the parser produces no other node
+            raise TypeError(node)
+
+    def lazy_skips(self, bind: Bind) -> bool:
+        """Lazy variables (seed 002): a BIND of an rspu: call whose variable nothing else reads
+        is not computed. BIND never removes a row, so dropping it changes no other binding."""
+        if not (self.options.lazy_bind and bind.calls_rspu):
+            return False
+        projected = self.body.projected
+        if projected is None or bind.variable in projected:
+            return False
+        return self.body.variable_uses.get(bind.variable, 0) <= 1
+
+    # -- GRAPH and WINDOW -------------------------------------------------------------------
+    def graph_pattern(self, node: GraphPattern, ctx: _Context) -> None:
+        name = self.tokens[node.name]
+        inner = _Context(ctx.window, True)
+        if ctx.window is not None:
+            allowed, values = self.elements.get(ctx.window, set()), self.values.get(ctx.window, "")
+        else:
+            allowed, values = self.background, self.background_values
+        if name.kind == VAR:
+            self.emit.put("{ VALUES %s { %s }" % (name.text, values), node.keyword)
+            self.emit.copy(Span(node.keyword, node.name + 1))
+            self.group(node.group, inner)
+            self.emit.put("}", node.keyword)
+            return
+        self.emit.put("{", node.keyword)
+        self.emit.copy(Span(node.keyword, node.name + 1))
+        self.group(node.group, inner)
+        if self.resolve(node.name) not in allowed:
+            self.emit.put(_NOTHING, node.name)
+        self.emit.put("}", node.keyword)
+
+    def window_pattern(self, node: GraphPattern, ctx: _Context) -> None:
+        name = self.tokens[node.name]
+        if name.kind != VAR:
+            self.group(node.group, _Context(self.resolve(node.name), False))
+            return
+        for k, window in enumerate(self.query.windows):
+            if k:
+                self.emit.put("UNION", node.keyword)
+            self.emit.put("{ VALUES %s { <%s> }" % (name.text, window), node.name)
+            self.group(node.group, _Context(window, False))
+            self.emit.put("}", node.keyword)
+
+    # -- a window's default graph --------------------------------------------------------------
+    def window_default_triples(self, block: TriplesBlock, window: str) -> None:
+        triples: list[tuple[str, str, str]] = []
+        labels: dict[str, str] = {}
+        for tss in block.triples:
+            self.expand_subject(tss, triples, labels)
+        restricted: list[str] = []
+        impossible = False
+        members = self.elements.get(window, set())
+        for s, _, _ in triples:
+            if s.startswith("?"):
+                if s not in restricted:
+                    restricted.append(s)
+            elif not (s.startswith("<") and s[1:-1] in members):
+                impossible = True
+        at = block.span.start
+        self.emit.put("{ GRAPH <%s> {" % TIMESTAMPS_GRAPH, at)
+        for s, p, o in triples:
+            self.emit.put("%s %s %s ." % (s, p, o), at)
+        self.emit.put("}", at)
+        values = self.values.get(window, "")
+        for var in restricted:
+            self.emit.put("VALUES %s { %s }" % (var, values), at)
+        if impossible:
+            self.emit.put(_NOTHING, at)
+        self.emit.put("}", at)
+
+    def term_text(self, term: Term, labels: dict[str, str]) -> str:
+        span = term.span
+        tok = self.tokens[span.start]
+        if span.end - span.start == 1 and tok.kind == BNODE:
+            return labels.setdefault(tok.text, self.fresh())
+        if tok.is_punct("["):
+            return self.fresh()
+        if span.end - span.start == 1 and tok.kind in (IRI, PNAME):
+            return "<%s>" % self.resolve(span.start)
+        if tok.kind in (VAR, STRING, NUMBER, NAME) or tok.is_punct("("):
+            text = self.emit.span_text(span)
+            if tok.kind == STRING and self.tokens[span.end - 1].kind in (IRI, PNAME):
+                return text[:text.rindex("^^")] + "^^<%s>" % self.resolve(span.end - 1)
+            return text
+        return self.emit.span_text(span)
+
+    def node_text(self, node, triples: list, labels: dict[str, str]) -> str:
+        if isinstance(node, Term):
+            return self.term_text(node, labels)
+        if isinstance(node, TripleTerm):
+            return self.emit.span_text(node.span)
+        if isinstance(node, BlankNodePropertyList):
+            subject = self.fresh()
+            self.expand_properties(subject, node.properties, triples, labels)
+            return subject
+        if isinstance(node, Collection):
+            head = cell = self.fresh()
+            for k, item in enumerate(node.items):
+                triples.append((cell, "<%sfirst>" % RDF, self.node_text(item, triples, labels)))
+                rest = self.fresh() if k + 1 < len(node.items) else "<%snil>" % RDF
+                triples.append((cell, "<%srest>" % RDF, rest))
+                cell = rest
+            return head
+        if isinstance(node, ReifiedTriple):
+            s = self.node_text(node.subject, triples, labels)
+            p = self.verb_text(node.verb)
+            o = self.node_text(node.object, triples, labels)
+            reifier = self.term_text(node.reifier, labels) if node.reifier else self.fresh()
+            triples.append((reifier, "<%sreifies>" % RDF, "<<( %s %s %s )>>" % (s, p, o)))
+            return reifier
+        raise TypeError(node)  # pragma: no cover
+
+    def verb_text(self, span: Span) -> str:
+        tok = self.tokens[span.start]
+        if tok.is_keyword("A"):
+            return "<%stype>" % RDF
+        if tok.kind in (IRI, PNAME):
+            return "<%s>" % self.resolve(span.start)
+        return tok.text
+
+    def expand_subject(self, tss: TriplesSameSubject, triples: list, labels: dict[str, str]) -> None:
+        subject = self.node_text(tss.subject, triples, labels)
+        self.expand_properties(subject, tss.properties, triples, labels)
+
+    def expand_properties(self, subject: str, properties: list[PropertyValues], triples: list,
+                          labels: dict[str, str]) -> None:
+        for pv in properties:
+            if not pv.is_simple:
+                raise self.error("property paths are not supported in a window's default graph "
+                                 "(it holds only the elements' timestamp triples)", pv.verb.start)
+            verb = self.verb_text(pv.verb)
+            for obj in pv.objects:
+                o = self.node_text(obj.node, triples, labels)
+                triples.append((subject, verb, o))
+                for annotation in obj.annotations:
+                    reifier = self.term_text(annotation.reifier, labels) if annotation.reifier else self.fresh()
+                    triples.append((reifier, "<%sreifies>" % RDF, "<<( %s %s %s )>>" % (subject, verb, o)))
+                    self.expand_properties(reifier, annotation.properties, triples, labels)
+
+
+def rewrite(query: ContinuousQuery, elements: dict[str, list[str]], background_graphs: list[str],
+            options: RewriteOptions = RewriteOptions()) -> RewrittenQuery:
+    """SPARQL-star for one evaluation: `elements` maps each declared window to the graph IRIs
+    of its elements at that evaluation (absent or empty: the window is empty)."""
+    return _Rewriter(query, elements, background_graphs, options).run()

@@ -1,0 +1,118 @@
+"""Compile RSP-QL* text into a checked query: parse, rewrite, and have Oxigraph check the
+SPARQL the rewrite produces, with its errors reported at the user's line and column."""
+from __future__ import annotations
+
+import re
+
+import pyoxigraph as ox
+
+from .errors import QuerySyntaxError
+from .model import ContinuousQuery
+from .parser import parse_query
+from .rewrite import RewriteOptions, RewrittenQuery, rewrite
+from .syntax import Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, UnionPattern
+from .tokens import IRI, PNAME
+from .uncertainty import FunctionLibrary
+
+_POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
+_UNSUPPORTED_FUNCTION = re.compile(r"The custom function <([^>]*)> is not supported")
+_MESSAGE_LIMIT = 240
+
+
+def _short(message: str) -> str:
+    message = " ".join(message.split())
+    return message if len(message) <= _MESSAGE_LIMIT else message[:_MESSAGE_LIMIT] + " ..."
+
+
+def compile_query(text: str, functions: FunctionLibrary | None = None) -> ContinuousQuery:
+    """Parse and fully check an RSP-QL* query; raises QuerySyntaxError (line, column)."""
+    query = parse_query(text)
+    rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
+    check_with_oxigraph(query, rewritten, functions or FunctionLibrary())
+    return query
+
+
+def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, functions: FunctionLibrary) -> None:
+    probe = ox.Store()
+    try:
+        probe.query(rewritten.text, custom_functions=functions.table)
+    except SyntaxError as e:
+        raise _locate(query, rewritten, str(e), probe, functions) from None
+    except RuntimeError as e:
+        m = _UNSUPPORTED_FUNCTION.search(str(e))
+        if not m:
+            raise
+        line, column = _token_position(query, m.group(1))
+        raise QuerySyntaxError("unknown function <%s> (the engine provides rspu:%s)" % (
+            m.group(1), ", rspu:".join(("add", "subtract", "greaterThan", "lessThan", "between"))),
+            line, column) from None
+
+
+def _token_position(query: ContinuousQuery, iri: str) -> tuple[int, int]:
+    body = query.body
+    for tok in body.tokens:
+        if tok.kind in (IRI, PNAME):
+            if tok.kind == IRI and tok.text[1:-1] == iri:
+                return body.source.position(tok.offset)
+            prefix, _, local = tok.text.partition(":")
+            if tok.kind == PNAME and body.prefixes.get(prefix, "\0") + local == iri:
+                return body.source.position(tok.offset)
+    return 1, 1
+
+
+def _locate(query: ContinuousQuery, rewritten: RewrittenQuery, message: str, probe: ox.Store,
+            functions: FunctionLibrary) -> QuerySyntaxError:
+    """Oxigraph's parser often reports the end of the enclosing group; re-check each
+    expression alone to point at the one that is wrong."""
+    body = query.body
+    m = _POSITION.match(message)
+    detail = _short(m.group(3) if m else message)
+    prologue = ""
+    if body.prologue.end > body.prologue.start:
+        prologue = body.source.text[body.tokens[body.prologue.start].offset:body.tokens[body.prologue.end - 1].end]
+    for expression in _expressions(body.where):
+        start = body.tokens[expression.parts[0].start].offset if isinstance(expression.parts[0], Span) else None
+        if start is None:
+            continue
+        end = _expression_end(body, expression)
+        text = body.source.text[start:end]
+        try:
+            probe.query("%s\nSELECT * WHERE { %s }" % (prologue, text), custom_functions=functions.table)
+        except SyntaxError as e:
+            inner = _POSITION.match(str(e))
+            line, column = body.source.position(start)
+            return QuerySyntaxError("invalid expression: %s" % _short(inner.group(3) if inner else str(e)),
+                                    line, column)
+        except RuntimeError:
+            continue
+    if m:
+        line, column = rewritten.source_position(int(m.group(1)), int(m.group(2)))
+    else:
+        line, column = 1, 1
+    return QuerySyntaxError(detail, line, column)
+
+
+def _expression_end(body, expression: Expression) -> int:
+    last = expression.parts[-1]
+    if isinstance(last, Span):
+        return body.tokens[last.end - 1].end
+    return body.tokens[last.close].end
+
+
+def _expressions(node):
+    """FILTER and BIND expressions of a pattern, depth first."""
+    if isinstance(node, (Filter, Bind)):
+        yield node.expression
+        for part in node.expression.parts:
+            if isinstance(part, Group):
+                yield from _expressions(part)
+    elif isinstance(node, Group):
+        for item in node.items:
+            yield from _expressions(item)
+    elif isinstance(node, (GraphPattern, Keyworded)):
+        yield from _expressions(node.group)
+    elif isinstance(node, UnionPattern):
+        for g in node.groups:
+            yield from _expressions(g)
+    elif isinstance(node, SubSelect):
+        yield from _expressions(node.where)
