@@ -1,0 +1,192 @@
+"""The `rspu:` SPARQL extension functions (spec: uncertainty.md), for Oxigraph.
+
+Each function takes RDF terms and returns a term, or None for a SPARQL expression error (a
+FILTER drops the row, a BIND leaves its variable unbound); nothing raises into the query.
+A `FunctionLibrary` holds the per-evaluation cache (seed 002 §4.1) and counts calls, so the
+benchmark can show what each optimization saves.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import pyoxigraph as ox
+from scipy import integrate
+
+from ..namespaces import RSPU, XSD
+from .distributions import Distribution, FamilyRegistry, UncertaintyError, default_families
+
+DISTRIBUTION_DATATYPE = RSPU + "distribution"
+NUMERIC_DATATYPES = frozenset(XSD + t for t in (
+    "double", "float", "decimal", "integer", "int", "long", "short", "byte", "nonNegativeInteger",
+    "positiveInteger", "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong",
+    "unsignedShort", "unsignedByte"))
+FUNCTION_NAMES = ("add", "subtract", "greaterThan", "lessThan", "between")
+
+_DISTRIBUTION = ox.NamedNode(DISTRIBUTION_DATATYPE)
+_DOUBLE = ox.NamedNode(XSD + "double")
+_PARSE_CACHE_LIMIT = 100_000
+
+Value = float | Distribution
+
+
+@dataclass
+class CallCounts:
+    calls: int = 0        # invocations by the query engine
+    computed: int = 0     # invocations that were not answered from the cache
+
+
+class FunctionLibrary:
+    """The five `rspu:` functions bound to one family registry, cache and call counter."""
+
+    def __init__(self, families: FamilyRegistry | None = None, cache: bool = True):
+        self.families = families or default_families()
+        self.cache_enabled = cache
+        self.counts = CallCounts()
+        self._cache: dict[tuple, ox.Literal | None] = {}
+        self._parsed: dict[str, Distribution | UncertaintyError] = {}
+        implementations: dict[str, Callable[..., ox.Literal]] = {
+            "add": self._add, "subtract": self._subtract, "greaterThan": self._greater_than,
+            "lessThan": self._less_than, "between": self._between,
+        }
+        self.table = {ox.NamedNode(RSPU + name): self._entry(name, impl)
+                      for name, impl in implementations.items()}
+
+    def begin_evaluation(self) -> None:
+        """The cache lives for one evaluation (seed 002): a new window starts it empty."""
+        self._cache.clear()
+
+    def _entry(self, name: str, impl: Callable[..., ox.Literal]):
+        cache = self._cache
+        counts = self.counts
+
+        def call(*args):
+            counts.calls += 1
+            if self.cache_enabled:
+                key = (name, *args)
+                try:
+                    return cache[key]
+                except KeyError:
+                    pass
+                except TypeError:
+                    key = None
+            counts.computed += 1
+            try:
+                result = impl(*args)
+            except (UncertaintyError, ValueError, ArithmeticError, TypeError):
+                result = None
+            if self.cache_enabled and key is not None:
+                cache[key] = result
+            return result
+
+        call.__name__ = name
+        return call
+
+    # -- argument decoding -------------------------------------------------------------------
+    def distribution(self, term) -> Distribution:
+        if not isinstance(term, ox.Literal) or term.datatype != _DISTRIBUTION:
+            raise UncertaintyError("expected an rspu:distribution literal, got %s" % (term,))
+        lexical = term.value
+        parsed = self._parsed.get(lexical)
+        if parsed is None:
+            try:
+                parsed = self.families.parse(lexical)
+            except UncertaintyError as e:
+                parsed = e
+            if len(self._parsed) >= _PARSE_CACHE_LIMIT:
+                self._parsed.clear()
+            self._parsed[lexical] = parsed
+        if isinstance(parsed, UncertaintyError):
+            raise parsed
+        return parsed
+
+    def value(self, term) -> Value:
+        """A number (any XSD numeric literal) or a distribution."""
+        if isinstance(term, ox.Literal):
+            datatype = term.datatype.value
+            if datatype in NUMERIC_DATATYPES:
+                number = float(term.value)
+                if math.isnan(number):
+                    raise UncertaintyError("NaN is not a usable number")
+                return number
+            if datatype == DISTRIBUTION_DATATYPE:
+                return self.distribution(term)
+        raise UncertaintyError("expected a number or an rspu:distribution, got %s" % (term,))
+
+    # -- functions ---------------------------------------------------------------------------
+    def _add(self, d, x) -> ox.Literal:
+        return _distribution_literal(_sum(self.distribution(d), self.value(x)))
+
+    def _subtract(self, d, x) -> ox.Literal:
+        return _distribution_literal(_sum(self.distribution(d), _negate(self.value(x))))
+
+    def _greater_than(self, d, x) -> ox.Literal:
+        return _probability(1.0 - _cdf_of_difference(self.distribution(d), self.value(x)))
+
+    def _less_than(self, d, x) -> ox.Literal:
+        return _probability(_cdf_of_difference(self.distribution(d), self.value(x)))
+
+    def _between(self, d, lo, hi) -> ox.Literal:
+        return _probability(probability_between(self.distribution(d), self.value(lo), self.value(hi)))
+
+
+def _negate(x: Value) -> Value:
+    return -x if isinstance(x, float) else x.negated()
+
+
+def _sum(d: Distribution, x: Value) -> Distribution:
+    if isinstance(x, float):
+        if math.isinf(x):
+            raise UncertaintyError("cannot shift a distribution by infinity")
+        return d.shifted(x)
+    return d.plus(x)
+
+
+def _cdf_of_difference(d: Distribution, x: Value) -> float:
+    """P(D < X) = P(D - X < 0) for independent D and X (continuous: < and <= agree)."""
+    if isinstance(x, float):
+        return d.cdf(x)
+    return d.plus(x.negated()).cdf(0.0)
+
+
+def probability_between(d: Distribution, lo: Value, hi: Value) -> float:
+    """P(lo < D < hi) for independent D, lo and hi (numbers or distributions)."""
+    if isinstance(lo, float) and isinstance(hi, float):
+        return max(0.0, d.cdf(hi) - d.cdf(lo)) if lo < hi else 0.0
+    if isinstance(lo, float):
+        # P(lo < D < HI) = P(D < HI) - P(D <= lo, D < HI) = ∫_lo^∞ f_D(y) P(HI > y) dy
+        return _integrate(d, lambda y: 1.0 - hi.cdf(y), lower=lo)
+    if isinstance(hi, float):
+        return _integrate(d, lambda y: lo.cdf(y), upper=hi)
+    return _integrate(d, lambda y: lo.cdf(y) * (1.0 - hi.cdf(y)))
+
+
+def _integrate(d: Distribution, weight: Callable[[float], float], lower: float = -math.inf,
+               upper: float = math.inf) -> float:
+    """∫ f_D(y) weight(y) dy over D's support ∩ [lower, upper], adaptively to ~1e-12."""
+    a, b = d.support()
+    a, b = max(a, lower), min(b, upper)
+    if not a < b:
+        return 0.0
+    points = [p for p in d.kinks() if a < p < b]
+    if d.variance > 0:
+        # Split the normal's bulk so quad sees its scale.
+        sigma = d.std
+        centre = d.mean
+        points += [centre + k * sigma for k in (-8, -4, -2, -1, 0, 1, 2, 4, 8) if a < centre + k * sigma < b]
+    edges = [a] + sorted(set(points)) + [b]
+    total = 0.0
+    for left, right in zip(edges, edges[1:]):
+        value, _ = integrate.quad(lambda y: d.pdf(y) * weight(y), left, right,
+                                  epsabs=1e-13, epsrel=1e-12, limit=200)
+        total += value
+    return total
+
+
+def _distribution_literal(d: Distribution) -> ox.Literal:
+    return ox.Literal(d.lexical(), datatype=_DISTRIBUTION)
+
+
+def _probability(p: float) -> ox.Literal:
+    return ox.Literal(repr(min(1.0, max(0.0, p))), datatype=_DOUBLE)
