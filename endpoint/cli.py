@@ -1,0 +1,132 @@
+"""The `rspstar` command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from store.errors import StoreError
+from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
+from translator.temporal import parse_instant
+from translator.validate import compile_query
+
+from .errors import EndpointError, UsageError
+from .evaluation import EvaluationOptions
+from .replay import ReplayInput, replay
+
+EXIT_INPUT_ERROR = 2
+
+
+def _key_value(text: str, what: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or not value:
+        raise UsageError("%s must be KEY=VALUE, got %r" % (what, text))
+    return key, value
+
+
+def _instant(text: str, what: str) -> int:
+    try:
+        return parse_instant(text)
+    except TemporalValueError as e:
+        raise UsageError("%s: %s" % (what, e)) from None
+
+
+def _write_atomically(path: Path, lines) -> None:
+    """Write all lines or nothing: a failed replay never leaves a half-written --out."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            for line in lines:
+                out.write(line)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _read_query(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise UsageError("cannot read query %s: %s" % (path, e.strerror)) from None
+
+
+def cmd_replay(args) -> int:
+    text = _read_query(args.query)
+    streams = []
+    for item in args.stream:
+        iri, file = _key_value(item, "--stream")
+        streams.append((iri, Path(file)))
+    for _, file in streams + ([("", Path(args.background))] if args.background else []):
+        if not file.is_file():
+            raise UsageError("no such file: %s" % file)
+    options = EvaluationOptions.from_pairs(dict(_key_value(o, "--option") for o in args.option))
+    spec = ReplayInput(text, streams, _instant(args.start, "--from"), _instant(args.end, "--to"),
+                       Path(args.background) if args.background else None, options)
+    try:
+        lines = (json.dumps(record, sort_keys=True) + "\n" for record in replay(spec))
+        if args.out:
+            _write_atomically(Path(args.out), lines)
+        else:
+            for line in lines:
+                sys.stdout.write(line)
+    except QuerySyntaxError as e:
+        print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    return 0
+
+
+def cmd_check(args) -> int:
+    text = _read_query(args.query)
+    try:
+        query = compile_query(text)
+    except QuerySyntaxError as e:
+        print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
+        return EXIT_INPUT_ERROR
+    print(json.dumps({
+        "form": query.form.value, "r2s": query.r2s.value, "name": query.name,
+        "output_stream": query.output_stream,
+        "windows": [w.describe() for w in query.windows.values()],
+    }, indent=2))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rspstar", description="RSP-QL* stream processing engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    rp = sub.add_parser("replay", help="evaluate a query over recorded streams in event time")
+    rp.add_argument("query", help="RSP-QL* query file")
+    rp.add_argument("--stream", action="append", default=[], metavar="IRI=FILE",
+                    help="a recorded stream (TriG 1.2 or N-Quads 1.2); repeatable")
+    rp.add_argument("--background", metavar="FILE", help="background data (TriG, Turtle, N-Quads)")
+    rp.add_argument("--from", dest="start", required=True, metavar="INSTANT",
+                    help="evaluate instants after this xsd:dateTime")
+    rp.add_argument("--to", dest="end", required=True, metavar="INSTANT",
+                    help="... up to and including this xsd:dateTime")
+    rp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="query option: report=close|non-empty, rspu_cache, lazy_bind, h4 (true|false)")
+    rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
+    rp.set_defaults(handler=cmd_replay)
+
+    ck = sub.add_parser("check", help="parse and check a query, print its windows")
+    ck.add_argument("query")
+    ck.set_defaults(handler=cmd_check)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except (EndpointError, StoreError, TranslatorError) as e:
+        print("rspstar %s: %s" % (args.command, e), file=sys.stderr)
+        return EXIT_INPUT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

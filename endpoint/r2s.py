@@ -1,0 +1,30 @@
+"""Relation-to-stream operators (seed 001 Def. 20-22), with the state they keep per query."""
+from __future__ import annotations
+
+from typing import Callable, Hashable
+
+from translator.model import R2S
+
+
+class R2SOperator:
+    """RStream emits every solution of the evaluation; IStream the distinct solutions absent
+    from the previous evaluation; DStream the distinct solutions of the previous evaluation
+    that are absent now. The first evaluation compares with the empty set."""
+
+    def __init__(self, operator: R2S, key: Callable[[object], Hashable]):
+        self.operator = operator
+        self.key = key
+        self._previous: dict[Hashable, object] = {}
+
+    def apply(self, rows: list) -> list:
+        if self.operator is R2S.RSTREAM:
+            return rows
+        current: dict[Hashable, object] = {}
+        for row in rows:
+            current.setdefault(self.key(row), row)
+        if self.operator is R2S.ISTREAM:
+            emitted = [row for k, row in current.items() if k not in self._previous]
+        else:
+            emitted = [row for k, row in self._previous.items() if k not in current]
+        self._previous = current
+        return emitted

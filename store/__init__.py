@@ -1,0 +1,1 @@
+"""The data layer: the Oxigraph-backed stream store and the ingestion into it."""

@@ -1,0 +1,33 @@
+"""Errors of the data layer. Every one of them is a StoreError."""
+from __future__ import annotations
+
+
+class StoreError(Exception):
+    """Base error of the `store` package."""
+
+
+class RdfInputError(StoreError):
+    """RDF input that cannot be read, with where: source name, line and column when known."""
+
+    def __init__(self, message: str, source: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.source = source
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        where = self.source
+        if self.line is not None:
+            where += ":%d" % self.line
+            if self.column is not None:
+                where += ":%d" % self.column
+        return "%s: %s" % (where, self.message)
+
+
+class DuplicateElementError(StoreError):
+    """A graph name already used by another stream element."""
+
+
+class QueryTimeout(StoreError):
+    """A query ran past its time limit."""
