@@ -1,0 +1,82 @@
+"""`rspstar replay` and `rspstar check` on good and bad input."""
+import json
+import subprocess
+import sys
+
+from endpoint.cli import main
+
+QUERY = """PREFIX ex: <http://example.org/>
+SELECT ?o ?v
+FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }
+"""
+STREAM = """@prefix ex: <http://example.org/> .
+@prefix prov: <http://www.w3.org/ns/prov#> .
+ex:e0 prov:generatedAtTime "2026-03-01T08:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+ex:e0 { ex:o0 ex:v 1 . }
+ex:e1 prov:generatedAtTime "2026-03-01T08:00:03Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+ex:e1 { ex:o1 ex:v 2 . }
+"""
+RANGE = ["--from", "2026-03-01T08:00:00Z", "--to", "2026-03-01T08:00:04Z"]
+
+
+def test_replay_writes_one_line_per_instant(write, tmp_path):
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)]) == 0
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [l["time"] for l in lines] == ["2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z"]
+    assert lines[0]["bindings"] == [{"o": "<http://example.org/o0>",
+                                     "v": '"1"^^<http://www.w3.org/2001/XMLSchema#integer>'}]
+    assert lines[1]["windows"] == {"http://example.org/w": ["2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z"]}
+
+
+def test_query_syntax_error_prints_file_line_column_and_exits_2(write, capsys):
+    q = write("bad.rq", QUERY.replace("[RANGE PT2S]", "[RANGE PT2S STEP PT0S]"))
+    s = write("s.trig", STREAM)
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE]) == 2
+    assert capsys.readouterr().err.strip() == "%s:3:49: STEP must be positive, got PT0S" % q
+
+
+def test_malformed_stream_names_file_and_line_and_keeps_existing_out(write, tmp_path, capsys):
+    q = write("q.rq", QUERY)
+    s = write("s.trig", STREAM + "ex:e2 { ex:o2 ex:v }\n")
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous results\n")
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "%s:7:" % s in err
+    assert out.read_text() == "previous results\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_unknown_option_and_bad_instant_are_usage_errors(write, capsys):
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--option", "colour=red"]) == 2
+    assert "unknown option 'colour'" in capsys.readouterr().err
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s,
+                 "--from", "yesterday", "--to", "2026-03-01T08:00:04Z"]) == 2
+    assert "--from" in capsys.readouterr().err
+
+
+def test_non_empty_report_policy_skips_empty_evaluations(write, tmp_path):
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, "--from", "2026-03-01T08:00:00Z",
+                 "--to", "2026-03-01T08:00:10Z", "--option", "report=non-empty", "--out", str(out)]) == 0
+    assert [json.loads(l)["time"] for l in out.read_text().splitlines()] == [
+        "2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z"]
+
+
+def test_element_without_timestamp_is_refused_in_replay(write, capsys):
+    q = write("q.rq", QUERY)
+    s = write("s.trig", STREAM + "ex:e9 { ex:o9 ex:v 9 . }\n")
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE]) == 2
+    assert "has no timestamp triple" in capsys.readouterr().err
+
+
+def test_console_script_check(write):
+    q = write("q.rq", QUERY)
+    done = subprocess.run([sys.executable, "-m", "endpoint.cli", "check", str(q)], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert json.loads(done.stdout)["windows"][0]["range"] == "PT2S"

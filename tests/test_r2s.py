@@ -1,0 +1,19 @@
+from endpoint.r2s import R2SOperator
+from translator.model import R2S
+
+
+def run(op, evaluations):
+    operator = R2SOperator(op, lambda row: row)
+    return [operator.apply(rows) for rows in evaluations]
+
+
+def test_rstream_emits_everything_including_duplicates():
+    assert run(R2S.RSTREAM, [["a", "a", "b"], ["b"]]) == [["a", "a", "b"], ["b"]]
+
+
+def test_istream_emits_new_distinct_solutions():
+    assert run(R2S.ISTREAM, [["a", "b", "b"], ["b", "c"], [], ["c"]]) == [["a", "b"], ["c"], [], ["c"]]
+
+
+def test_dstream_emits_expired_distinct_solutions():
+    assert run(R2S.DSTREAM, [["a", "b"], ["b", "c"], [], ["c"]]) == [[], ["a"], ["b", "c"], []]

@@ -1,0 +1,147 @@
+"""Rewrite round-trips through Oxigraph: the window dataset semantics of spec §3."""
+import pyoxigraph as ox
+import pytest
+
+from endpoint.evaluation import EvaluationOptions, QueryEvaluator
+from store.rdf_input import read_elements
+from store.stream_store import StreamStore
+from translator.errors import QuerySyntaxError
+from translator.temporal import parse_instant
+from translator.validate import compile_query
+
+PREFIXES = """PREFIX ex: <http://example.org/>
+PREFIX prov: <http://www.w3.org/ns/prov#>
+PREFIX rspu: <http://w3id.org/rsp/rspu#>
+"""
+T0 = parse_instant("2026-03-01T08:00:00Z")
+S = 1_000_000
+
+
+def trig_elements(stream_prefix: str, count: int, start_second: int = 0) -> str:
+    lines = ["@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> ."]
+    for i in range(count):
+        second = start_second + i
+        lines.append('ex:%s%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> .'
+                     % (stream_prefix, i, second))
+        lines.append("ex:%s%d { ex:obs-%s%d ex:value %d ; ex:sensor ex:s%d . }" % (stream_prefix, i, stream_prefix, i, i, i % 2))
+    return "\n".join(lines)
+
+
+@pytest.fixture
+def store():
+    s = StreamStore()
+    s.add_elements("http://example.org/a", read_elements(trig_elements("a", 10), "a.trig").elements)
+    s.add_elements("http://example.org/b", read_elements(trig_elements("b", 10), "b.trig").elements)
+    s.load_background(b"""@prefix ex: <http://example.org/> .
+ex:s0 ex:room ex:kitchen . ex:s1 ex:room ex:hall .
+ex:profile { ex:s1 ex:status ex:retired . }
+ex:extra { ex:s0 ex:label "zero" . }""", ox.RdfFormat.TRIG, "bg.trig")
+    return s
+
+
+def rows(store, text, instant, **options):
+    query = compile_query(PREFIXES + text)
+    evaluation = QueryEvaluator(query, store, EvaluationOptions(**options)).evaluate(instant)
+    return evaluation.rows
+
+
+def values(rows_, var):
+    return sorted(r[var] for r in rows_ if var in r)
+
+
+def test_graph_inside_window_ranges_over_window_elements_only(store):
+    got = rows(store, "SELECT ?o FROM NAMED WINDOW ex:w ON ex:a [RANGE PT4S] "
+                      "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } } }", T0 + 8 * S)
+    assert values(got, "o") == ["<http://example.org/obs-a%d>" % i for i in (4, 5, 6, 7)]
+
+
+def test_window_default_graph_holds_the_elements_timestamp_triples(store):
+    got = rows(store, "SELECT ?g ?t FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] "
+                      "WHERE { WINDOW ex:w { ?g prov:generatedAtTime ?t } }", T0 + 4 * S)
+    assert values(got, "g") == ["<http://example.org/a2>", "<http://example.org/a3>"]
+    got = rows(store, "SELECT ?t FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] "
+                      "WHERE { WINDOW ex:w { [] ?p ?t } }", T0 + 4 * S)
+    assert len(got) == 2
+    # Element content is not in the window's default graph.
+    assert rows(store, "SELECT ?o FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] "
+                       "WHERE { WINDOW ex:w { ?o ex:value ?v } }", T0 + 4 * S) == []
+    # A constant subject outside the window matches nothing.
+    assert rows(store, "SELECT ?t FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] "
+                       "WHERE { WINDOW ex:w { ex:a0 prov:generatedAtTime ?t } }", T0 + 4 * S) == []
+    assert len(rows(store, "SELECT ?t FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] "
+                           "WHERE { WINDOW ex:w { ex:a3 prov:generatedAtTime ?t } }", T0 + 4 * S)) == 1
+
+
+def test_graph_iri_inside_window_only_if_it_is_an_element(store):
+    q = "SELECT ?o FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ex:%s { ?o ex:value ?v } } }"
+    assert values(rows(store, q % "a3", T0 + 4 * S), "o") == ["<http://example.org/obs-a3>"]
+    assert rows(store, q % "a7", T0 + 4 * S) == []
+    assert rows(store, q % "profile", T0 + 4 * S) == []
+
+
+def test_outside_windows_graph_never_sees_stream_graphs(store):
+    got = rows(store, "SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }", T0 + 4 * S)
+    assert values(got, "g") == ["<http://example.org/extra>", "<http://example.org/profile>"]
+    assert rows(store, "SELECT ?o WHERE { GRAPH ex:a1 { ?o ?p ?v } }", T0 + 4 * S) == []
+    # The default graph outside windows is the background default graph: no timestamps.
+    got = rows(store, "SELECT ?s ?o WHERE { ?s ?p ?o }", T0 + 4 * S)
+    assert values(got, "s") == ["<http://example.org/s0>", "<http://example.org/s1>"]
+
+
+def test_from_and_from_named_define_the_background_dataset(store):
+    got = rows(store, "SELECT ?s ?l FROM ex:extra WHERE { ?s ex:label ?l }", T0)
+    assert values(got, "l") == ['"zero"']
+    got = rows(store, "SELECT DISTINCT ?g FROM NAMED ex:profile WHERE { GRAPH ?g { ?s ?p ?o } }", T0)
+    assert values(got, "g") == ["<http://example.org/profile>"]
+
+
+def test_window_variable_unions_the_declared_windows(store):
+    got = rows(store, "SELECT ?w (COUNT(*) AS ?n) FROM NAMED WINDOW ex:x ON ex:a [RANGE PT2S] "
+                      "FROM NAMED WINDOW ex:y ON ex:b [RANGE PT5S] "
+                      "WHERE { WINDOW ?w { GRAPH ?g { ?o ex:value ?v } } } GROUP BY ?w", T0 + 5 * S)
+    counts = {r["w"]: r["n"] for r in got}
+    assert counts == {"<http://example.org/x>": '"2"^^<http://www.w3.org/2001/XMLSchema#integer>',
+                      "<http://example.org/y>": '"5"^^<http://www.w3.org/2001/XMLSchema#integer>'}
+
+
+def test_windows_join_through_background(store):
+    got = rows(store, "SELECT ?room ?va ?vb FROM NAMED WINDOW ex:x ON ex:a [RANGE PT2S] "
+                      "FROM NAMED WINDOW ex:y ON ex:b [RANGE PT2S] WHERE { ?s ex:room ?room "
+                      "WINDOW ex:x { GRAPH ?g { ?o ex:sensor ?s ; ex:value ?va } } "
+                      "WINDOW ex:y { GRAPH ?h { ?p ex:sensor ?s ; ex:value ?vb } } }", T0 + 2 * S)
+    assert sorted((r["room"], r["va"], r["vb"]) for r in got) == sorted([
+        ("<http://example.org/kitchen>", '"0"^^<http://www.w3.org/2001/XMLSchema#integer>',
+         '"0"^^<http://www.w3.org/2001/XMLSchema#integer>'),
+        ("<http://example.org/hall>", '"1"^^<http://www.w3.org/2001/XMLSchema#integer>',
+         '"1"^^<http://www.w3.org/2001/XMLSchema#integer>')])
+
+
+def test_window_that_has_not_closed_is_empty(store):
+    got = rows(store, 'SELECT ?o FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S START "2026-03-01T09:00:00Z"'
+                      "^^<http://www.w3.org/2001/XMLSchema#dateTime>] WHERE { WINDOW ex:w { GRAPH ?g { ?o ?p ?v } } }",
+               T0 + 4 * S)
+    assert got == []
+
+
+def test_lazy_bind_skips_unused_rspu_calls(store):
+    text = ("SELECT ?o FROM NAMED WINDOW ex:w ON ex:a [RANGE PT4S] WHERE { WINDOW ex:w { GRAPH ?g { "
+            '?o ex:value ?v BIND(rspu:add("N(0, 1)"^^rspu:distribution, ?v) AS ?unused) } } }')
+    query = compile_query(PREFIXES + text)
+    for lazy, expected_calls in ((True, 0), (False, 4)):
+        evaluator = QueryEvaluator(query, store, EvaluationOptions(lazy_bind=lazy))
+        evaluation = evaluator.evaluate(T0 + 4 * S)
+        assert len(evaluation.rows) == 4
+        assert evaluator.functions.counts.calls == expected_calls
+
+
+def test_paths_in_a_window_default_graph_are_refused_with_a_position(store):
+    with pytest.raises(QuerySyntaxError) as info:
+        compile_query(PREFIXES + "SELECT * FROM NAMED WINDOW ex:w ON ex:a [RANGE PT4S]\n"
+                                 "WHERE { WINDOW ex:w { ?g prov:generatedAtTime/ex:p ?t } }")
+    assert (info.value.line, info.value.column) == (5, 26)
+
+
+def test_reified_and_annotated_patterns_in_a_window_default_graph_are_valid(store):
+    got = rows(store, "SELECT * FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] WHERE { WINDOW ex:w { "
+                      "?g prov:generatedAtTime ?t {| ex:by ?who |} . << ?g ex:p ?x >> ex:q ?y } }", T0 + 4 * S)
+    assert got == []

@@ -1,0 +1,116 @@
+"""The stream store: element index, retention, background data, reopening, stable names."""
+import pyoxigraph as ox
+import pytest
+
+from store.errors import DuplicateElementError, RdfInputError
+from store.rdf_input import read_elements
+from store.stream_store import StreamStore
+from store.vocabulary import SKOLEM_PREFIX, TIMESTAMPS_GRAPH
+from translator.temporal import parse_instant
+
+T0 = parse_instant("2026-03-01T08:00:00Z")
+S = 1_000_000
+ANNOTATED = b"""@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+_:g0 prov:generatedAtTime "2026-03-01T08:00:00Z"^^xsd:dateTime .
+_:g0 { ex:rut ex:heartRate 60 {| ex:confidence 0.5 |} . }
+ex:g1 prov:generatedAtTime "2026-03-01T08:00:01.5Z"^^xsd:dateTime .
+ex:g1 { ex:rut ex:heartRate 61 {| ex:confidence 0.6 |} . }
+ex:g2 prov:generatedAtTime "2026-03-01T08:00:03Z"^^xsd:dateTime .
+ex:g2 { ex:rut ex:heartRate 62 . }
+"""
+
+
+def quads_of(store):
+    return sorted(str(q) for q in store.oxigraph)
+
+
+def test_index_selects_half_open_windows():
+    store = StreamStore()
+    store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
+    assert store.elements_in("http://s", T0 + 1_500_000, T0 + 3 * S) == ["http://example.org/g1"]
+    assert store.elements_in("http://s", T0 + 1_500_001, T0 + 3 * S + 1) == ["http://example.org/g2"]
+    assert len(store.elements_in("http://s", T0, T0 + 4 * S)) == 3
+    assert store.elements_in("http://other", T0, T0 + 4 * S) == []
+
+
+def test_blank_graph_names_and_reifiers_are_stable_for_the_same_input():
+    first = read_elements(ANNOTATED, "hr.trig")
+    second = read_elements(ANNOTATED, "hr.trig")
+    assert [e.graph for e in first.elements] == [e.graph for e in second.elements]
+    assert first.elements[0].graph.startswith(SKOLEM_PREFIX)
+    assert sorted(map(str, first.elements[0].quads)) == sorted(map(str, second.elements[0].quads))
+    # Same label in another source is another element.
+    assert read_elements(ANNOTATED, "other.trig").elements[0].graph != first.elements[0].graph
+
+
+def test_a_graph_name_is_used_once_and_a_refused_batch_writes_nothing():
+    store = StreamStore()
+    elements = read_elements(ANNOTATED, "hr.trig").elements
+    store.add_elements("http://s", elements[:2])
+    before = quads_of(store)
+    with pytest.raises(DuplicateElementError):
+        store.add_elements("http://s", elements[2:] + elements[1:2])
+    assert quads_of(store) == before
+    assert len(store.elements_in("http://s", T0, T0 + 10 * S)) == 2
+
+
+def test_retention_removes_content_timestamps_and_index_entries():
+    store = StreamStore()
+    store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
+    assert store.evict_before("http://s", T0 + 2 * S) == 2
+    assert store.elements_in("http://s", T0, T0 + 10 * S) == ["http://example.org/g2"]
+    graphs = {q.graph_name.value for q in store.oxigraph if isinstance(q.graph_name, ox.NamedNode)}
+    assert "http://example.org/g1" not in graphs
+    stamps = list(store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(TIMESTAMPS_GRAPH)))
+    assert [q.subject.value for q in stamps] == ["http://example.org/g2"]
+    stats = store.streams()["http://s"]
+    assert (stats.elements, stats.evicted, stats.ingested) == (1, 2, 3)
+
+
+def test_late_element_is_indexed_in_time_order():
+    store = StreamStore()
+    elements = read_elements(ANNOTATED, "hr.trig").elements
+    store.add_elements("http://s", [elements[2]])
+    store.add_elements("http://s", [elements[0]])
+    assert store.elements_in("http://s", T0, T0 + 10 * S) == [elements[0].graph, elements[2].graph]
+
+
+def test_reopening_a_store_on_disk_rebuilds_the_index(tmp_path):
+    store = StreamStore(str(tmp_path / "db"))
+    store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
+    store.load_background(b"<http://a> <http://b> <http://c> <http://bg> .", ox.RdfFormat.N_QUADS, "bg.nq")
+    store.close()
+    del store
+    reopened = StreamStore(str(tmp_path / "db"))
+    assert len(reopened.elements_in("http://s", T0, T0 + 10 * S)) == 3
+    assert reopened.background_graphs() == ["http://bg"]
+
+
+def test_background_syntax_error_names_source_line_and_column_and_changes_nothing():
+    store = StreamStore()
+    with pytest.raises(RdfInputError) as info:
+        store.load_background(b"<http://a> <http://b> <http://c> .\n<http://a> <http://b> .\n",
+                              ox.RdfFormat.TURTLE, "bg.ttl")
+    assert (info.value.source, info.value.line) == ("bg.ttl", 2)
+    assert str(info.value).startswith("bg.ttl:2:")
+    assert quads_of(store) == []
+
+
+def test_malformed_stream_document_names_file_and_line():
+    with pytest.raises(RdfInputError) as info:
+        read_elements(b"@prefix ex: <http://example.org/> .\nex:g { ex:a ex:b }\n", "bad.trig")
+    assert info.value.source == "bad.trig" and info.value.line == 2
+
+
+def test_untimed_graphs_are_reported_or_get_processing_time():
+    data = b"<http://g> { <http://a> <http://b> <http://c> . }"
+    assert read_elements(data, "x.trig").untimed_graphs == ["<http://g>"]
+    result = read_elements(data, "x.trig", processing_time=T0)
+    assert result.elements[0].timestamp == T0
+
+
+def test_bad_timestamp_is_an_input_error():
+    data = b'<http://g> <http://www.w3.org/ns/prov#generatedAtTime> "soon" . <http://g> { <http://a> <http://b> 1 . }'
+    with pytest.raises(RdfInputError, match="timestamp of graph"):
+        read_elements(data, "x.trig")

@@ -1,0 +1,40 @@
+import pytest
+
+from translator.errors import TemporalValueError
+from translator.temporal import format_duration, format_instant, parse_duration, parse_instant
+
+
+@pytest.mark.parametrize("text,micros", [
+    ("PT10S", 10_000_000), ("PT0.5S", 500_000), ("PT1M30S", 90_000_000), ("P1DT2H", 93_600_000_000),
+    ("PT0.000001S", 1), ("-PT1S", -1_000_000),
+])
+def test_durations(text, micros):
+    assert parse_duration(text) == micros
+
+
+@pytest.mark.parametrize("text", ["P1M", "P1Y", "PT", "P", "10S", "PT1.5", "PT0.0000001S", "PTS"])
+def test_bad_durations_are_refused(text):
+    with pytest.raises(TemporalValueError):
+        parse_duration(text)
+
+
+def test_instants_round_trip_and_zones():
+    assert format_instant(parse_instant("2026-03-01T08:00:10Z")) == "2026-03-01T08:00:10Z"
+    assert parse_instant("2026-03-01T09:00:10+01:00") == parse_instant("2026-03-01T08:00:10Z")
+    assert parse_instant("2026-03-01T08:00:10") == parse_instant("2026-03-01T08:00:10Z")
+    assert format_instant(parse_instant("2026-03-01T08:00:01.500Z")) == "2026-03-01T08:00:01.5Z"
+    assert format_instant(-500_000) == "1969-12-31T23:59:59.5Z"
+    assert parse_instant("1970-01-01T00:00:00Z") == 0
+    assert format_instant(parse_instant("2024-02-29T23:59:59.999999Z")) == "2024-02-29T23:59:59.999999Z"
+
+
+@pytest.mark.parametrize("text", ["2026-02-30T00:00:00Z", "2026-13-01T00:00:00Z", "yesterday",
+                                  "2026-03-01 08:00:00Z", "2026-03-01T25:00:00Z"])
+def test_bad_instants_are_refused(text):
+    with pytest.raises(TemporalValueError):
+        parse_instant(text)
+
+
+def test_format_duration():
+    assert format_duration(1_500_000) == "PT1.5S"
+    assert format_duration(10_000_000) == "PT10S"
