@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from itertools import combinations
 from typing import Callable
 
@@ -109,9 +110,28 @@ class Distribution:
 
     # -- probabilities ---------------------------------------------------------------------
     def cdf(self, x: float) -> float:
-        if math.isinf(x):
-            return 0.0 if x < 0 else 1.0
+        lo, hi = self.support()
+        if x <= lo:
+            return 0.0
+        if x >= hi:
+            return 1.0
+        if self.variance == 0 and len(self.uniforms) > 1:
+            return float(self._uniform_sum_cdf_exact(x))
         return min(1.0, max(0.0, self._partial_moment_sum(x, len(self.uniforms))))
+
+    def _uniform_sum_cdf_exact(self, x: float) -> Fraction:
+        """Without a normal part the CDF is a piecewise polynomial; summing its inclusion-
+        exclusion terms in exact rationals avoids cancellation when widths differ a lot."""
+        k = len(self.uniforms)
+        widths = [Fraction(b) - Fraction(a) for a, b in self.uniforms]
+        base = Fraction(x) - Fraction(self.mu) - sum(Fraction(a) for a, _ in self.uniforms)
+        total = Fraction(0)
+        for r in range(k + 1):
+            for subset in combinations(widths, r):
+                c = base - sum(subset)
+                if c > 0:
+                    total += (-1) ** r * c ** k
+        return min(Fraction(1), max(Fraction(0), total / (math.factorial(k) * math.prod(widths))))
 
     def pdf(self, x: float) -> float:
         k = len(self.uniforms)
@@ -140,12 +160,15 @@ class Distribution:
     # -- lexical form --------------------------------------------------------------------------
     def lexical(self) -> str:
         if not self.uniforms:
-            return "N(%r, %r)" % (self.mu, self.variance)
+            return "N(%s)" % _params((self.mu, self.variance))
         if self.variance == 0 and len(self.uniforms) == 1 and self.mu == 0:
-            (a, b), = self.uniforms
-            return "U(%r, %r)" % (a, b)
-        params = [self.mu, self.variance] + [p for ab in self.uniforms for p in ab]
-        return "NU(%s)" % ", ".join(repr(float(p)) for p in params)
+            return "U(%s)" % _params(self.uniforms[0])
+        return "NU(%s)" % _params((self.mu, self.variance, *(p for ab in self.uniforms for p in ab)))
+
+
+def _params(values) -> str:
+    # "+ 0.0" turns -0.0 into 0.0: the lexical form should not depend on how a zero came about.
+    return ", ".join(repr(float(v) + 0.0) for v in values)
 
 
 def _positive_part_moment(c: float, power: int, sigma: float) -> float:
