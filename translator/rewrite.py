@@ -112,6 +112,8 @@ class _Rewriter:
         self.options = options
         self.emit = _Emitter(query.body)
         self.fresh_count = 0
+        self.deferred: list[Filter] = _deferrable_filters(query) if options.h4 else []
+        self._deferred_ids = {id(f) for f in self.deferred}
 
     # -- helpers ----------------------------------------------------------------------------
     def fresh(self) -> str:
@@ -138,7 +140,19 @@ class _Rewriter:
             t = body.construct_template
             self.emit.copy(Span(t.open, t.close + 1))
         self.emit.put("WHERE", body.where.open)
-        self.group(body.where, _Context())
+        if self.deferred:
+            self.emit.put("{ { SELECT * WHERE", body.where.open)
+            self.group(body.where, _Context())
+            self.emit.put("}", body.where.open)
+            for k, f in enumerate(self.deferred, 1):
+                constraint = f.expression.parts[0]
+                variable = "?%sh4_%d" % (_FRESH, k)
+                self.emit.put("BIND(", constraint.start)
+                self.emit.copy(Span(constraint.start + 1, constraint.end))
+                self.emit.put("AS %s) FILTER(%s)" % (variable, variable), constraint.start)
+            self.emit.put("}", body.where.close)
+        else:
+            self.group(body.where, _Context())
         self.expression(body.modifiers, _Context())
         text = "".join(self.emit.parts)
         return RewrittenQuery(text, self.query.from_graphs or None, body.source, self.emit.marks,
@@ -181,7 +195,8 @@ class _Rewriter:
             if not self.lazy_skips(node):
                 self.expression(node.expression, ctx)
         elif isinstance(node, Filter):
-            self.expression(node.expression, ctx)
+            if id(node) not in self._deferred_ids:
+                self.expression(node.expression, ctx)
         elif isinstance(node, InlineData):
             self.emit.copy(node.span)
         elif isinstance(node, TriplesBlock):
@@ -211,10 +226,14 @@ class _Rewriter:
         else:
             allowed, values = self.background, self.background_values
         if name.kind == VAR:
-            self.emit.put("{ VALUES %s { %s }" % (name.text, values), node.keyword)
+            # As a sub-select, Oxigraph materializes the window's matches once and hash-joins
+            # them (measured: 38 ms instead of 1.4 s for two 2000-element windows joined
+            # through background data). Semantics are unchanged: a GRAPH group only ever sees
+            # its own variables.
+            self.emit.put("{ SELECT * WHERE { VALUES %s { %s }" % (name.text, values), node.keyword)
             self.emit.copy(Span(node.keyword, node.name + 1))
             self.group(node.group, inner)
-            self.emit.put("}", node.keyword)
+            self.emit.put("} }", node.keyword)
             return
         self.emit.put("{", node.keyword)
         self.emit.copy(Span(node.keyword, node.name + 1))
@@ -330,6 +349,60 @@ class _Rewriter:
                     reifier = self.term_text(annotation.reifier, labels) if annotation.reifier else self.fresh()
                     triples.append((reifier, "<%sreifies>" % RDF, "<<( %s %s %s )>>" % (subject, verb, o)))
                     self.expand_properties(reifier, annotation.properties, triples, labels)
+
+
+def _deferrable_filters(query: ContinuousQuery) -> list[Filter]:
+    """H4 (seed 002): FILTERs calling rspu: functions that can run after every join.
+
+    Oxigraph pushes a FILTER down to where its variables are bound, even through sub-selects,
+    so each selected filter becomes `BIND(expr AS ?v) FILTER(?v)` after the whole pattern
+    (wrapped in a sub-select): a BIND is not pushed down. Measured on a two-window join with a
+    selective side: 320 calls instead of 4000.
+
+    A filter is deferred only when that cannot change results: it sits in a chain of plain
+    groups, GRAPH and WINDOW patterns from the WHERE clause (not under OPTIONAL, MINUS,
+    UNION, a sub-select or EXISTS), holds no EXISTS, and each of its variables either occurs
+    nowhere else in the WHERE clause or is bound by a triple pattern of the filter's group.
+    Then sigma_F(A) join B = sigma_F(A join B). `SELECT *` is left alone: the extra variable
+    would show in its results."""
+    body = query.body
+    if body.projected is None:
+        return []
+    found: list[Filter] = []
+
+    def local_counts(group: Group) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for tok in body.tokens[group.open:group.close + 1]:
+            if tok.kind == VAR:
+                counts[tok.text[1:]] = counts.get(tok.text[1:], 0) + 1
+        return counts
+
+    # Only the WHERE clause can bind a variable before the filter runs (projection, GROUP BY
+    # and ORDER BY read results; a trailing VALUES joins after the whole WHERE).
+    in_where = local_counts(body.where)
+
+    def bound_by_triples(group: Group) -> set[str]:
+        names: set[str] = set()
+        for item in group.items:
+            if isinstance(item, TriplesBlock):
+                names |= {t.text[1:] for t in body.tokens[item.span.start:item.span.end] if t.kind == VAR}
+        return names
+
+    def visit(group: Group) -> None:
+        counts = None
+        for item in group.items:
+            if isinstance(item, Group):
+                visit(item)
+            elif isinstance(item, GraphPattern):
+                visit(item.group)
+            elif isinstance(item, Filter) and item.calls_rspu and len(item.expression.parts) == 1:
+                if counts is None:
+                    counts, bound = local_counts(group), bound_by_triples(group)
+                if all(v in bound or counts.get(v, 0) == in_where.get(v, 0) for v in item.variables):
+                    found.append(item)
+
+    visit(body.where)
+    return found
 
 
 def rewrite(query: ContinuousQuery, elements: dict[str, list[str]], background_graphs: list[str],
