@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Iterator
 
 from store.errors import RdfInputError
-from store.rdf_input import Element, format_for_path, read_elements
-from store.stream_store import StreamStore
+from store.rdf_input import format_for_path
+from store.stream_store import StagedElement, StreamStore
 from translator.model import ContinuousQuery
 from translator.uncertainty import FunctionLibrary
 from translator.validate import compile_query
@@ -28,16 +28,12 @@ class ReplayInput:
     options: EvaluationOptions = field(default_factory=EvaluationOptions)
 
 
-def read_stream_file(path: Path) -> list[Element]:
-    result = read_elements(path.read_bytes(), str(path), format_for_path(path))
-    if result.untimed_graphs:
-        raise RdfInputError("graph %s has no timestamp triple; a replay needs event time for every element"
-                            % result.untimed_graphs[0], str(path))
-    return result.elements
-
-
 class Replay:
-    """A replay in progress: the store, the evaluator and the elements not yet ingested."""
+    """A replay in progress: the store, the evaluator and the elements not yet published.
+
+    Stream files are written to the store up front (one Oxigraph load each) and their
+    elements published to the stream index as the virtual clock reaches their timestamps:
+    until then no query can see them."""
 
     def __init__(self, spec: ReplayInput, query: ContinuousQuery | None = None):
         self.spec = spec
@@ -48,28 +44,30 @@ class Replay:
             self.store.load_background(spec.background.read_bytes(), format_for_path(spec.background),
                                        str(spec.background))
         read_streams = set(self.query.streams)
-        pending: list[tuple[int, int, str, Element]] = []
+        pending: list[tuple[int, int, str, StagedElement]] = []
         for order, (stream, path) in enumerate(spec.streams):
-            elements = read_stream_file(path)
-            if stream in read_streams:
-                pending.extend((e.timestamp, order, stream, e) for e in elements)
+            if stream not in read_streams:
+                continue
+            result = self.store.stage_document(stream, path.read_bytes(), format_for_path(path), str(path))
+            if result.untimed_graphs:
+                raise RdfInputError("graph %s has no timestamp triple; a replay needs event time for every "
+                                    "element" % result.untimed_graphs[0], str(path))
+            pending.extend((e.timestamp, order, stream, e) for e in result.staged)
         heapq.heapify(pending)
         self.pending = pending
         self.evaluator = QueryEvaluator(self.query, self.store, spec.options, self.functions)
 
-    def ingest_until(self, instant: int) -> int:
-        """Move every element with τ <= instant into the store (the virtual watermark)."""
-        batches: dict[str, list[Element]] = {}
+    def publish_until(self, instant: int) -> int:
+        """Publish every element with τ <= instant (the virtual watermark)."""
+        batches: dict[str, list[StagedElement]] = {}
         while self.pending and self.pending[0][0] <= instant:
             _, _, stream, element = heapq.heappop(self.pending)
             batches.setdefault(stream, []).append(element)
-        for stream, elements in batches.items():
-            self.store.add_elements(stream, elements)
-        return sum(len(e) for e in batches.values())
+        return sum(self.store.publish(stream, elements) for stream, elements in batches.items())
 
     def run(self) -> Iterator[Evaluation]:
         for instant in self.query.report_instants(self.spec.start, self.spec.end):
-            self.ingest_until(instant)
+            self.publish_until(instant)
             evaluation = self.evaluator.evaluate(instant)
             if evaluation is not None:
                 yield evaluation

@@ -1,9 +1,10 @@
 """Reading stream elements out of RDF 1.2 documents (spec §1).
 
 A TriG or N-Quads document holds any number of elements: every named graph with a timestamp
-triple (`n <ts> τ` in the default graph) is one element. Blank graph names and the blank
-nodes inside an element (reifiers of `{| |}` and `<< >>`) get names derived from the input,
-so reading the same input twice gives the same graphs and never a second reifier.
+triple (`n <ts> τ` in the default graph) is one element. Blank graph names are skolemized
+from the source and their order of appearance, so the same input gives the same graph names.
+Blank nodes inside elements (reifiers of `{| |}` and `<< >>`) are fresh per read, as Oxigraph
+makes them; re-ingesting the same input is prevented by batch markers, not by blank labels.
 """
 from __future__ import annotations
 
@@ -18,12 +19,23 @@ from translator.temporal import format_instant, parse_instant
 from .errors import RdfInputError
 from .vocabulary import PROV_GENERATED_AT_TIME, SKOLEM_PREFIX
 
-FORMATS = {
-    "trig": ox.RdfFormat.TRIG,
-    "nquads": ox.RdfFormat.N_QUADS,
-    "turtle": ox.RdfFormat.TURTLE,
-    "ntriples": ox.RdfFormat.N_TRIPLES,
+_XSD_DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
+_EXTENSIONS = {
+    ".trig": ox.RdfFormat.TRIG,
+    ".nq": ox.RdfFormat.N_QUADS,
+    ".nquads": ox.RdfFormat.N_QUADS,
+    ".ttl": ox.RdfFormat.TURTLE,
+    ".nt": ox.RdfFormat.N_TRIPLES,
 }
+
+
+def format_for_path(path) -> ox.RdfFormat:
+    """The RDF format a file name says (TriG when it says nothing known)."""
+    name = str(path).lower()
+    for extension, fmt in _EXTENSIONS.items():
+        if name.endswith(extension):
+            return fmt
+    return ox.RdfFormat.TRIG
 
 
 @dataclass
@@ -34,7 +46,82 @@ class Element:
     graph: str
     timestamp: int
     timestamp_literal: ox.Literal
-    quads: list[ox.Quad]
+    quads: list[ox.Quad] = field(default_factory=list)
+
+
+@dataclass
+class DocumentScan:
+    """What one pass over a document found, before anything is written."""
+
+    stamps: dict                # graph-name term -> timestamp literal (from the default graph)
+    graphs: dict                # named-graph term -> None, in order of first appearance
+    other_default_triples: int  # default-graph triples that are not timestamps
+
+    @property
+    def needs_rewriting(self) -> bool:
+        """Blank graph names, untimed graphs or other default-graph triples: the document
+        cannot be loaded as it is."""
+        return (self.other_default_triples > 0 or any(not isinstance(g, ox.NamedNode) for g in self.graphs)
+                or any(g not in self.stamps for g in self.graphs)
+                or any(not isinstance(s, ox.NamedNode) for s in self.stamps))
+
+
+def _syntax_error(e: SyntaxError, source: str) -> RdfInputError:
+    message = str(e.args[0]) if e.args else str(e)
+    if message.startswith("Parser error at line"):
+        message = message.split(": ", 1)[-1]
+    return RdfInputError(message, source, e.lineno, e.offset)
+
+
+def parse_rdf(data: bytes | str, fmt: ox.RdfFormat, source: str):
+    """All quads of a document (blank nodes fresh), or RdfInputError with source:line:column."""
+    try:
+        return list(ox.parse(data, format=fmt, rename_blank_nodes=True))
+    except SyntaxError as e:
+        raise _syntax_error(e, source) from None
+
+
+def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
+                  timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> DocumentScan:
+    """One pass: the timestamps and graph names of a document, with syntax errors located."""
+    ts_predicate = ox.NamedNode(timestamp_predicate)
+    stamps: dict = {}
+    graphs: dict = {}
+    other = 0
+    last = None
+    default = ox.DefaultGraph
+    try:
+        for quad in ox.parse(data, format=fmt, rename_blank_nodes=True):
+            graph = quad.graph_name
+            if type(graph) is default:
+                if quad.predicate == ts_predicate:
+                    subject = quad.subject
+                    previous = stamps.get(subject)
+                    if previous is not None and previous != quad.object:
+                        raise RdfInputError("graph %s has two timestamps (%s and %s)"
+                                            % (subject, previous, quad.object), source)
+                    stamps[subject] = quad.object
+                else:
+                    other += 1
+            elif graph is not last:
+                graphs[graph] = None
+                last = graph
+    except SyntaxError as e:
+        raise _syntax_error(e, source) from None
+    return DocumentScan(stamps, graphs, other)
+
+
+def instant_of(literal, graph, source: str) -> int:
+    if not isinstance(literal, ox.Literal):
+        raise RdfInputError("timestamp of graph %s is not a literal: %s" % (graph, literal), source)
+    try:
+        return parse_instant(literal.value)
+    except TemporalValueError as e:
+        raise RdfInputError("timestamp of graph %s: %s" % (graph, e), source) from None
+
+
+def processing_time_literal(instant: int) -> ox.Literal:
+    return ox.Literal(format_instant(instant), datatype=_XSD_DATETIME)
 
 
 @dataclass
@@ -44,68 +131,19 @@ class ReadResult:
     ignored_default_triples: int = 0
 
 
-def _digest(*parts: str) -> str:
-    return hashlib.blake2b("\x00".join(parts).encode(), digest_size=12).hexdigest()
-
-
-def parse_rdf(data: bytes | str, fmt: ox.RdfFormat, source: str, rename_blank_nodes: bool = False):
-    """All quads of a document, or RdfInputError naming the source, line and column."""
-    try:
-        return list(ox.parse(data, format=fmt, rename_blank_nodes=rename_blank_nodes))
-    except SyntaxError as e:
-        line, column = _syntax_position(e)
-        message = str(e.args[0]) if e.args else str(e)
-        if message.startswith("Parser error at line"):
-            message = message.split(": ", 1)[-1]
-        raise RdfInputError(message, source, line, column) from None
-
-
-def _syntax_position(e: SyntaxError) -> tuple[int | None, int | None]:
-    if e.lineno is not None:
-        return e.lineno, e.offset
-    return None, None
-
-
-class _BlankRenamer:
-    """Names blank nodes of one element from the element's graph and their order of first
-    appearance: deterministic for the same input."""
-
-    def __init__(self, element_key: str):
-        self.prefix = "e" + element_key + "b"
-        self.names: dict[str, ox.BlankNode] = {}
-
-    def term(self, term):
-        if isinstance(term, ox.BlankNode):
-            node = self.names.get(term.value)
-            if node is None:
-                node = self.names[term.value] = ox.BlankNode(self.prefix + str(len(self.names)))
-            return node
-        if isinstance(term, ox.Triple):
-            return ox.Triple(self.term(term.subject), term.predicate, self.term(term.object))
-        return term
-
-
-def _has_blank(term) -> bool:
-    if isinstance(term, ox.BlankNode):
-        return True
-    if isinstance(term, ox.Triple):
-        return _has_blank(term.subject) or _has_blank(term.object)
-    return False
-
-
 def read_elements(data: bytes | str, source: str, fmt: ox.RdfFormat = ox.RdfFormat.TRIG,
                   timestamp_predicate: str = PROV_GENERATED_AT_TIME,
                   processing_time: int | None = None) -> ReadResult:
-    """Split a document into stream elements.
+    """Split a document into stream elements, building their quads in Python (the general
+    path: any graph names, untimed graphs, stray default-graph triples).
 
     Named graphs without a timestamp triple get `processing_time` when one is given, and are
     listed in `untimed_graphs` otherwise (the caller decides; nothing is dropped silently)."""
-    quads = parse_rdf(data, fmt, source)
     ts_predicate = ox.NamedNode(timestamp_predicate)
     timestamps: dict = {}
     content: dict = {}
     ignored = 0
-    for quad in quads:
+    for quad in parse_rdf(data, fmt, source):
         graph = quad.graph_name
         if isinstance(graph, ox.DefaultGraph):
             if quad.predicate == ts_predicate and isinstance(quad.subject, (ox.NamedNode, ox.BlankNode)):
@@ -118,64 +156,35 @@ def read_elements(data: bytes | str, source: str, fmt: ox.RdfFormat = ox.RdfForm
                 ignored += 1
             continue
         content.setdefault(graph, []).append(quad)
+    for subject in timestamps:
+        # A timestamp for a graph with no content is an element with no content: a window
+        # still sees its timestamp triple.
+        content.setdefault(subject, [])
 
     result = ReadResult(ignored_default_triples=ignored)
-    for graph, graph_quads in content.items():
+    blank_ordinal = 0
+    for graph, quads in content.items():
         literal = timestamps.get(graph)
         if literal is None:
             if processing_time is None:
                 result.untimed_graphs.append(str(graph))
                 continue
-            instant = processing_time
-            literal = ox.Literal(format_instant(processing_time), datatype=ox.NamedNode(
-                "http://www.w3.org/2001/XMLSchema#dateTime"))
+            instant, literal = processing_time, processing_time_literal(processing_time)
         else:
-            instant = _instant_of(literal, graph, source)
-        result.elements.append(_element(graph, instant, literal, graph_quads, source))
-    for subject in timestamps:
-        if subject not in content:
-            # A timestamp for an empty graph is an element with no content: keep it, so that
-            # a window still sees its timestamp triple.
-            result.elements.append(_element(subject, _instant_of(timestamps[subject], subject, source),
-                                            timestamps[subject], [], source))
+            instant = instant_of(literal, graph, source)
+        if isinstance(graph, ox.BlankNode):
+            iri = skolem_iri(source, blank_ordinal)
+            blank_ordinal += 1
+            name = ox.NamedNode(iri)
+            quads = [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads]
+        else:
+            iri = graph.value
+        result.elements.append(Element(iri, instant, literal, quads))
     result.elements.sort(key=lambda e: e.timestamp)
     return result
 
 
-def _instant_of(literal, graph, source: str) -> int:
-    if not isinstance(literal, ox.Literal):
-        raise RdfInputError("timestamp of graph %s is not a literal: %s" % (graph, literal), source)
-    try:
-        return parse_instant(literal.value)
-    except TemporalValueError as e:
-        raise RdfInputError("timestamp of graph %s: %s" % (graph, e), source) from None
-
-
-def _element(graph, instant: int, literal, quads: list[ox.Quad], source: str) -> Element:
-    if isinstance(graph, ox.BlankNode):
-        iri = SKOLEM_PREFIX + _digest(source, graph.value)
-    else:
-        iri = graph.value
-    name = ox.NamedNode(iri)
-    if isinstance(graph, ox.BlankNode) or any(_has_blank(q.subject) or _has_blank(q.object) for q in quads):
-        renamer = _BlankRenamer(_digest(iri))
-        quads = [ox.Quad(renamer.term(q.subject), q.predicate, renamer.term(q.object), name) for q in quads]
-    return Element(iri, instant, literal, quads)
-
-
-_EXTENSIONS = {
-    ".trig": ox.RdfFormat.TRIG,
-    ".nq": ox.RdfFormat.N_QUADS,
-    ".nquads": ox.RdfFormat.N_QUADS,
-    ".ttl": ox.RdfFormat.TURTLE,
-    ".nt": ox.RdfFormat.N_TRIPLES,
-}
-
-
-def format_for_path(path) -> ox.RdfFormat:
-    """The RDF format a file name says (TriG when it says nothing known)."""
-    suffix = str(path).lower()
-    for extension, fmt in _EXTENSIONS.items():
-        if suffix.endswith(extension):
-            return fmt
-    return ox.RdfFormat.TRIG
+def skolem_iri(source: str, ordinal: int) -> str:
+    """The stable name of the `ordinal`-th blank graph name of `source`."""
+    digest = hashlib.blake2b(("%s\x00%d" % (source, ordinal)).encode(), digest_size=12).hexdigest()
+    return SKOLEM_PREFIX + digest

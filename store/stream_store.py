@@ -2,14 +2,15 @@
 
 Layout in the Oxigraph store:
 - each element's content in its own named graph `n`;
-- its timestamp triple `n <ts> τ` in `TIMESTAMPS_GRAPH` (what a window's default graph holds);
-- `n rspstar:stream <s>` in `ELEMENTS_GRAPH`, so the index can be rebuilt when a store on
-  disk is reopened;
+- its timestamp triple `n <ts> τ` in its stream's timestamps graph (`timestamps_graph`), which
+  is what a window's default graph shows and what the index is rebuilt from on reopening;
 - background data in the default graph and in any other named graph.
 
 Window membership comes from a sorted (timestamp, sequence, graph) index per stream kept in
 Python: selecting a window is two bisections, whatever the size of the store (a FILTER over
-timestamp triples would scan them all).
+timestamp triples would scan them all). An element is part of its stream once it is in the
+index ("published"); data written but not yet published is invisible to every query, because
+the rewrite only ever names published graphs.
 """
 from __future__ import annotations
 
@@ -18,26 +19,40 @@ import itertools
 import threading
 from dataclasses import dataclass
 from typing import Iterable
+from urllib.parse import unquote
 
 import pyoxigraph as ox
 
 from translator.temporal import parse_instant
 
 from .errors import DuplicateElementError, RdfInputError, StoreError
-from .rdf_input import Element, parse_rdf
-from .vocabulary import INTERNAL_GRAPHS, PROV_GENERATED_AT_TIME, TIMESTAMPS_GRAPH
+from .rdf_input import (
+    Element, instant_of, parse_rdf, read_elements, scan_document,
+)
+from .vocabulary import PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph
 
-ELEMENTS_GRAPH = "urn:rspstar:elements"
-STREAM_PREDICATE = "urn:rspstar:stream"
-_ALL_INTERNAL = INTERNAL_GRAPHS | {ELEMENTS_GRAPH}
+
+@dataclass(frozen=True)
+class StagedElement:
+    """An element written to the store and not yet published to its stream's index."""
+
+    graph: str
+    timestamp: int
 
 
 @dataclass
 class StreamStats:
-    elements: int = 0           # elements currently held
-    ingested: int = 0           # elements ever added
+    elements: int = 0           # elements currently published
+    ingested: int = 0           # elements ever published
     evicted: int = 0
-    latest: int | None = None   # greatest timestamp seen
+    latest: int | None = None   # greatest timestamp published
+
+
+@dataclass
+class DocumentResult:
+    staged: list[StagedElement]
+    untimed_graphs: list[str]
+    ignored_default_triples: int
 
 
 class StreamStore:
@@ -53,28 +68,89 @@ class StreamStore:
         self._stats: dict[str, StreamStats] = {}
         self._background: set[str] = set()
         self._sequence = itertools.count()
-        self._ts_node = ox.NamedNode(TIMESTAMPS_GRAPH)
-        self._elements_node = ox.NamedNode(ELEMENTS_GRAPH)
-        self._stream_predicate = ox.NamedNode(STREAM_PREDICATE)
         if path:
             self._rebuild_index()
 
     def _rebuild_index(self) -> None:
-        stream_of = {}
-        for quad in self.oxigraph.quads_for_pattern(None, self._stream_predicate, None, self._elements_node):
-            stream_of[quad.subject.value] = quad.object.value
-        for quad in self.oxigraph.quads_for_pattern(None, None, None, self._ts_node):
-            graph = quad.subject.value
-            stream = stream_of.get(graph)
-            if stream is not None:
-                self._insert_index(stream, parse_instant(quad.object.value), graph)
+        for graph in list(self.oxigraph.named_graphs()):
+            if isinstance(graph, ox.NamedNode) and graph.value.startswith(TIMESTAMPS_PREFIX):
+                stream = unquote(graph.value[len(TIMESTAMPS_PREFIX):])
+                for quad in self.oxigraph.quads_for_pattern(None, None, None, graph):
+                    self._publish_one(stream, parse_instant(quad.object.value), quad.subject.value)
         for graph in self.oxigraph.named_graphs():
             if isinstance(graph, ox.NamedNode) and graph.value not in self._stream_of \
-                    and graph.value not in _ALL_INTERNAL:
+                    and not is_internal_graph(graph.value):
                 self._background.add(graph.value)
 
-    # -- stream elements --------------------------------------------------------------------
-    def _insert_index(self, stream: str, timestamp: int, graph: str) -> None:
+    # -- writing elements ---------------------------------------------------------------------
+    def _check_new(self, graphs: Iterable[str]) -> None:
+        seen = set()
+        for graph in graphs:
+            if graph in self._stream_of or graph in self._background or graph in seen:
+                raise DuplicateElementError("graph <%s> is already a stream element or background graph" % graph)
+            if is_internal_graph(graph):
+                raise DuplicateElementError("graph <%s> is reserved by the engine" % graph)
+            seen.add(graph)
+
+    def stage_elements(self, stream: str, elements: Iterable[Element],
+                       timestamp_predicate: str = PROV_GENERATED_AT_TIME,
+                       extra_quads: Iterable[ox.Quad] = ()) -> list[StagedElement]:
+        """Write elements (and `extra_quads`, e.g. a batch marker) in one transaction; a graph
+        name already in use is refused with nothing written."""
+        elements = list(elements)
+        ts_predicate = ox.NamedNode(timestamp_predicate)
+        ts_graph = ox.NamedNode(timestamps_graph(stream))
+        quads: list[ox.Quad] = list(extra_quads)
+        with self._lock:
+            self._check_new(e.graph for e in elements)
+            for element in elements:
+                quads.extend(element.quads)
+                quads.append(ox.Quad(ox.NamedNode(element.graph), ts_predicate, element.timestamp_literal, ts_graph))
+            self.oxigraph.extend(quads)
+        return [StagedElement(e.graph, e.timestamp) for e in elements]
+
+    def stage_document(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
+                       timestamp_predicate: str = PROV_GENERATED_AT_TIME,
+                       processing_time: int | None = None) -> DocumentResult:
+        """Write every element of a TriG / N-Quads document; nothing is written if the
+        document has a syntax error (RdfInputError with line and column) or reuses a graph
+        name. Graphs without a timestamp get `processing_time`, or are reported untimed."""
+        scan = scan_document(data, fmt, source, timestamp_predicate)
+        if scan.needs_rewriting:
+            result = read_elements(data, source, fmt, timestamp_predicate, processing_time)
+            staged = self.stage_elements(stream, result.elements, timestamp_predicate)
+            return DocumentResult(staged, result.untimed_graphs, result.ignored_default_triples)
+        staged = [StagedElement(g.value, instant_of(lit, g, source)) for g, lit in scan.stamps.items()]
+        with self._lock:
+            self._check_new(s.graph for s in staged)
+            # One Rust call parses and writes the whole document; its default graph (the
+            # timestamp triples, nothing else: checked by the scan) goes to the timestamps graph.
+            try:
+                self.oxigraph.load(data, fmt, to_graph=ox.NamedNode(timestamps_graph(stream)))
+            except SyntaxError as e:  # pragma: no cover - the scan parsed the same bytes
+                raise RdfInputError(str(e), source) from None
+        staged.sort(key=lambda s: s.timestamp)
+        return DocumentResult(staged, [], 0)
+
+    def publish(self, stream: str, staged: Iterable[StagedElement]) -> int:
+        """Make staged elements part of `stream`: windows see them from now on."""
+        count = 0
+        with self._lock:
+            for element in staged:
+                self._publish_one(stream, element.timestamp, element.graph)
+                count += 1
+            if count:
+                self._stats[stream].ingested += count
+        return count
+
+    def add_elements(self, stream: str, elements: Iterable[Element],
+                     timestamp_predicate: str = PROV_GENERATED_AT_TIME,
+                     extra_quads: Iterable[ox.Quad] = ()) -> int:
+        """Write and publish elements in one step."""
+        with self._lock:
+            return self.publish(stream, self.stage_elements(stream, elements, timestamp_predicate, extra_quads))
+
+    def _publish_one(self, stream: str, timestamp: int, graph: str) -> None:
         entries = self._index.setdefault(stream, [])
         entry = (timestamp, next(self._sequence), graph)
         if not entries or entries[-1] <= entry:
@@ -87,37 +163,7 @@ class StreamStore:
         if stats.latest is None or timestamp > stats.latest:
             stats.latest = timestamp
 
-    def add_elements(self, stream: str, elements: Iterable[Element],
-                     timestamp_predicate: str = PROV_GENERATED_AT_TIME,
-                     extra_quads: Iterable[ox.Quad] = ()) -> int:
-        """Add elements of `stream` in one transaction (with `extra_quads`, e.g. a batch marker);
-        returns how many were added. A graph name already in use is refused, with nothing
-        written."""
-        elements = list(elements)
-        if not elements:
-            return 0
-        ts_predicate = ox.NamedNode(timestamp_predicate)
-        stream_node = ox.NamedNode(stream)
-        quads: list[ox.Quad] = list(extra_quads)
-        with self._lock:
-            seen = set()
-            for element in elements:
-                if element.graph in self._stream_of or element.graph in self._background or element.graph in seen:
-                    raise DuplicateElementError("graph <%s> is already a stream element or background graph"
-                                                % element.graph)
-                if element.graph in _ALL_INTERNAL:
-                    raise DuplicateElementError("graph <%s> is reserved by the engine" % element.graph)
-                seen.add(element.graph)
-                name = ox.NamedNode(element.graph)
-                quads.extend(element.quads)
-                quads.append(ox.Quad(name, ts_predicate, element.timestamp_literal, self._ts_node))
-                quads.append(ox.Quad(name, self._stream_predicate, stream_node, self._elements_node))
-            self.oxigraph.extend(quads)
-            for element in elements:
-                self._insert_index(stream, element.timestamp, element.graph)
-            self._stats[stream].ingested += len(elements)
-        return len(elements)
-
+    # -- reading and retention -------------------------------------------------------------------
     def elements_in(self, stream: str, opens: int, closes: int) -> list[str]:
         """Graph names of the elements of `stream` with opens <= τ < closes, in time order."""
         with self._lock:
@@ -141,12 +187,11 @@ class StreamStore:
             del entries[:cut]
             for _, _, graph in doomed:
                 del self._stream_of[graph]
-                name = ox.NamedNode(graph)
-                self.oxigraph.remove_graph(name)
-                for quad in list(self.oxigraph.quads_for_pattern(name, None, None, self._ts_node)):
-                    self.oxigraph.remove(quad)
-                for quad in list(self.oxigraph.quads_for_pattern(name, None, None, self._elements_node)):
-                    self.oxigraph.remove(quad)
+                self.oxigraph.remove_graph(ox.NamedNode(graph))
+            # One update drops all their timestamp triples (per-quad lookups cost more).
+            self.oxigraph.update("DELETE { GRAPH <%s> { ?g ?p ?t } } WHERE { VALUES ?g { %s } GRAPH <%s> { ?g ?p ?t } }"
+                                 % (timestamps_graph(stream), " ".join("<%s>" % g for _, _, g in doomed),
+                                    timestamps_graph(stream)))
             stats = self._stats[stream]
             stats.elements -= cut
             stats.evicted += cut
@@ -160,13 +205,13 @@ class StreamStore:
     def load_background(self, data: bytes | str, fmt: ox.RdfFormat, source: str) -> int:
         """Load background (static) data; a syntax error names the source, line and column and
         leaves the store unchanged."""
-        quads = parse_rdf(data, fmt, source, rename_blank_nodes=True)
+        quads = parse_rdf(data, fmt, source)
         with self._lock:
             graphs = set()
             for quad in quads:
                 if isinstance(quad.graph_name, ox.NamedNode):
                     graph = quad.graph_name.value
-                    if graph in self._stream_of or graph in _ALL_INTERNAL:
+                    if graph in self._stream_of or is_internal_graph(graph):
                         raise RdfInputError("graph <%s> is a stream element or reserved, not background"
                                             % graph, source)
                     graphs.add(graph)

@@ -8,18 +8,20 @@ from .vocabulary import SKOLEM_PREFIX
 _SKOLEM_LEN = len(SKOLEM_PREFIX)
 
 
+_SKOLEM_TEXT = "<" + SKOLEM_PREFIX
+_TRIPLE = ox.Triple
+
+
 def term_to_ntriples(term) -> str:
     """`<iri>`, `_:id`, `"lex"^^<dt>` / `"lex"@lang`, or `<<( s p o )>>` for a triple term.
     Skolemized blank graph names are shown as the blank nodes they stand for."""
-    if isinstance(term, ox.NamedNode):
-        value = term.value
-        if value.startswith(SKOLEM_PREFIX):
-            return "_:" + value[_SKOLEM_LEN:]
-        return "<%s>" % value
-    if isinstance(term, ox.Triple):
+    if type(term) is _TRIPLE:
         return "<<( %s %s %s )>>" % (term_to_ntriples(term.subject), term_to_ntriples(term.predicate),
                                      term_to_ntriples(term.object))
-    return str(term)
+    text = str(term)
+    if text.startswith(_SKOLEM_TEXT):
+        return "_:" + text[_SKOLEM_LEN + 1:-1]
+    return text
 
 
 def triple_to_ntriples(triple) -> str:

@@ -1,11 +1,13 @@
 """IRIs the store writes and the translator reads: the one thing the two layers share."""
+from urllib.parse import quote
 
 PROV_GENERATED_AT_TIME = "http://www.w3.org/ns/prov#generatedAtTime"
 
-# The timestamp triples of every stream element (`n <ts> τ`) live in this graph, so the store's
-# default graph stays the background default graph (spec §3: outside WINDOW the default graph
-# never holds stream metadata).
-TIMESTAMPS_GRAPH = "urn:rspstar:timestamps"
+# The timestamp triples of a stream's elements (`n <ts> τ`) live in a graph of their own per
+# stream, so the store's default graph stays the background default graph (spec §3), a whole
+# document loads in one call with its default graph redirected there, and a store on disk
+# can rebuild its index from these graphs alone.
+TIMESTAMPS_PREFIX = "urn:rspstar:timestamps:"
 
 # Records which ingestion batches are already in the store (exactly-once writes).
 BATCHES_GRAPH = "urn:rspstar:batches"
@@ -14,4 +16,10 @@ BATCHES_GRAPH = "urn:rspstar:batches"
 # cannot hold blank nodes) and turned back into blank nodes when results are rendered.
 SKOLEM_PREFIX = "urn:rspstar:genid:"
 
-INTERNAL_GRAPHS = frozenset({TIMESTAMPS_GRAPH, BATCHES_GRAPH})
+
+def timestamps_graph(stream: str) -> str:
+    return TIMESTAMPS_PREFIX + quote(stream, safe="")
+
+
+def is_internal_graph(iri: str) -> bool:
+    return iri.startswith(TIMESTAMPS_PREFIX) or iri == BATCHES_GRAPH

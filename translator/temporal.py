@@ -6,7 +6,6 @@ months or years have no fixed length and are refused.
 """
 from __future__ import annotations
 
-import calendar
 import re
 from decimal import Decimal, InvalidOperation
 
@@ -56,7 +55,7 @@ def parse_instant(text: str) -> int:
     year, month, day, hour, minute, second, fraction, zone = m.groups()
     year, month, day = int(year), int(month), int(day)
     hour, minute, second = int(hour), int(minute), int(second)
-    if not (1 <= month <= 12 and 1 <= day <= calendar.monthrange(year, month)[1]
+    if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month)
             and (hour < 24 or (hour == 24 and minute == 0 and second == 0 and not fraction))
             and minute < 60 and second < 60):
         raise TemporalValueError("invalid instant %r (field out of range)" % text)
@@ -67,6 +66,15 @@ def parse_instant(text: str) -> int:
         offset = (int(zone[1:3]) * 60 + int(zone[4:6])) * 60 * MICROS
         micros += -offset if zone[0] == "+" else offset
     return micros
+
+
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 2 and year % 4 == 0 and (year % 100 != 0 or year % 400 == 0):
+        return 29
+    return _MONTH_DAYS[month - 1]
 
 
 def _days_from_civil(y: int, m: int, d: int) -> int:

@@ -1,0 +1,77 @@
+"""Shared pieces of the benchmarks: machine description, workload generators, table output."""
+from __future__ import annotations
+
+import os
+import platform
+import random
+import resource
+import time
+from pathlib import Path
+
+OUT = Path(__file__).resolve().parent / "out"
+PREFIXES = """@prefix ex: <http://example.org/> .
+@prefix sosa: <http://www.w3.org/ns/sosa/> .
+@prefix prov: <http://www.w3.org/ns/prov#> .
+@prefix rspu: <http://w3id.org/rsp/rspu#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+"""
+
+
+def machine() -> str:
+    import pyoxigraph
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return "%s, %d cores, Python %s, pyoxigraph %s" % (cpu, os.cpu_count() or 0, platform.python_version(),
+                                                       pyoxigraph.__version__)
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def iso(t0: float, offset_ms: int) -> str:
+    seconds, ms = divmod(offset_ms, 1000)
+    base = time.gmtime(t0 + seconds)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", base) + (".%03dZ" % ms)
+
+
+def sensor_stream(elements: int, sensors: int, seconds: int, seed: int = 1,
+                  uncertainty: bool = True) -> str:
+    """A TriG stream: one observation per element, spread evenly over `seconds` of event
+    time, each with a normal measurement uncertainty as an annotation."""
+    rng = random.Random(seed)
+    t0 = 1772352000  # 2026-03-01T08:00:00Z
+    step_ms = seconds * 1000 / elements
+    parts = [PREFIXES]
+    for i in range(elements):
+        stamp = iso(t0, int(i * step_ms))
+        value = round(rng.uniform(0.16, 0.21), 3)
+        sensor = i % sensors
+        parts.append('ex:e%d prov:generatedAtTime "%s"^^xsd:dateTime .\n' % (i, stamp))
+        body = "ex:o%d sosa:madeBySensor ex:s%d ; sosa:hasSimpleResult %s" % (i, sensor, value)
+        if uncertainty:
+            body += ' {| rspu:uncertainty "N(0, %s)"^^rspu:distribution |}' % round(rng.uniform(2e-5, 1e-4), 6)
+        parts.append("ex:e%d { %s . }\n" % (i, body))
+    return "".join(parts)
+
+
+class Table:
+    def __init__(self, title: str, columns: list[str]):
+        self.title = title
+        self.columns = columns
+        self.rows: list[list[str]] = []
+
+    def add(self, *cells) -> None:
+        self.rows.append([c if isinstance(c, str) else ("%.3g" % c if isinstance(c, float) else str(c)) for c in cells])
+
+    def markdown(self) -> str:
+        lines = ["### " + self.title, "", "| " + " | ".join(self.columns) + " |",
+                 "|" + "---|" * len(self.columns)]
+        lines += ["| " + " | ".join(r) + " |" for r in self.rows]
+        return "\n".join(lines) + "\n"
