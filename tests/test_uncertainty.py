@@ -47,7 +47,10 @@ def frozen(d: Distribution):
 
 
 def convolution_cdf(a, b, x: float) -> float:
-    """P(A + B <= x) = ∫ f_A(u) F_B(x - u) du, by adaptive quadrature with the kinks split."""
+    """P(A + B <= x) = ∫ f_A(u) F_B(x - u) du, by adaptive quadrature with the kinks split,
+    integrating over the narrower of the two so the integrand has no sharp step."""
+    if a.std() > b.std():
+        a, b = b, a
     lo, hi = a.ppf(1e-15), a.isf(1e-15)
     inner = [x - p for p in (b.ppf(0), b.isf(0), b.mean()) if math.isfinite(p)]
     edges = sorted({lo, hi} | {p for p in inner if lo < p < hi})

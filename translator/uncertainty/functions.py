@@ -27,6 +27,7 @@ FUNCTION_NAMES = ("add", "subtract", "greaterThan", "lessThan", "between")
 _DISTRIBUTION = ox.NamedNode(DISTRIBUTION_DATATYPE)
 _DOUBLE = ox.NamedNode(XSD + "double")
 _PARSE_CACHE_LIMIT = 100_000
+_MISS = object()
 
 Value = float | Distribution
 
@@ -65,18 +66,15 @@ class FunctionLibrary:
             counts.calls += 1
             if self.cache_enabled:
                 key = (name, *args)
-                try:
-                    return cache[key]
-                except KeyError:
-                    pass
-                except TypeError:
-                    key = None
+                cached = cache.get(key, _MISS)
+                if cached is not _MISS:
+                    return cached
             counts.computed += 1
             try:
                 result = impl(*args)
             except (UncertaintyError, ValueError, ArithmeticError, TypeError):
                 result = None
-            if self.cache_enabled and key is not None:
+            if self.cache_enabled:
                 cache[key] = result
             return result
 

@@ -1,0 +1,26 @@
+"""Run every benchmark and write their tables to bench/out/RESULTS.md (quoted in README.md).
+
+Run by hand (never part of the test suite): python bench/run_all.py
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import replay_throughput  # noqa: E402
+import uncertainty_tvs  # noqa: E402
+from common import OUT, machine  # noqa: E402
+
+
+def main() -> None:
+    sections = ["# rspstar benchmarks", "", "Machine: %s" % machine(), "",
+                replay_throughput.run(100_000).markdown(), uncertainty_tvs.run([10, 100, 1000])]
+    text = "\n".join(sections)
+    print(text)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "RESULTS.md").write_text(text)
+
+
+if __name__ == "__main__":
+    main()
