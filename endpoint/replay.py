@@ -10,7 +10,7 @@ from typing import Iterator
 
 from store.errors import RdfInputError
 from store.rdf_input import format_for_path
-from store.stream_store import StagedElement, StreamStore
+from store.stream_store import OptimisticLoadFailed, StagedElement, StreamStore
 from translator.model import ContinuousQuery
 from translator.uncertainty import FunctionLibrary
 from translator.validate import compile_query
@@ -39,23 +39,34 @@ class Replay:
         self.spec = spec
         self.functions = FunctionLibrary(cache=spec.options.rspu_cache)
         self.query = query or compile_query(spec.query_text, self.functions)
-        self.store = StreamStore()
+        try:
+            self.store, pending = self._stage(optimistic=True)
+        except OptimisticLoadFailed:
+            # Some input needs the careful path (blank graph names, untimed graphs, a reused
+            # graph name): start again with a fresh store, validating before writing.
+            self.store, pending = self._stage(optimistic=False)
+        heapq.heapify(pending)
+        self.pending = pending
+        self.evaluator = QueryEvaluator(self.query, self.store, spec.options, self.functions)
+
+    def _stage(self, optimistic: bool) -> tuple[StreamStore, list]:
+        store = StreamStore()
+        spec = self.spec
         if spec.background is not None:
-            self.store.load_background(spec.background.read_bytes(), format_for_path(spec.background),
-                                       str(spec.background))
+            store.load_background(spec.background.read_bytes(), format_for_path(spec.background),
+                                  str(spec.background))
         read_streams = set(self.query.streams)
         pending: list[tuple[int, int, str, StagedElement]] = []
         for order, (stream, path) in enumerate(spec.streams):
             if stream not in read_streams:
                 continue
-            result = self.store.stage_document(stream, path.read_bytes(), format_for_path(path), str(path))
+            stage = store.stage_document_optimistically if optimistic else store.stage_document
+            result = stage(stream, path.read_bytes(), format_for_path(path), str(path))
             if result.untimed_graphs:
                 raise RdfInputError("graph %s has no timestamp triple; a replay needs event time for every "
                                     "element" % result.untimed_graphs[0], str(path))
             pending.extend((e.timestamp, order, stream, e) for e in result.staged)
-        heapq.heapify(pending)
-        self.pending = pending
-        self.evaluator = QueryEvaluator(self.query, self.store, spec.options, self.functions)
+        return store, pending
 
     def publish_until(self, instant: int) -> int:
         """Publish every element with τ <= instant (the virtual watermark)."""

@@ -32,6 +32,11 @@ from .rdf_input import (
 from .vocabulary import PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph
 
 
+class OptimisticLoadFailed(StoreError):
+    """An optimistic document load met something that needs the careful path; the store may
+    hold part of the document and must be rebuilt by its owner."""
+
+
 @dataclass(frozen=True)
 class StagedElement:
     """An element written to the store and not yet published to its stream's index."""
@@ -65,6 +70,7 @@ class StreamStore:
         self._lock = threading.RLock()
         self._index: dict[str, list[tuple[int, int, str]]] = {}
         self._stream_of: dict[str, str] = {}
+        self._staged: set[str] = set()
         self._stats: dict[str, StreamStats] = {}
         self._background: set[str] = set()
         self._sequence = itertools.count()
@@ -86,7 +92,7 @@ class StreamStore:
     def _check_new(self, graphs: Iterable[str]) -> None:
         seen = set()
         for graph in graphs:
-            if graph in self._stream_of or graph in self._background or graph in seen:
+            if graph in self._stream_of or graph in self._staged or graph in self._background or graph in seen:
                 raise DuplicateElementError("graph <%s> is already a stream element or background graph" % graph)
             if is_internal_graph(graph):
                 raise DuplicateElementError("graph <%s> is reserved by the engine" % graph)
@@ -107,6 +113,7 @@ class StreamStore:
                 quads.extend(element.quads)
                 quads.append(ox.Quad(ox.NamedNode(element.graph), ts_predicate, element.timestamp_literal, ts_graph))
             self.oxigraph.extend(quads)
+            self._staged.update(e.graph for e in elements)
         return [StagedElement(e.graph, e.timestamp) for e in elements]
 
     def stage_document(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
@@ -129,6 +136,43 @@ class StreamStore:
                 self.oxigraph.load(data, fmt, to_graph=ox.NamedNode(timestamps_graph(stream)))
             except SyntaxError as e:  # pragma: no cover - the scan parsed the same bytes
                 raise RdfInputError(str(e), source) from None
+            self._staged.update(s.graph for s in staged)
+        staged.sort(key=lambda s: s.timestamp)
+        return DocumentResult(staged, [], 0)
+
+    def stage_document_optimistically(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
+                                      timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> DocumentResult:
+        """`stage_document` with the validating scan and Oxigraph's write running at once
+        (Oxigraph releases the GIL, so they share the two cores: the scan costs nothing).
+
+        Only for a store its owner can throw away (a replay's): if the document turns out to
+        need rewriting or reuses a graph name, part of it may already be written, and
+        OptimisticLoadFailed tells the owner to rebuild the store with `stage_document`."""
+        failure: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                self.oxigraph.load(data, fmt, to_graph=ox.NamedNode(timestamps_graph(stream)))
+            except BaseException as e:  # reported below, after the scan
+                failure.append(e)
+
+        with self._lock:
+            writer = threading.Thread(target=write, name="oxigraph-load")
+            writer.start()
+            try:
+                scan = scan_document(data, fmt, source, timestamp_predicate)
+            finally:
+                writer.join()
+            if failure:
+                raise OptimisticLoadFailed("write of %s failed: %s" % (source, failure[0]))
+            if scan.needs_rewriting:
+                raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % source)
+            staged = [StagedElement(g.value, instant_of(lit, g, source)) for g, lit in scan.stamps.items()]
+            try:
+                self._check_new(s.graph for s in staged)
+            except DuplicateElementError as e:
+                raise OptimisticLoadFailed(str(e)) from e
+            self._staged.update(s.graph for s in staged)
         staged.sort(key=lambda s: s.timestamp)
         return DocumentResult(staged, [], 0)
 
@@ -137,6 +181,7 @@ class StreamStore:
         count = 0
         with self._lock:
             for element in staged:
+                self._staged.discard(element.graph)
                 self._publish_one(stream, element.timestamp, element.graph)
                 count += 1
             if count:

@@ -80,3 +80,20 @@ def test_console_script_check(write):
     done = subprocess.run([sys.executable, "-m", "endpoint.cli", "check", str(q)], capture_output=True, text=True)
     assert done.returncode == 0
     assert json.loads(done.stdout)["windows"][0]["range"] == "PT2S"
+
+
+def test_two_streams_reusing_a_graph_name_are_refused(write, capsys):
+    q = write("q.rq", QUERY.replace("[RANGE PT2S]", "[RANGE PT2S] FROM NAMED WINDOW ex:v ON ex:t [RANGE PT2S]"))
+    s, t = write("s.trig", STREAM), write("t.trig", STREAM)
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s,
+                 "--stream", "http://example.org/t=%s" % t, *RANGE]) == 2
+    assert "graph <http://example.org/e0> is already a stream element" in capsys.readouterr().err
+
+
+def test_blank_graph_names_take_the_careful_path_and_render_as_blank_nodes(write, tmp_path):
+    q = write("q.rq", QUERY.replace("SELECT ?o ?v", "SELECT ?g ?o ?v"))
+    s = write("s.trig", STREAM.replace("ex:e0", "_:e0"))
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)]) == 0
+    first = json.loads(out.read_text().splitlines()[0])
+    assert first["bindings"][0]["g"].startswith("_:")

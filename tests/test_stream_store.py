@@ -144,3 +144,19 @@ def test_bad_timestamp_is_an_input_error():
     data = b'<http://g> <http://www.w3.org/ns/prov#generatedAtTime> "soon" . <http://g> { <http://a> <http://b> 1 . }'
     with pytest.raises(RdfInputError, match="timestamp of graph"):
         read_elements(data, "x.trig")
+
+
+def test_optimistic_document_load_matches_the_careful_one_or_asks_for_a_rebuild():
+    from store.stream_store import OptimisticLoadFailed
+    iri_only = ANNOTATED.replace(b"_:g0", b"ex:g0")
+    optimistic, careful = StreamStore(), StreamStore()
+    a = optimistic.stage_document_optimistically("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
+    b = careful.stage_document("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
+    assert a.staged == b.staged
+    assert len(optimistic.oxigraph) == len(careful.oxigraph)
+    with pytest.raises(OptimisticLoadFailed):  # blank graph name: needs the careful path
+        StreamStore().stage_document_optimistically("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig")
+    with pytest.raises(OptimisticLoadFailed):  # graph name already used
+        optimistic.stage_document_optimistically("http://s", iri_only, ox.RdfFormat.TRIG, "again.trig")
+    with pytest.raises(RdfInputError):
+        StreamStore().stage_document_optimistically("http://s", b"<http://g> { <http://a> }", ox.RdfFormat.TRIG, "x")

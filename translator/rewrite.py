@@ -52,11 +52,10 @@ class RewrittenQuery:
     default_graph: list[str] | None
     source: SourceText
     marks: list[tuple[int, int, int]] = field(repr=False)
-    out: SourceText = field(repr=False)
 
     def source_position(self, line: int, column: int) -> tuple[int, int]:
         """Map a (line, column) in the rewritten text back to the user's query text."""
-        offset = self.out.offset(line, column)
+        offset = SourceText(self.text).offset(line, column)
         best = self.marks[0] if self.marks else (0, 0, 0)
         for mark in self.marks:
             if mark[0] > offset:
@@ -168,8 +167,7 @@ class _Rewriter:
             self.group(body.where, _Context())
         self.expression(body.modifiers, _Context())
         text = "".join(self.emit.parts)
-        return RewrittenQuery(text, self.query.from_graphs or None, body.source, self.emit.marks,
-                              SourceText(text))
+        return RewrittenQuery(text, self.query.from_graphs or None, body.source, self.emit.marks)
 
     def expression(self, expression: Expression, ctx: _Context) -> None:
         for part in expression.parts:
