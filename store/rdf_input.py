@@ -81,6 +81,18 @@ def parse_rdf(data: bytes | str, fmt: ox.RdfFormat, source: str):
         raise _syntax_error(e, source) from None
 
 
+def _record_timestamp(stamps: dict, quad: ox.Quad, ts_predicate: ox.NamedNode, source: str) -> bool:
+    """Note a default-graph quad that is a timestamp triple; False for any other triple."""
+    if quad.predicate != ts_predicate or isinstance(quad.subject, ox.Triple):
+        return False
+    previous = stamps.get(quad.subject)
+    if previous is not None and previous != quad.object:
+        raise RdfInputError("graph %s has two timestamps (%s and %s)" % (quad.subject, previous, quad.object),
+                            source)
+    stamps[quad.subject] = quad.object
+    return True
+
+
 def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
                   timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> DocumentScan:
     """One pass: the timestamps and graph names of a document, with syntax errors located."""
@@ -94,15 +106,7 @@ def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
         for quad in ox.parse(data, format=fmt, rename_blank_nodes=True):
             graph = quad.graph_name
             if type(graph) is default:
-                if quad.predicate == ts_predicate:
-                    subject = quad.subject
-                    previous = stamps.get(subject)
-                    if previous is not None and previous != quad.object:
-                        raise RdfInputError("graph %s has two timestamps (%s and %s)"
-                                            % (subject, previous, quad.object), source)
-                    stamps[subject] = quad.object
-                else:
-                    other += 1
+                other += not _record_timestamp(stamps, quad, ts_predicate, source)
             elif graph is not last:
                 graphs[graph] = None
                 last = graph
@@ -146,14 +150,7 @@ def read_elements(data: bytes | str, source: str, fmt: ox.RdfFormat = ox.RdfForm
     for quad in parse_rdf(data, fmt, source):
         graph = quad.graph_name
         if isinstance(graph, ox.DefaultGraph):
-            if quad.predicate == ts_predicate and isinstance(quad.subject, (ox.NamedNode, ox.BlankNode)):
-                previous = timestamps.get(quad.subject)
-                if previous is not None and previous != quad.object:
-                    raise RdfInputError("graph %s has two timestamps (%s and %s)"
-                                        % (quad.subject, previous, quad.object), source)
-                timestamps[quad.subject] = quad.object
-            else:
-                ignored += 1
+            ignored += not _record_timestamp(timestamps, quad, ts_predicate, source)
             continue
         content.setdefault(graph, []).append(quad)
     for subject in timestamps:

@@ -7,16 +7,13 @@ checked by Oxigraph when the query is validated (see `validate.py`).
 """
 from __future__ import annotations
 
-import re
-from urllib.parse import urljoin
-
 from .errors import QuerySyntaxError, TemporalValueError
 from .namespaces import RSPU, XSD
 from .model import ContinuousQuery, QueryForm, R2S, WindowDeclaration
 from .syntax import (
     Annotation, Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group,
     InlineData, Keyworded, ObjectWithAnnotations, ParsedBody, PropertyValues, ReifiedTriple, Span,
-    SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern,
+    SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern, resolve_iri,
 )
 from .temporal import parse_duration, parse_instant
 from .tokens import (
@@ -28,10 +25,6 @@ from .tokens import (
 _HEADER_ONLY = {"REGISTER", "COMPUTED", "RSTREAM", "ISTREAM", "DSTREAM", "FROM", "RANGE", "STEP",
                 "TUMBLING", "START"}
 _PATH_START_PUNCT = ("^", "!", "(")
-
-
-def _unescape_local(local: str) -> str:
-    return re.sub(r"\\(.)", r"\1", local)
 
 
 class _Parser:
@@ -75,13 +68,10 @@ class _Parser:
     # -- IRIs ------------------------------------------------------------------------------
     def resolve(self, tok: Token, text: str | None = None) -> str:
         text = tok.text if text is None else text
-        if tok.kind == IRI:
-            iri = text[1:-1]
-            return urljoin(self.base, iri) if self.base else iri
-        prefix, _, local = text.partition(":")
-        if prefix not in self.prefixes:
-            raise self.error("undeclared prefix %r" % (prefix + ":"), tok)
-        return self.prefixes[prefix] + _unescape_local(local)
+        try:
+            return resolve_iri(text, tok.kind, self.prefixes, self.base)
+        except KeyError:
+            raise self.error("undeclared prefix %r" % (text.partition(":")[0] + ":"), tok) from None
 
     def declaration_iri(self, context: str) -> tuple[str, Token]:
         """An IRI in the RSP-QL* header. Prefixed names there may contain '/' (as in

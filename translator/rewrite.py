@@ -18,9 +18,7 @@ does not grow with the size of the store.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
-from urllib.parse import urljoin
 
 from store.vocabulary import timestamps_graph
 
@@ -133,12 +131,7 @@ class _Rewriter:
         return "?%s%d" % (_FRESH, self.fresh_count)
 
     def resolve(self, token_index: int) -> str:
-        tok = self.tokens[token_index]
-        if tok.kind == IRI:
-            iri = tok.text[1:-1]
-            return urljoin(self.body.base, iri) if self.body.base else iri
-        prefix, _, local = tok.text.partition(":")
-        return self.body.prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)
+        return self.body.resolve(token_index)
 
     def error(self, message: str, token_index: int) -> QuerySyntaxError:
         return self.body.source.error(message, self.tokens[token_index].offset)

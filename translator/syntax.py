@@ -6,10 +6,12 @@ sub-selects, EXISTS inside expressions, triples) are nodes.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Union
+from urllib.parse import urljoin
 
-from .tokens import SourceText, Token
+from .tokens import IRI, SourceText, Token
 
 
 @dataclass
@@ -183,3 +185,17 @@ class ParsedBody:
     projected: frozenset[str] | None   # None: SELECT * (everything is projected)
     variable_uses: dict[str, int]       # how often each variable occurs in the query text
     removed: list[Span]                 # REGISTER, R2S and dataset clauses (not sent to Oxigraph)
+
+    def resolve(self, token_index: int) -> str:
+        """The full IRI of an IRI or prefixed-name token (the parser has checked its prefix)."""
+        return resolve_iri(self.tokens[token_index].text, self.tokens[token_index].kind, self.prefixes, self.base)
+
+
+def resolve_iri(text: str, kind: str, prefixes: dict[str, str], base: str | None) -> str:
+    """`<iri>` against the base, or `prefix:local` through the prefixes (KeyError when the
+    prefix is not declared)."""
+    if kind == IRI:
+        iri = text[1:-1]
+        return urljoin(base, iri) if base else iri
+    prefix, _, local = text.partition(":")
+    return prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)

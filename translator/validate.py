@@ -50,12 +50,9 @@ def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, funct
 
 def _token_position(query: ContinuousQuery, iri: str) -> tuple[int, int]:
     body = query.body
-    for tok in body.tokens:
-        if tok.kind in (IRI, PNAME):
-            if tok.kind == IRI and tok.text[1:-1] == iri:
-                return body.source.position(tok.offset)
-            prefix, _, local = tok.text.partition(":")
-            if tok.kind == PNAME and body.prefixes.get(prefix, "\0") + local == iri:
+    for k, tok in enumerate(body.tokens):
+        if tok.kind == IRI or (tok.kind == PNAME and tok.text.partition(":")[0] in body.prefixes):
+            if body.resolve(k) == iri:
                 return body.source.position(tok.offset)
     return 1, 1
 
