@@ -66,6 +66,7 @@ class Evaluation:
     windows: dict[str, tuple[int, int]]
     form: QueryForm
     rows: list = field(default_factory=list)   # SELECT: {var: term}; CONSTRUCT: N-Triples lines
+    triples: list = field(default_factory=list)  # CONSTRUCT: the emitted triples as terms
     boolean: bool | None = None
     elements: int = 0                          # elements in all windows together
     seconds: float = 0.0                       # time spent evaluating
@@ -85,8 +86,12 @@ class Evaluation:
         return line
 
 
-def _row_key(row):
-    return tuple(sorted(row.items())) if isinstance(row, dict) else row
+def _solution_key(row: dict):
+    return tuple(sorted(row.items()))
+
+
+def _triple_key(row: tuple):
+    return row[0]
 
 
 class QueryEvaluator:
@@ -101,7 +106,7 @@ class QueryEvaluator:
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
         self.functions.cache_enabled = options.rspu_cache
         self.rewrite_options = RewriteOptions(lazy_bind=options.lazy_bind, h4=options.h4)
-        self.r2s = R2SOperator(query.r2s, _row_key)
+        self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
 
     def window_elements(self, instant: int) -> tuple[dict[str, tuple[int, int]], dict[str, list[str]]]:
         bounds = self.query.window_bounds(instant)
@@ -132,8 +137,12 @@ class QueryEvaluator:
                 rows.append(row)
             evaluation.rows = self.r2s.apply(rows)
         elif self.query.form is QueryForm.CONSTRUCT:
-            lines = list(dict.fromkeys(triple_to_ntriples(t) for t in result))
-            evaluation.rows = self.r2s.apply(lines)
+            distinct = {}
+            for triple in result:
+                distinct.setdefault(triple_to_ntriples(triple), triple)
+            emitted = self.r2s.apply(list(distinct.items()))
+            evaluation.rows = [line for line, _ in emitted]
+            evaluation.triples = [triple for _, triple in emitted]
         else:
             evaluation.boolean = bool(result)
         evaluation.seconds = time.perf_counter() - started

@@ -10,7 +10,8 @@ Window membership comes from a sorted (timestamp, sequence, graph) index per str
 Python: selecting a window is two bisections, whatever the size of the store (a FILTER over
 timestamp triples would scan them all). An element is part of its stream once it is in the
 index ("published"); data written but not yet published is invisible to every query, because
-the rewrite only ever names published graphs.
+the rewrite only ever names published graphs. A store reopened from disk publishes every
+element it holds.
 """
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ class StagedElement:
 
 @dataclass
 class StreamStats:
-    elements: int = 0           # elements currently published
-    ingested: int = 0           # elements ever published
+    elements: int = 0             # elements currently published
+    ingested: int = 0             # elements ever published
     evicted: int = 0
-    latest: int | None = None   # greatest timestamp published
+    late: int = 0                 # published with a timestamp below the watermark
+    latest: int | None = None     # greatest timestamp published
+    watermark: int | None = None  # the stream is complete up to here (spec §5)
 
 
 @dataclass
@@ -177,10 +180,13 @@ class StreamStore:
         return DocumentResult(staged, [], 0)
 
     def publish(self, stream: str, staged: Iterable[StagedElement]) -> int:
-        """Make staged elements part of `stream`: windows see them from now on."""
+        """Make staged elements part of `stream`: windows see them from now on. Publishing an
+        element twice is a no-op (a store reopened from disk has published everything)."""
         count = 0
         with self._lock:
             for element in staged:
+                if element.graph in self._stream_of:
+                    continue
                 self._staged.discard(element.graph)
                 self._publish_one(stream, element.timestamp, element.graph)
                 count += 1
@@ -195,6 +201,19 @@ class StreamStore:
         with self._lock:
             return self.publish(stream, self.stage_elements(stream, elements, timestamp_predicate, extra_quads))
 
+    def advance_watermark(self, stream: str, instant: int) -> None:
+        """Declare `stream` complete up to `instant`: elements published later with a smaller
+        timestamp are counted late (they still join the windows that are open)."""
+        with self._lock:
+            stats = self._stats.setdefault(stream, StreamStats())
+            if stats.watermark is None or instant > stats.watermark:
+                stats.watermark = instant
+
+    def watermark(self, stream: str) -> int | None:
+        with self._lock:
+            stats = self._stats.get(stream)
+            return None if stats is None else stats.watermark
+
     def _publish_one(self, stream: str, timestamp: int, graph: str) -> None:
         entries = self._index.setdefault(stream, [])
         entry = (timestamp, next(self._sequence), graph)
@@ -205,6 +224,8 @@ class StreamStore:
         self._stream_of[graph] = stream
         stats = self._stats.setdefault(stream, StreamStats())
         stats.elements += 1
+        if stats.watermark is not None and timestamp < stats.watermark:
+            stats.late += 1
         if stats.latest is None or timestamp > stats.latest:
             stats.latest = timestamp
 

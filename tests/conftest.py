@@ -19,3 +19,17 @@ def write(tmp_path):
         path.write_text(text, encoding="utf-8")
         return path
     return _write
+
+
+def conformance_cases() -> list[Path]:
+    cases = shared_dir() / "conformance" / "cases"
+    return sorted(p for p in cases.iterdir() if (p / "manifest.json").is_file()) if cases.is_dir() else []
+
+
+def compare_lines(expected, actual, ordered):
+    """The shared comparison rules of ../shared/conformance/compare.py."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("conformance_compare", shared_dir() / "conformance" / "compare.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.compare_lines(expected, actual, ordered)

@@ -1,26 +1,17 @@
 """Every case under ../shared/conformance/cases, through `rspstar replay`, compared with the
 shared rules of compare.py. A case added there later is picked up with no code change."""
-import importlib.util
 import json
 
 import pytest
 
-from conftest import shared_dir
+from conftest import compare_lines, conformance_cases, shared_dir
 from endpoint.cli import main
 
 CASES = shared_dir() / "conformance" / "cases"
 
 
-def _compare_module():
-    path = shared_dir() / "conformance" / "compare.py"
-    spec = importlib.util.spec_from_file_location("conformance_compare", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _cases():
-    return sorted(p.name for p in CASES.iterdir() if (p / "manifest.json").is_file()) if CASES.is_dir() else []
+    return [p.name for p in conformance_cases()]
 
 
 def test_the_conformance_suite_is_present():
@@ -48,5 +39,5 @@ def test_conformance_case(case, tmp_path):
     assert main(replay_arguments(case_dir, manifest, out)) == 0
     expected = [json.loads(l) for l in (case_dir / manifest["expected"]).read_text().splitlines() if l.strip()]
     actual = [json.loads(l) for l in out.read_text().splitlines() if l.strip()]
-    problems = _compare_module().compare_lines(expected, actual, manifest.get("ordered", False))
+    problems = compare_lines(expected, actual, manifest.get("ordered", False))
     assert not problems, "\n".join(problems[:10])

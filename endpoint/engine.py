@@ -1,0 +1,351 @@
+"""The continuous-query engine: registered queries evaluated at their report instants, once
+their input is complete, with results going to every sink (spec §3 and §5).
+
+`Engine.tick()` does all that is due at the clock's current time; the live scheduler calls
+it from APScheduler jobs, tests call it after moving a virtual clock. Evaluation is the same
+`QueryEvaluator` that `rspstar replay` uses, so live results equal a replay of the same input.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import re
+import statistics
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+from urllib.parse import quote
+
+import pyoxigraph as ox
+
+from store.rdf_input import Element
+from store.stream_store import StreamStore
+from translator.model import ContinuousQuery, QueryForm
+from translator.temporal import format_instant
+from translator.uncertainty import FunctionLibrary
+from translator.validate import compile_query
+
+from .clock import Clock
+from .errors import EndpointError
+from .evaluation import Evaluation, EvaluationOptions, QueryEvaluator
+from .sinks import EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests
+
+log = logging.getLogger(__name__)
+
+_QUERY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+DEFAULT_MAX_DELAY = 2_000_000
+DEFAULT_IDLE_RETENTION = 600_000_000
+
+
+class UnknownQuery(EndpointError):
+    """No registered query has this id."""
+
+
+class DuplicateQuery(EndpointError):
+    """A query with this id is already registered."""
+
+
+class InvalidQueryId(EndpointError):
+    """A query id that is not a short name of letters, digits, '.', '_' or '-'."""
+
+
+@dataclass
+class QuerySpec:
+    """What registration needs; persisted so queries survive a restart."""
+
+    id: str
+    text: str
+    sinks: list[str] = field(default_factory=list)
+    options: dict[str, str] = field(default_factory=dict)
+    last_evaluation: int | None = None   # a restart continues after this instant
+
+
+@dataclass
+class QueryStatus:
+    state: str = "running"                 # running | failed
+    last_evaluation: int | None = None
+    last_trigger: str | None = None        # watermark | max_delay
+    next_close: int | None = None
+    evaluations: int = 0
+    results_emitted: int = 0
+    late_elements: int = 0
+    failures: int = 0
+    last_error: str | None = None
+    missed_runs: int = 0                   # scheduler firings coalesced because a run was busy
+    durations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
+
+    def describe(self) -> dict:
+        data = {k: v for k, v in asdict(self).items() if k != "durations"}
+        for key in ("last_evaluation", "next_close"):
+            if data[key] is not None:
+                data[key] = format_instant(data[key])
+        if self.durations:
+            ordered = sorted(self.durations)
+            data["evaluation_ms"] = {
+                "p50": round(1000 * statistics.median(ordered), 3),
+                "p90": round(1000 * ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], 3),
+                "p99": round(1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3),
+            }
+        return data
+
+
+class RegisteredQuery:
+    def __init__(self, spec: QuerySpec, query: ContinuousQuery, evaluator: QueryEvaluator,
+                 sinks: list[HttpSink], history: ResultHistory, start: int):
+        self.spec = spec
+        self.query = query
+        self.evaluator = evaluator
+        self.http_sinks = sinks
+        self.history = history
+        self.feed = EventFeed()
+        self.status = QueryStatus()
+        self.next_instant = query.next_report_instant(start)
+        self.status.next_close = self.next_instant
+        self.lock = threading.Lock()
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    def describe(self) -> dict:
+        return {
+            "id": self.id, "query": self.spec.text, "form": self.query.form.value, "r2s": self.query.r2s.value,
+            "output_stream": self.query.output_stream, "sinks": self.spec.sinks, "options": self.spec.options,
+            "windows": [w.describe() for w in self.query.windows.values()],
+            "status": self.status.describe(),
+            "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
+        }
+
+
+@dataclass
+class EngineConfig:
+    data_dir: Path | None = None
+    allowed_sinks: list[str] = field(default_factory=list)
+    max_delay: int = DEFAULT_MAX_DELAY
+    history_limit: int = 1000
+    idle_retention: int = DEFAULT_IDLE_RETENTION
+
+
+class Engine:
+    """Registered continuous queries over one stream store."""
+
+    def __init__(self, store: StreamStore, clock: Clock, config: EngineConfig = EngineConfig(),
+                 post: Poster = post_with_requests):
+        self.store = store
+        self.clock = clock
+        self.config = config
+        self.post = post
+        self._queries: dict[str, RegisteredQuery] = {}
+        self._lock = threading.RLock()
+        self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed
+        if config.data_dir is not None:
+            config.data_dir.mkdir(parents=True, exist_ok=True)
+            for spec in self._load_specs():
+                self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
+                              resume_after=spec.last_evaluation)
+
+    # -- registration -----------------------------------------------------------------------
+    def register(self, text: str, query_id: str | None = None, sinks: list[str] | tuple = (),
+                 options: dict[str, str] | None = None, persist: bool = True,
+                 resume_after: int | None = None) -> RegisteredQuery:
+        """Check and register a query (TranslatorError for a bad query, SinkNotAllowed for a
+        sink outside the allow-list, UsageError for a bad option); nothing changes on error.
+        Its first evaluation is the first report instant after now (or after `resume_after`)."""
+        options = dict(options or {})
+        evaluation_options = EvaluationOptions.from_pairs(options)
+        functions = FunctionLibrary(cache=evaluation_options.rspu_cache)
+        query = compile_query(text, functions)
+        for url in sinks:
+            check_sink_allowed(url, self.config.allowed_sinks)
+        query_id = query_id or self._derive_id(query)
+        if not _QUERY_ID.match(query_id):
+            raise InvalidQueryId("query id %r: use 1-64 letters, digits, '.', '_' or '-'" % query_id)
+        with self._lock:
+            if query_id in self._queries:
+                raise DuplicateQuery("a query with id %r is already registered" % query_id)
+            spec = QuerySpec(query_id, text, list(sinks), options, resume_after)
+            outbox = (self.config.data_dir or Path(".")) / "outbox"
+            http_sinks = [HttpSink(query_id, url, outbox, self.post) for url in sinks] \
+                if self.config.data_dir is not None else []
+            if sinks and self.config.data_dir is None:
+                raise EndpointError("HTTP sinks need a data directory for their outbox")
+            evaluator = QueryEvaluator(query, self.store, evaluation_options, functions)
+            start = self.clock.now() if resume_after is None else resume_after
+            registered = RegisteredQuery(spec, query, evaluator, http_sinks,
+                                         ResultHistory(self.config.history_limit), start)
+            self._queries[query_id] = registered
+            if persist:
+                self._save_specs()
+        log.info("registered query %s (%s, windows: %s)", query_id, query.form.value,
+                 ", ".join(query.windows) or "none")
+        for listener in self.listeners:
+            listener("registered", query_id)
+        return registered
+
+    def _derive_id(self, query: ContinuousQuery) -> str:
+        if query.name:
+            candidate = re.sub(r"[^A-Za-z0-9._-]+", "-", query.name.rstrip("/").rsplit("/", 1)[-1]).strip("-.")
+            if candidate and _QUERY_ID.match(candidate) and candidate not in self._queries:
+                return candidate
+        return "q-" + uuid.uuid4().hex[:12]
+
+    def remove(self, query_id: str) -> None:
+        with self._lock:
+            if query_id not in self._queries:
+                raise UnknownQuery("no query with id %r" % query_id)
+            del self._queries[query_id]
+            self._save_specs()
+        for listener in self.listeners:
+            listener("removed", query_id)
+
+    def get(self, query_id: str) -> RegisteredQuery:
+        with self._lock:
+            try:
+                return self._queries[query_id]
+            except KeyError:
+                raise UnknownQuery("no query with id %r" % query_id) from None
+
+    def queries(self) -> list[RegisteredQuery]:
+        with self._lock:
+            return list(self._queries.values())
+
+    def _specs_path(self) -> Path | None:
+        return None if self.config.data_dir is None else self.config.data_dir / "queries.json"
+
+    def _save_specs(self) -> None:
+        path = self._specs_path()
+        if path is None:
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([asdict(q.spec) for q in self._queries.values()], indent=2))
+        os.replace(tmp, path)
+
+    def _load_specs(self) -> list[QuerySpec]:
+        path = self._specs_path()
+        if path is None or not path.exists():
+            return []
+        return [QuerySpec(**item) for item in json.loads(path.read_text())]
+
+    # -- evaluation ------------------------------------------------------------------------------
+    def due(self, registered: RegisteredQuery, instant: int) -> str | None:
+        """Why the evaluation at `instant` may run now: every input stream's watermark has
+        reached it ("watermark"), or `max_delay` of clock time has passed ("max_delay")."""
+        streams = registered.query.streams
+        if streams and all((self.store.watermark(s) or instant - 1) >= instant for s in streams):
+            return "watermark"
+        if self.clock.now() >= instant + (self.config.max_delay if streams else 0):
+            return "max_delay"
+        return None
+
+    def run_query(self, query_id: str) -> int:
+        """Evaluate every due instant of one query, in order; returns how many ran."""
+        try:
+            registered = self.get(query_id)
+        except UnknownQuery:
+            return 0
+        if not registered.lock.acquire(blocking=False):
+            registered.status.missed_runs += 1
+            return 0
+        ran = 0
+        try:
+            while registered.status.state == "running" and registered.next_instant is not None:
+                instant = registered.next_instant
+                trigger = self.due(registered, instant)
+                if trigger is None:
+                    break
+                try:
+                    evaluation = registered.evaluator.evaluate(instant)
+                except Exception as e:  # any failure of one query must not stop the others
+                    registered.status.state = "failed"
+                    registered.status.failures += 1
+                    registered.status.last_error = "%s: %s" % (type(e).__name__, e)
+                    log.error("query %s failed at %s: %s", query_id, format_instant(instant), e)
+                    break
+                registered.next_instant = registered.query.next_report_instant(instant)
+                self._emit(registered, instant, trigger, evaluation)
+                ran += 1
+            if ran:
+                registered.spec.last_evaluation = registered.status.last_evaluation
+                with self._lock:
+                    self._save_specs()
+        finally:
+            registered.lock.release()
+        return ran
+
+    def _emit(self, registered: RegisteredQuery, instant: int, trigger: str, evaluation: Evaluation | None) -> None:
+        status = registered.status
+        status.last_evaluation = instant
+        status.last_trigger = trigger
+        status.next_close = registered.next_instant
+        status.late_elements = sum(self.store.streams().get(s, _NO_STATS).late for s in registered.query.streams)
+        if evaluation is None:  # skipped by the non-empty report policy
+            return
+        status.evaluations += 1
+        status.durations.append(evaluation.seconds)
+        status.results_emitted += len(evaluation.rows) if evaluation.boolean is None else 1
+        record = evaluation.record()
+        record["trigger"] = trigger
+        registered.history.append(instant, record)
+        registered.feed.publish(record)
+        for sink in registered.http_sinks:
+            sink.enqueue(record)
+        query = registered.query
+        if query.output_stream and query.form is QueryForm.CONSTRUCT:
+            self._append_output_element(query.output_stream, instant, evaluation, registered.next_instant)
+
+    def _append_output_element(self, stream: str, instant: int, evaluation: Evaluation,
+                               complete_until: int | None) -> None:
+        """A CONSTRUCT evaluation becomes one element of the output stream (timestamp = the
+        evaluation instant), which other queries can window over."""
+        graph = "urn:rspstar:output:%s:%d" % (quote(stream, safe=""), instant)
+        name = ox.NamedNode(graph)
+        quads = [ox.Quad(t.subject, t.predicate, t.object, name) for t in evaluation.triples]
+        literal = ox.Literal(format_instant(instant), datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime"))
+        self.store.add_elements(stream, [Element(graph, instant, literal, quads)])
+        # Nothing earlier than the query's next instant can appear in its output any more.
+        self.store.advance_watermark(stream, complete_until if complete_until is not None else instant + 1)
+
+    def deliver(self) -> int:
+        now = self.clock.now()
+        return sum(sink.deliver(now) for q in self.queries() for sink in q.http_sinks)
+
+    def evict(self) -> int:
+        """Drop elements no registered window can reach any more."""
+        bounds: dict[str, int] = {}
+        for registered in self.queries():
+            if registered.next_instant is None or registered.status.state != "running":
+                continue
+            for stream, bound in registered.evaluator.retention_bounds(registered.next_instant).items():
+                bounds[stream] = min(bound, bounds.get(stream, bound))
+        evicted = 0
+        for stream, stats in self.store.streams().items():
+            if stream in bounds:
+                evicted += self.store.evict_before(stream, bounds[stream])
+            elif stats.latest is not None:
+                # Read by no query: keep a while for queries registered later.
+                evicted += self.store.evict_before(stream, stats.latest - self.config.idle_retention)
+        return evicted
+
+    def tick(self) -> int:
+        """Everything due now: evaluations (repeated while outputs feed other queries),
+        deliveries and retention. Returns the number of evaluations."""
+        total = 0
+        while True:
+            ran = sum(self.run_query(q.id) for q in self.queries())
+            total += ran
+            if not ran:
+                break
+        self.deliver()
+        self.evict()
+        return total
+
+
+class _NoStats:
+    late = 0
+
+
+_NO_STATS = _NoStats()

@@ -1,0 +1,192 @@
+"""Where a continuous query's results go: a bounded history for polling, a feed for
+server-sent events, and HTTP POST sinks that lose nothing.
+
+An HTTP sink writes each record to a durable outbox on disk before any attempt to deliver
+it, and keeps the count of delivered records beside it; delivery goes in order, one record at
+a time, with exponential backoff (in clock time, so tests never sleep) while the receiver
+refuses. Records survive a receiver outage and an engine restart. Each POST carries an
+`Idempotency-Key` (query id and evaluation instant): after a crash between a successful POST
+and the cursor update a receiver can recognise the one record sent twice.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+import queue
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+from urllib.parse import quote, urlsplit
+
+import requests
+
+from .errors import EndpointError
+
+log = logging.getLogger(__name__)
+
+INITIAL_BACKOFF = 500_000        # µs
+MAX_BACKOFF = 60_000_000
+
+
+class SinkNotAllowed(EndpointError):
+    """A sink URL outside the configured allow-list."""
+
+
+def check_sink_allowed(url: str, allowed: list[str]) -> None:
+    """Sinks may only point at the origins (scheme://host:port) listed in the configuration."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SinkNotAllowed("sink %r is not an http(s) URL" % url)
+    origin = "%s://%s" % (parts.scheme, parts.netloc)
+    if origin not in {a.rstrip("/") for a in allowed}:
+        raise SinkNotAllowed("sink %s is not in the allow-list (sinks.allowed in the configuration: %s)"
+                             % (origin, ", ".join(allowed) or "empty"))
+
+
+class ResultHistory:
+    """The latest records of a query, for polling (`since` an instant, at most `limit`)."""
+
+    def __init__(self, limit: int = 1000):
+        self._records: collections.deque = collections.deque(maxlen=limit)
+        self._lock = threading.Lock()
+
+    def append(self, time: int, record: dict) -> None:
+        with self._lock:
+            self._records.append((time, record))
+
+    def since(self, instant: int | None = None, limit: int | None = None) -> list[dict]:
+        with self._lock:
+            records = [r for t, r in self._records if instant is None or t > instant]
+        return records[:limit] if limit is not None else records
+
+
+class EventFeed:
+    """Fan-out of records to live subscribers (server-sent events). A subscriber that does
+    not keep up loses its oldest records, never blocks the engine."""
+
+    def __init__(self, backlog: int = 1000):
+        self._subscribers: set[queue.Queue] = set()
+        self._lock = threading.Lock()
+        self._backlog = backlog
+
+    def subscribe(self) -> queue.Queue:
+        q: queue.Queue = queue.Queue(maxsize=self._backlog)
+        with self._lock:
+            self._subscribers.add(q)
+        return q
+
+    def unsubscribe(self, q: queue.Queue) -> None:
+        with self._lock:
+            self._subscribers.discard(q)
+
+    def publish(self, record: dict) -> None:
+        with self._lock:
+            subscribers = list(self._subscribers)
+        for q in subscribers:
+            while True:
+                try:
+                    q.put_nowait(record)
+                    break
+                except queue.Full:
+                    try:
+                        q.get_nowait()
+                    except queue.Empty:
+                        pass
+
+
+@dataclass
+class DeliveryState:
+    delivered: int = 0
+    pending: int = 0
+    failures: int = 0
+    next_attempt: int = 0
+    backoff: int = INITIAL_BACKOFF
+    last_error: str | None = None
+
+
+Poster = Callable[[str, bytes, dict], int]
+
+
+def post_with_requests(url: str, body: bytes, headers: dict) -> int:
+    return requests.post(url, data=body, headers=headers, timeout=5).status_code
+
+
+class HttpSink:
+    """POST each record of one query to `url`, in order, from a durable outbox."""
+
+    def __init__(self, query_id: str, url: str, directory: Path, post: Poster = post_with_requests):
+        self.query_id = query_id
+        self.url = url
+        self.post = post
+        directory.mkdir(parents=True, exist_ok=True)
+        name = quote(query_id, safe="") + "-" + quote(url, safe="")
+        self.outbox = directory / (name + ".jsonl")
+        self.cursor = directory / (name + ".cursor")
+        self._lock = threading.Lock()
+        self.state = DeliveryState()
+        self._lines = self._read_outbox()
+        self.state.delivered = int(self.cursor.read_text()) if self.cursor.exists() else 0
+        self.state.pending = len(self._lines) - self.state.delivered
+
+    def _read_outbox(self) -> list[str]:
+        if not self.outbox.exists():
+            return []
+        with self.outbox.open("rb") as f:
+            data = f.read()
+        if data and not data.endswith(b"\n"):
+            # A write cut short by a crash: drop the partial record (it was never acknowledged
+            # as written, so the evaluation that produced it had not completed).
+            data = data[:data.rfind(b"\n") + 1]
+            with self.outbox.open("wb") as f:
+                f.write(data)
+        return [line for line in data.decode("utf-8").splitlines() if line]
+
+    def enqueue(self, record: dict) -> None:
+        line = json.dumps(record, sort_keys=True)
+        with self._lock:
+            with self.outbox.open("a", encoding="utf-8") as f:
+                f.write(line + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            self._lines.append(line)
+            self.state.pending += 1
+
+    def _save_cursor(self) -> None:
+        tmp = self.cursor.with_suffix(".tmp")
+        tmp.write_text(str(self.state.delivered))
+        os.replace(tmp, self.cursor)
+
+    def deliver(self, now: int) -> int:
+        """Deliver pending records in order until one is refused; returns how many went."""
+        sent = 0
+        with self._lock:
+            while self.state.delivered < len(self._lines):
+                if now < self.state.next_attempt:
+                    break
+                line = self._lines[self.state.delivered]
+                record = json.loads(line)
+                headers = {"Content-Type": "application/json",
+                           "Idempotency-Key": "%s@%s" % (self.query_id, record.get("time"))}
+                try:
+                    status = self.post(self.url, line.encode("utf-8"), headers)
+                    error = None if 200 <= status < 300 else "HTTP %d" % status
+                except requests.RequestException as e:
+                    error = "%s: %s" % (type(e).__name__, e)
+                if error is not None:
+                    self.state.failures += 1
+                    self.state.last_error = error
+                    self.state.next_attempt = now + self.state.backoff
+                    self.state.backoff = min(self.state.backoff * 2, MAX_BACKOFF)
+                    log.warning("sink %s refused %s's record %s (%s); retrying in %.1f s", self.url,
+                                self.query_id, record.get("time"), error, self.state.backoff / 2e6)
+                    break
+                self.state.delivered += 1
+                self.state.pending -= 1
+                self.state.backoff = INITIAL_BACKOFF
+                self.state.next_attempt = 0
+                self._save_cursor()
+                sent += 1
+        return sent

@@ -1,0 +1,258 @@
+"""The continuous-query engine on a virtual clock: conformance through live sinks, sink
+outages across a restart, output-stream chaining, completeness triggers, bad input."""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pyoxigraph as ox
+import pytest
+
+from conftest import compare_lines, conformance_cases
+from endpoint.clock import VirtualClock
+from endpoint.engine import DuplicateQuery, Engine, EngineConfig, InvalidQueryId, UnknownQuery
+from endpoint.sinks import SinkNotAllowed
+from store.rdf_input import format_for_path
+from store.stream_store import StreamStore
+from translator.errors import QuerySyntaxError
+from translator.parser import parse_query
+from translator.temporal import parse_instant
+
+S = 1_000_000
+T0 = parse_instant("2026-03-01T08:00:00Z")
+
+
+class Feeder:
+    """Plays recorded stream files into a store as a live source would: elements published in
+    time order, each stream's watermark following the clock."""
+
+    def __init__(self, store: StreamStore, streams: dict):
+        self.store = store
+        self.pending = []
+        for stream, path in streams.items():
+            result = store.stage_document(stream, path.read_bytes(), format_for_path(path), str(path))
+            self.pending += [(e.timestamp, stream, e) for e in result.staged]
+        self.pending.sort(key=lambda p: p[0])
+        self.streams = list(streams)
+
+    def until(self, instant: int) -> None:
+        while self.pending and self.pending[0][0] <= instant:
+            _, stream, element = self.pending.pop(0)
+            self.store.publish(stream, [element])
+        for stream in self.streams:
+            self.store.advance_watermark(stream, instant)
+
+
+def drive(engine, clock, feeder, until, step):
+    t = clock.now()
+    while t < until:
+        t = min(t + step, until)
+        feeder.until(t)
+        clock.set(t)
+        engine.tick()
+
+
+@pytest.mark.parametrize("case", [p.name for p in conformance_cases()])
+def test_conformance_cases_through_the_live_engine_and_its_sinks(case, tmp_path):
+    case_dir = [p for p in conformance_cases() if p.name == case][0]
+    manifest = json.loads((case_dir / "manifest.json").read_text())
+    store = StreamStore()
+    if manifest.get("background"):
+        path = case_dir / manifest["background"]
+        store.load_background(path.read_bytes(), format_for_path(path), str(path))
+    start, end = parse_instant(manifest["from"]), parse_instant(manifest["to"])
+    clock = VirtualClock(start)
+    delivered = []
+    engine = Engine(store, clock, EngineConfig(data_dir=tmp_path, allowed_sinks=["http://receiver.test"]),
+                    post=lambda url, body, headers: delivered.append(json.loads(body)) or 200)
+    registered = engine.register((case_dir / manifest["query"]).read_text(), "case",
+                                 sinks=["http://receiver.test/results"], options=manifest.get("options") or {})
+    feeder = Feeder(store, {iri: case_dir / f for iri, f in manifest["streams"].items()})
+    drive(engine, clock, feeder, end, 250_000)
+    expected = [json.loads(l) for l in (case_dir / manifest["expected"]).read_text().splitlines() if l.strip()]
+    for actual in (registered.history.since(), delivered):
+        problems = compare_lines(expected, actual, manifest.get("ordered", False))
+        assert not problems, "\n".join(problems[:10])
+    assert {r["trigger"] for r in delivered} == {"watermark"}
+
+
+class Receiver:
+    """A local HTTP receiver that refuses the first `refuse` requests with 503."""
+
+    def __init__(self, refuse: int):
+        self.refuse = refuse
+        self.received = []
+        self.attempts = 0
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.attempts += 1
+                if receiver.attempts <= receiver.refuse:
+                    self.send_response(503)
+                else:
+                    receiver.received.append((self.headers["Idempotency-Key"], json.loads(body)))
+                    self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.origin = "http://127.0.0.1:%d" % self.server.server_address[1]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+QUERY = """PREFIX ex: <http://example.org/>
+SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"""
+
+
+def stream_text(count: int, start_second: int = 0) -> bytes:
+    lines = ["@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> ."]
+    for i in range(start_second, start_second + count):
+        lines.append('ex:e%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> . '
+                     "ex:e%d { ex:o%d ex:v %d . }" % (i, i, i, i, i))
+    return "\n".join(lines).encode()
+
+
+def test_receiver_outage_and_restart_deliver_every_evaluation_once_in_order(tmp_path):
+    receiver = Receiver(refuse=4)
+    try:
+        config = EngineConfig(data_dir=tmp_path / "data", allowed_sinks=[receiver.origin])
+        clock = VirtualClock(T0)
+        store = StreamStore(str(tmp_path / "db"))
+        staged = store.stage_document("http://example.org/s", stream_text(20), ox.RdfFormat.TRIG, "s.trig").staged
+        engine = Engine(store, clock, config)
+        engine.register(QUERY, "q", sinks=[receiver.origin + "/in"])
+
+        def advance(engine, until):
+            for t in range(clock.now() + S // 2, until + 1, S // 2):
+                store.publish("http://example.org/s", [e for e in staged if e.timestamp <= t])
+                store.advance_watermark("http://example.org/s", t)
+                clock.set(t)
+                engine.tick()
+
+        advance(engine, T0 + 6 * S)          # evaluations at :02, :04, :06; receiver refuses
+        assert receiver.received == []
+        sink = engine.get("q").http_sinks[0]
+        assert sink.state.pending == 3 and sink.state.failures >= 1
+        store.close()
+        del engine, store                      # the engine stops
+
+        store = StreamStore(str(tmp_path / "db"))
+        engine = Engine(store, clock, config)  # restart: queries and outbox from the data directory
+        assert [q.id for q in engine.queries()] == ["q"]
+        assert engine.get("q").next_instant == T0 + 8 * S
+        advance(engine, T0 + 12 * S)
+        clock.set(clock.now() + 120 * S)      # past any backoff
+        engine.deliver()
+        times = [record["time"] for _, record in receiver.received]
+        assert times == ["2026-03-01T08:00:%02dZ" % s for s in (2, 4, 6, 8, 10, 12)]
+        assert [key for key, _ in receiver.received] == ["q@" + t for t in times]
+        assert receiver.received[0][1]["bindings"] == [
+            {"o": "<http://example.org/o0>", "v": '"0"^^<http://www.w3.org/2001/XMLSchema#integer>'},
+            {"o": "<http://example.org/o1>", "v": '"1"^^<http://www.w3.org/2001/XMLSchema#integer>'}]
+        assert engine.get("q").http_sinks[0].state.pending == 0
+    finally:
+        receiver.close()
+
+
+def test_construct_output_stream_feeds_a_second_query(tmp_path):
+    clock = VirtualClock(T0)
+    store = StreamStore()
+    engine = Engine(store, clock, EngineConfig())
+    staged = store.stage_document("http://example.org/s", stream_text(12), ox.RdfFormat.TRIG, "s.trig").staged
+    engine.register("""PREFIX ex: <http://example.org/>
+REGISTER STREAM ex:big AS CONSTRUCT { ?o a ex:Big } FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v >= 5) } } }""", "upstream")
+    downstream = engine.register("""PREFIX ex: <http://example.org/>
+SELECT (COUNT(?o) AS ?n) FROM NAMED WINDOW ex:b ON ex:big [RANGE PT4S STEP PT4S]
+WHERE { WINDOW ex:b { GRAPH ?g { ?o a ex:Big } } }""", "downstream")
+    for t in range(T0 + S, T0 + 13 * S, S):
+        store.publish("http://example.org/s", [e for e in staged if t - S < e.timestamp <= t])
+        store.advance_watermark("http://example.org/s", t)
+        clock.set(t)
+        engine.tick()
+    counts = [(r["time"], r["bindings"][0]["n"]) for r in downstream.history.since()]
+    integer = '"%d"^^<http://www.w3.org/2001/XMLSchema#integer>'
+    # Upstream emits o5 at :06 (window [4,6)), o6 o7 at :08, o8 o9 at :10, o10 o11 at :12;
+    # downstream counts the elements stamped in [0,4), [4,8), [8,12).
+    assert counts == [("2026-03-01T08:00:04Z", integer % 0), ("2026-03-01T08:00:08Z", integer % 1),
+                      ("2026-03-01T08:00:12Z", integer % 4)]
+    assert all(r["trigger"] == "watermark" for r in downstream.history.since())
+
+
+def test_max_delay_triggers_an_evaluation_when_a_stream_stalls():
+    clock = VirtualClock(T0)
+    store = StreamStore()
+    engine = Engine(store, clock, EngineConfig(max_delay=3 * S))
+    q = engine.register(QUERY, "q")
+    clock.set(T0 + 4 * S)
+    assert engine.tick() == 0                  # no watermark, max_delay not reached for :02
+    clock.set(T0 + 5 * S)
+    assert engine.tick() == 1
+    assert q.status.last_trigger == "max_delay"
+    assert q.status.next_close == T0 + 4 * S
+
+
+def test_registration_refuses_bad_queries_sinks_and_ids(tmp_path):
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path, allowed_sinks=["http://ok.test"]))
+    with pytest.raises(QuerySyntaxError) as info:
+        engine.register(QUERY.replace("WINDOW ex:w {", "WINDOW ex:x {"))
+    assert "not declared" in info.value.message and info.value.line == 3
+    with pytest.raises(QuerySyntaxError):
+        engine.register("SELECT * WHERE { ?s ?p }")
+    with pytest.raises(SinkNotAllowed, match="not in the allow-list"):
+        engine.register(QUERY, sinks=["http://elsewhere.test/x"])
+    with pytest.raises(SinkNotAllowed):
+        engine.register(QUERY, sinks=["file:///etc/passwd"])
+    with pytest.raises(InvalidQueryId):
+        engine.register(QUERY, "../escape")
+    engine.register(QUERY, "q")
+    with pytest.raises(DuplicateQuery):
+        engine.register(QUERY, "q")
+    assert [q.id for q in engine.queries()] == ["q"]
+    engine.remove("q")
+    with pytest.raises(UnknownQuery):
+        engine.remove("q")
+    assert json.loads((tmp_path / "queries.json").read_text()) == []
+
+
+def test_a_failing_query_is_marked_failed_and_the_others_keep_running():
+    clock = VirtualClock(T0)
+    store = StreamStore()
+    engine = Engine(store, clock, EngineConfig(max_delay=0))
+    broken = engine.register("""PREFIX ex: <http://example.org/>
+SELECT * FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
+WHERE { { SERVICE <http://127.0.0.1:9/sparql> { ?a ?b ?c } } UNION { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } } }""",
+                             "broken")
+    healthy = engine.register(QUERY, "healthy")
+    store.add_elements("http://example.org/s", [])
+    clock.set(T0 + 4 * S)
+    engine.tick()
+    assert broken.status.state == "failed" and broken.status.failures == 1
+    assert broken.status.last_error
+    assert healthy.status.state == "running" and healthy.status.evaluations == 2
+    clock.set(T0 + 6 * S)
+    engine.tick()
+    assert healthy.status.evaluations == 3 and broken.status.evaluations == 0
+
+
+def test_registered_queries_get_ids_from_their_names_and_describe_their_status():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    q = engine.register("PREFIX ex: <http://example.org/> REGISTER QUERY ex:oxygen-alert AS " + QUERY.split("\n", 1)[1])
+    assert q.id == "oxygen-alert"
+    engine.clock.set(T0 + 2 * S)
+    engine.tick()
+    description = q.describe()
+    assert description["windows"][0]["range"] == "PT2S"
+    assert description["status"]["evaluations"] == 1
+    assert description["status"]["next_close"] == "2026-03-01T08:00:04Z"
+    assert set(description["status"]["evaluation_ms"]) == {"p50", "p90", "p99"}
+    assert parse_query(description["query"]).name == "http://example.org/oxygen-alert"
