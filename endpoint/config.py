@@ -1,0 +1,91 @@
+"""The engine's TOML configuration: engine settings, the sink allow-list, and queries to
+register at start (through the same `Engine.register` as the HTTP API)."""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
+from translator.temporal import parse_duration
+
+from .engine import DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, Engine, EngineConfig
+from .errors import EndpointError
+
+
+class ConfigError(EndpointError):
+    """A configuration file that cannot be used, naming the file and the key."""
+
+
+@dataclass
+class QueryEntry:
+    id: str | None
+    text: str
+    file: Path
+    sinks: list[str] = field(default_factory=list)
+    options: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Config:
+    engine: EngineConfig
+    queries: list[QueryEntry]
+    raw: dict
+    path: Path | None = None
+
+
+def _duration(table: dict, key: str, default: int, where: str) -> int:
+    if key not in table:
+        return default
+    try:
+        return parse_duration(str(table[key]))
+    except TemporalValueError as e:
+        raise ConfigError("%s: %s: %s" % (where, key, e)) from None
+
+
+def load_config(path: Path, data_dir: Path | None = None) -> Config:
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError("cannot read %s: %s" % (path, e.strerror)) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError("%s: %s" % (path, e)) from None
+    engine_table = raw.get("engine", {})
+    where = "%s [engine]" % path
+    engine = EngineConfig(
+        data_dir=data_dir,
+        allowed_sinks=list(raw.get("sinks", {}).get("allowed", [])),
+        max_delay=_duration(engine_table, "max_delay", DEFAULT_MAX_DELAY, where),
+        history_limit=int(engine_table.get("history", 1000)),
+        idle_retention=_duration(engine_table, "idle_retention", DEFAULT_IDLE_RETENTION, where),
+    )
+    queries = []
+    for k, entry in enumerate(raw.get("queries", [])):
+        where = "%s [[queries]] #%d" % (path, k + 1)
+        if "file" not in entry:
+            raise ConfigError("%s: needs file = \"QUERY.rq\"" % where)
+        query_path = (path.parent / entry["file"]).resolve()
+        try:
+            text = query_path.read_text(encoding="utf-8")
+        except OSError as e:
+            raise ConfigError("%s: cannot read %s: %s" % (where, query_path, e.strerror)) from None
+        queries.append(QueryEntry(entry.get("id"), text, query_path, list(entry.get("sinks", [])),
+                                  {str(k): str(v) for k, v in entry.get("options", {}).items()}))
+    return Config(engine, queries, raw, path)
+
+
+def register_configured(engine: Engine, config: Config) -> list[str]:
+    """Register the configured queries not already registered (a restart restores queries
+    from the data directory first). Returns the ids registered now."""
+    registered = []
+    known = {q.id for q in engine.queries()}
+    for entry in config.queries:
+        if entry.id is not None and entry.id in known:
+            continue
+        try:
+            registered.append(engine.register(entry.text, entry.id, entry.sinks, entry.options).id)
+        except QuerySyntaxError as e:
+            raise ConfigError("%s:%d:%d: %s" % (entry.file, e.line, e.column, e.message)) from None
+        except (EndpointError, TranslatorError) as e:
+            raise ConfigError("%s: %s" % (entry.file, e)) from None
+    return registered

@@ -1,0 +1,84 @@
+"""The APScheduler layer and registration from the TOML configuration."""
+import pytest
+
+from endpoint.clock import VirtualClock
+from endpoint.config import ConfigError, load_config, register_configured
+from endpoint.engine import Engine, EngineConfig
+from endpoint.scheduler import DELIVERY_JOB, RETENTION_JOB, LiveScheduler
+from store.stream_store import StreamStore
+from translator.temporal import parse_instant
+
+T0 = parse_instant("2026-03-01T08:00:00Z")
+QUERY = """PREFIX ex: <http://example.org/>
+SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ?p ?v } } }
+"""
+
+
+def test_one_job_per_query_without_overlap_and_with_coalescing():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    engine.register(QUERY, "a")
+    scheduler = LiveScheduler(engine)
+    try:
+        engine.register(QUERY, "b")
+        assert scheduler.job_ids() == sorted(["query:a", "query:b", DELIVERY_JOB, RETENTION_JOB])
+        job = scheduler.scheduler.get_job("query:a")
+        assert (job.max_instances, job.coalesce) == (1, True)
+        engine.remove("a")
+        assert "query:a" not in scheduler.job_ids()
+        engine.clock.set(T0 + 2 * 1_000_000)
+        job = scheduler.scheduler.get_job("query:b")
+        job.func(*job.args)                      # what the job does when it fires
+        assert engine.get("b").status.evaluations == 1
+    finally:
+        scheduler.shutdown()
+
+
+def test_a_run_that_finds_the_query_busy_counts_a_missed_run():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    q = engine.register(QUERY, "a")
+    with q.lock:
+        assert engine.run_query("a") == 0
+    assert q.status.missed_runs == 1
+
+
+def test_queries_registered_from_config(tmp_path):
+    (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "engine.toml").write_text('''
+[engine]
+max_delay = "PT0.5S"
+history = 10
+[sinks]
+allowed = ["http://localhost:9000"]
+[[queries]]
+id = "from-config"
+file = "q.rq"
+sinks = ["http://localhost:9000/results"]
+options = { report = "non-empty" }
+''')
+    config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
+    assert config.engine.max_delay == 500_000
+    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(engine, config) == ["from-config"]
+    q = engine.get("from-config")
+    assert q.spec.options == {"report": "non-empty"} and q.evaluator.options.report == "non-empty"
+    # After a restart the query comes back from the data directory, not twice from config.
+    again = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(again, config) == []
+    assert [x.id for x in again.queries()] == ["from-config"]
+
+
+@pytest.mark.parametrize("toml,query,fragment", [
+    ('[engine]\nmax_delay = "soon"\n', None, "max_delay"),
+    ('[[queries]]\nid = "x"\n', None, 'needs file'),
+    ('[[queries]]\nfile = "missing.rq"\n', None, "cannot read"),
+    ('[engine\n', None, "engine.toml"),
+    ('[[queries]]\nfile = "bad.rq"\n', "SELECT * WHERE { ?s ?p }", "bad.rq:1:"),
+    ('[[queries]]\nfile = "ok.rq"\nsinks = ["http://evil.test/"]\n', QUERY, "not in the allow-list"),
+])
+def test_bad_configuration_names_file_and_key(tmp_path, toml, query, fragment):
+    if query is not None:
+        (tmp_path / ("bad.rq" if "bad" in toml else "ok.rq")).write_text(query)
+    (tmp_path / "engine.toml").write_text(toml)
+    with pytest.raises(ConfigError, match=fragment.replace("[", r"\[")):
+        config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
+        register_configured(Engine(StreamStore(), VirtualClock(T0), config.engine), config)
