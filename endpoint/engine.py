@@ -12,7 +12,6 @@ import json
 import logging
 import os
 import re
-import statistics
 import threading
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -78,18 +77,21 @@ class QueryStatus:
     missed_runs: int = 0                   # scheduler firings coalesced because a run was busy
     durations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
 
+    def percentiles(self) -> dict[float, float]:
+        """Evaluation time in seconds at the 50th, 90th and 99th percentiles (nearest rank)."""
+        ordered = sorted(self.durations)
+        if not ordered:
+            return {}
+        return {q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9, 0.99)}
+
     def describe(self) -> dict:
         data = {k: v for k, v in asdict(self).items() if k != "durations"}
         for key in ("last_evaluation", "next_close"):
             if data[key] is not None:
                 data[key] = format_instant(data[key])
-        if self.durations:
-            ordered = sorted(self.durations)
-            data["evaluation_ms"] = {
-                "p50": round(1000 * statistics.median(ordered), 3),
-                "p90": round(1000 * ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))], 3),
-                "p99": round(1000 * ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))], 3),
-            }
+        percentiles = self.percentiles()
+        if percentiles:
+            data["evaluation_ms"] = {"p%d" % round(q * 100): round(1000 * v, 3) for q, v in percentiles.items()}
         return data
 
 

@@ -285,17 +285,32 @@ class StreamStore:
             self._background |= graphs
         return len(quads)
 
+    def update_background(self, sparql: str) -> None:
+        """Run a SPARQL Update meant for background data (SyntaxError from Oxigraph
+        propagates); the background graph list is refreshed afterwards."""
+        with self._lock:
+            try:
+                self.oxigraph.update(sparql)
+            except OSError as e:
+                raise StoreError("store write failed: %s" % e) from e
+            self._background = {g.value for g in self.oxigraph.named_graphs()
+                                if isinstance(g, ox.NamedNode) and g.value not in self._stream_of
+                                and g.value not in self._staged and not is_internal_graph(g.value)}
+
     def background_graphs(self) -> list[str]:
         with self._lock:
             return sorted(self._background)
 
     # -- queries ---------------------------------------------------------------------------------
-    def query(self, sparql: str, default_graph: list[str] | None = None, custom_functions=None):
+    def query(self, sparql: str, default_graph: list[str] | None = None, custom_functions=None,
+              named_graphs: list[str] | None = None):
         """Run SPARQL-star against the store. SyntaxError from Oxigraph propagates (the
         translator maps its position back to the user's text)."""
         kwargs = {}
         if default_graph is not None:
             kwargs["default_graph"] = [ox.NamedNode(g) for g in default_graph]
+        if named_graphs is not None:
+            kwargs["named_graphs"] = [ox.NamedNode(g) for g in named_graphs]
         if custom_functions:
             kwargs["custom_functions"] = custom_functions
         try:

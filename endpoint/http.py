@@ -1,0 +1,315 @@
+"""The HTTP face of the engine: SPARQL 1.1 Protocol (with SPARQL-star) over the store, the
+continuous-query API, server-sent events, health and metrics.
+
+`create_app` builds everything it needs (store, engine) unless given them, so there is no
+global state and tests run several apps side by side.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import hmac
+import json
+import queue
+import re
+from dataclasses import dataclass, field
+
+import pyoxigraph as ox
+from flask import Flask, Response, request
+from werkzeug.exceptions import HTTPException
+
+from store.errors import QueryTimeout, StoreError
+from store.stream_store import StreamStore
+from translator.errors import TemporalValueError, TranslatorError
+from translator.temporal import parse_instant
+from translator.uncertainty import FunctionLibrary
+
+from .clock import Clock, WallClock
+from .engine import Engine, EngineConfig
+from .errors import EndpointError
+from .http_errors import (
+    BadRequest, NotAcceptable, Unauthorized, UnsupportedMediaType, error_body, status_for,
+)
+
+_ORACLE_POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
+RESULT_TYPES = {
+    "application/sparql-results+json": ox.QueryResultsFormat.JSON,
+    "application/json": ox.QueryResultsFormat.JSON,
+    "application/sparql-results+xml": ox.QueryResultsFormat.XML,
+    "text/csv": ox.QueryResultsFormat.CSV,
+    "text/tab-separated-values": ox.QueryResultsFormat.TSV,
+}
+GRAPH_TYPES = {
+    "text/turtle": ox.RdfFormat.TURTLE,
+    "application/n-triples": ox.RdfFormat.N_TRIPLES,
+    "application/trig": ox.RdfFormat.TRIG,
+    "application/n-quads": ox.RdfFormat.N_QUADS,
+}
+SSE_HEARTBEAT_SECONDS = 15.0
+
+
+class SparqlSyntaxError(BadRequest):
+    """A SPARQL query or update Oxigraph cannot parse, with its position."""
+
+    def __init__(self, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+def _sparql_syntax_error(e: SyntaxError) -> SparqlSyntaxError:
+    m = _ORACLE_POSITION.match(str(e))
+    if not m:
+        return SparqlSyntaxError(str(e))
+    return SparqlSyntaxError(" ".join(m.group(3).split())[:300], int(m.group(1)), int(m.group(2)))
+
+
+@dataclass
+class HttpSettings:
+    token: str | None = None                      # bearer token for writes; None: writes open
+    cors_origins: list[str] = field(default_factory=list)
+    query_timeout: float = 30.0                   # seconds for /sparql
+    max_body: int = 16 * 1024 * 1024              # bytes
+
+
+@dataclass
+class Services:
+    engine: Engine
+    store: StreamStore
+    settings: HttpSettings
+    executor: concurrent.futures.ThreadPoolExecutor
+
+
+def create_app(engine: Engine | None = None, settings: HttpSettings | None = None, *,
+               store: StreamStore | None = None, clock: Clock | None = None,
+               config: EngineConfig | None = None) -> Flask:
+    settings = settings or HttpSettings()
+    if engine is None:
+        engine = Engine(store or StreamStore(), clock or WallClock(), config or EngineConfig())
+    services = Services(engine, engine.store, settings,
+                        concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sparql"))
+    app = Flask("rspstar")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body
+    app.extensions["rspstar"] = services
+
+    @app.errorhandler(EndpointError)
+    @app.errorhandler(TranslatorError)
+    @app.errorhandler(StoreError)
+    def engine_error(error):
+        status = status_for(error)
+        response = Response(json.dumps(error_body(error)), status=status, mimetype="application/json")
+        if status == 401:
+            response.headers["WWW-Authenticate"] = 'Bearer realm="rspstar"'
+        return response
+
+    @app.errorhandler(HTTPException)
+    def http_error(error: HTTPException):
+        body = {"error": error.name, "message": error.description}
+        return Response(json.dumps(body), status=error.code, mimetype="application/json")
+
+    @app.after_request
+    def cors(response: Response) -> Response:
+        origin = request.headers.get("Origin")
+        if origin and ("*" in settings.cors_origins or origin in settings.cors_origins):
+            response.headers["Access-Control-Allow-Origin"] = origin
+            response.headers["Vary"] = "Origin"
+            response.headers["Access-Control-Allow-Headers"] = "Authorization, Content-Type"
+            response.headers["Access-Control-Allow-Methods"] = "GET, POST, DELETE, OPTIONS"
+        return response
+
+    def require_token() -> None:
+        if settings.token is None:
+            return
+        header = request.headers.get("Authorization", "")
+        if not (header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), settings.token)):
+            raise Unauthorized("this request needs 'Authorization: Bearer <token>'")
+
+    # -- SPARQL protocol -----------------------------------------------------------------------
+    @app.route("/sparql", methods=["GET", "POST"])
+    def sparql():
+        if request.method == "GET":
+            text = request.args.get("query")
+            default_graphs = request.args.getlist("default-graph-uri")
+            named_graphs = request.args.getlist("named-graph-uri")
+        else:
+            mimetype = request.mimetype
+            if mimetype == "application/sparql-query":
+                text = request.get_data(as_text=True)
+            elif mimetype == "application/x-www-form-urlencoded":
+                text = request.form.get("query")
+            else:
+                raise UnsupportedMediaType("POST /sparql takes application/sparql-query or a form, not %r" % mimetype)
+            default_graphs = request.args.getlist("default-graph-uri") + request.form.getlist("default-graph-uri")
+            named_graphs = request.args.getlist("named-graph-uri") + request.form.getlist("named-graph-uri")
+        if not text:
+            raise BadRequest("missing the query (parameter 'query')")
+        accept = request.accept_mimetypes
+        functions = FunctionLibrary()
+
+        def run() -> tuple[bytes, str]:
+            try:
+                result = services.store.query(text, default_graphs or None, functions.table, named_graphs or None)
+            except SyntaxError as e:
+                raise _sparql_syntax_error(e) from None
+            if isinstance(result, ox.QueryTriples):
+                media = accept.best_match(list(GRAPH_TYPES)) if accept else "text/turtle"
+                if media is None:
+                    raise NotAcceptable("graphs are served as %s" % ", ".join(GRAPH_TYPES))
+                return result.serialize(format=GRAPH_TYPES[media]), media
+            media = accept.best_match(list(RESULT_TYPES)) if accept else "application/sparql-results+json"
+            if media is None:
+                raise NotAcceptable("results are served as %s" % ", ".join(RESULT_TYPES))
+            return result.serialize(format=RESULT_TYPES[media]), media
+
+        future = services.executor.submit(run)
+        try:
+            body, media = future.result(timeout=settings.query_timeout)
+        except concurrent.futures.TimeoutError:
+            # Oxigraph cannot be interrupted: the worker finishes on its own, the client is told now.
+            raise QueryTimeout("the query ran past its time limit of %g s" % settings.query_timeout) from None
+        return Response(body, mimetype=media)
+
+    @app.route("/update", methods=["POST"])
+    def update():
+        require_token()
+        if request.mimetype == "application/sparql-update":
+            text = request.get_data(as_text=True)
+        elif request.mimetype == "application/x-www-form-urlencoded":
+            text = request.form.get("update")
+        else:
+            raise UnsupportedMediaType("POST /update takes application/sparql-update or a form")
+        if not text:
+            raise BadRequest("missing the update (parameter 'update')")
+        try:
+            services.store.update_background(text)
+        except SyntaxError as e:
+            raise _sparql_syntax_error(e) from None
+        return Response(status=204)
+
+    # -- continuous queries ---------------------------------------------------------------------
+    @app.route("/queries", methods=["POST"])
+    def register_query():
+        require_token()
+        if request.mimetype == "application/json":
+            body = request.get_json(silent=True)
+            if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+                raise BadRequest('a JSON body needs {"query": "..."} (optional: id, sinks, options)')
+            text, query_id = body["query"], body.get("id")
+            sinks, options = list(body.get("sinks", [])), dict(body.get("options", {}))
+        elif request.mimetype in ("application/sparql-query", "text/plain", "application/rsp-ql"):
+            text, query_id = request.get_data(as_text=True), request.args.get("id")
+            sinks = request.args.getlist("sink")
+            options = dict(_option(o) for o in request.args.getlist("option"))
+        else:
+            raise UnsupportedMediaType("POST /queries takes the RSP-QL* text (application/sparql-query or "
+                                       "text/plain) or JSON, not %r" % request.mimetype)
+        registered = services.engine.register(text, query_id, sinks, options)
+        response = Response(json.dumps(registered.describe()), status=201, mimetype="application/json")
+        response.headers["Location"] = "/queries/%s" % registered.id
+        return response
+
+    @app.route("/queries", methods=["GET"])
+    def list_queries():
+        return {"queries": [q.describe() for q in services.engine.queries()]}
+
+    @app.route("/queries/<query_id>", methods=["GET"])
+    def get_query(query_id):
+        return services.engine.get(query_id).describe()
+
+    @app.route("/queries/<query_id>", methods=["DELETE"])
+    def delete_query(query_id):
+        require_token()
+        services.engine.remove(query_id)
+        return Response(status=204)
+
+    @app.route("/queries/<query_id>/results", methods=["GET"])
+    def query_results(query_id):
+        registered = services.engine.get(query_id)
+        since = request.args.get("since")
+        try:
+            instant = parse_instant(since) if since else None
+        except TemporalValueError as e:
+            raise BadRequest("since: %s" % e) from None
+        limit = request.args.get("limit")
+        if limit is not None and not limit.isdigit():
+            raise BadRequest("limit must be a non-negative integer, got %r" % limit)
+        records = registered.history.since(instant, int(limit) if limit is not None else None)
+        return Response("".join(json.dumps(r, sort_keys=True) + "\n" for r in records),
+                        mimetype="application/x-ndjson")
+
+    @app.route("/queries/<query_id>/events", methods=["GET"])
+    def query_events(query_id):
+        feed = services.engine.get(query_id).feed
+        subscription = feed.subscribe()
+
+        def stream():
+            try:
+                yield ": subscribed to %s\n\n" % query_id
+                while True:
+                    try:
+                        record = subscription.get(timeout=SSE_HEARTBEAT_SECONDS)
+                    except queue.Empty:
+                        yield ": heartbeat\n\n"
+                        continue
+                    yield "event: result\ndata: %s\n\n" % json.dumps(record, sort_keys=True)
+            finally:
+                feed.unsubscribe(subscription)
+
+        return Response(stream(), mimetype="text/event-stream",
+                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    # -- health and metrics ---------------------------------------------------------------------
+    @app.route("/health", methods=["GET"])
+    def health():
+        queries = services.engine.queries()
+        return {"status": "ok", "queries": len(queries),
+                "failed_queries": [q.id for q in queries if q.status.state == "failed"],
+                "streams": len(services.store.streams())}
+
+    @app.route("/metrics", methods=["GET"])
+    def metrics():
+        return Response(prometheus_text(services.engine), mimetype="text/plain; version=0.0.4")
+
+    return app
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise BadRequest("option must be KEY=VALUE, got %r" % text)
+    return key, value
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def prometheus_text(engine: Engine) -> str:
+    lines = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
+        lines.append("# HELP %s %s" % (name, help_text))
+        lines.append("# TYPE %s %s" % (name, kind))
+        for labels, value in samples:
+            label_text = ",".join('%s="%s"' % (k, _label(v)) for k, v in sorted(labels.items()))
+            lines.append("%s{%s} %s" % (name, label_text, repr(float(value))) if label_text
+                         else "%s %s" % (name, repr(float(value))))
+
+    streams = engine.store.streams()
+    metric("rspstar_ingested_elements_total", "counter", "Stream elements published to the store.",
+           [({"stream": s}, st.ingested) for s, st in streams.items()])
+    metric("rspstar_late_elements_total", "counter", "Elements that arrived below their stream's watermark.",
+           [({"stream": s}, st.late) for s, st in streams.items()])
+    metric("rspstar_stored_elements", "gauge", "Elements held in the store now.",
+           [({"stream": s}, st.elements) for s, st in streams.items()])
+    queries = engine.queries()
+    metric("rspstar_evaluations_total", "counter", "Evaluations run.",
+           [({"query": q.id}, q.status.evaluations) for q in queries])
+    metric("rspstar_evaluation_failures_total", "counter", "Evaluations that raised.",
+           [({"query": q.id}, q.status.failures) for q in queries])
+    latency = [({"query": q.id, "quantile": str(quantile)}, seconds)
+               for q in queries for quantile, seconds in q.status.percentiles().items()]
+    metric("rspstar_evaluation_seconds", "summary", "Evaluation time.", latency)
+    metric("rspstar_sink_backlog", "gauge", "Records waiting in HTTP sink outboxes.",
+           [({"query": q.id, "sink": s.url}, s.state.pending) for q in queries for s in q.http_sinks])
+    return "\n".join(lines) + "\n"

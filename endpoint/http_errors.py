@@ -1,0 +1,62 @@
+"""Every HTTP status the server answers an error with, chosen here and only here."""
+from __future__ import annotations
+
+from store.errors import DuplicateElementError, QueryTimeout, RdfInputError, StoreError
+from translator.errors import QuerySyntaxError, TranslatorError
+
+from .engine import DuplicateQuery, InvalidQueryId, UnknownQuery
+from .errors import EndpointError, UsageError
+from .sinks import SinkNotAllowed
+
+
+class Unauthorized(EndpointError):
+    """A request that needs the configured bearer token and did not bring it."""
+
+
+class NotAcceptable(EndpointError):
+    """No representation the client accepts."""
+
+
+class BadRequest(EndpointError):
+    """A request missing what the protocol requires."""
+
+
+class UnsupportedMediaType(EndpointError):
+    """A request body in a media type this route does not read."""
+
+
+# Most specific first: the first matching class decides.
+_STATUSES: list[tuple[type[BaseException], int]] = [
+    (Unauthorized, 401),
+    (UnknownQuery, 404),
+    (NotAcceptable, 406),
+    (DuplicateQuery, 409),
+    (DuplicateElementError, 409),
+    (UnsupportedMediaType, 415),
+    (QueryTimeout, 503),
+    (QuerySyntaxError, 400),
+    (RdfInputError, 400),
+    (SinkNotAllowed, 400),
+    (InvalidQueryId, 400),
+    (UsageError, 400),
+    (BadRequest, 400),
+    (TranslatorError, 400),
+    (StoreError, 500),
+    (EndpointError, 500),
+]
+
+
+def status_for(error: BaseException) -> int:
+    for kind, status in _STATUSES:
+        if isinstance(error, kind):
+            return status
+    return 500
+
+
+def error_body(error: BaseException) -> dict:
+    body = {"error": type(error).__name__, "message": getattr(error, "message", None) or str(error)}
+    for key in ("line", "column", "source"):
+        value = getattr(error, key, None)
+        if value is not None:
+            body[key] = value
+    return body

@@ -1,0 +1,226 @@
+"""The HTTP endpoint: SPARQL protocol formats and errors, the query API, SSE, health,
+metrics and access control, through Flask's client and through a real `requests` client."""
+import json
+import threading
+
+import pyoxigraph as ox
+import pytest
+import requests
+from werkzeug.serving import make_server
+
+from endpoint.clock import VirtualClock
+from endpoint.engine import Engine, EngineConfig
+from endpoint.http import HttpSettings, create_app
+from store.stream_store import StreamStore
+from translator.temporal import parse_instant
+
+T0 = parse_instant("2026-03-01T08:00:00Z")
+S = 1_000_000
+TOKEN = "s3cret"
+AUTH = {"Authorization": "Bearer " + TOKEN}
+BACKGROUND = b"""@prefix ex: <http://example.org/> .
+ex:s1 ex:room ex:kitchen .
+ex:s1 ex:reading 21 {| ex:confidence 0.9 |} .
+ex:profile { ex:s1 ex:status ex:active . }
+"""
+RSPQL = """PREFIX ex: <http://example.org/>
+SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"""
+STREAM = b"""@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .
+ex:e0 prov:generatedAtTime "2026-03-01T08:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+ex:e0 { ex:o0 ex:v 1 . }
+"""
+
+
+@pytest.fixture
+def engine(tmp_path):
+    store = StreamStore()
+    store.load_background(BACKGROUND, ox.RdfFormat.TRIG, "bg.trig")
+    return Engine(store, VirtualClock(T0), EngineConfig(data_dir=tmp_path, allowed_sinks=["http://localhost:9"],
+                                                      max_delay=0))
+
+
+@pytest.fixture
+def client(engine):
+    app = create_app(engine, HttpSettings(token=TOKEN, cors_origins=["http://dash.test"], max_body=4096,
+                                          query_timeout=5))
+    return app.test_client()
+
+
+SELECT = "PREFIX ex: <http://example.org/> SELECT ?s ?r WHERE { ?s ex:room ?r }"
+TRIPLE_TERM = "PREFIX ex: <http://example.org/> SELECT ?t WHERE { ?r <http://www.w3.org/1999/02/22-rdf-syntax-ns#reifies> ?t }"
+CONSTRUCT = "PREFIX ex: <http://example.org/> CONSTRUCT { ?s ex:in ?r } WHERE { ?s ex:room ?r }"
+
+
+@pytest.mark.parametrize("accept,media,fragment", [
+    (None, "application/sparql-results+json", '"value":"http://example.org/kitchen"'),
+    ("application/sparql-results+json", "application/sparql-results+json", '"type":"uri"'),
+    ("application/sparql-results+xml", "application/sparql-results+xml", "<uri>http://example.org/kitchen</uri>"),
+    ("text/csv", "text/csv", "http://example.org/s1,http://example.org/kitchen"),
+    ("text/tab-separated-values", "text/tab-separated-values", "<http://example.org/s1>\t<http://example.org/kitchen>"),
+])
+def test_select_in_every_results_format(client, accept, media, fragment):
+    response = client.get("/sparql", query_string={"query": SELECT}, headers={"Accept": accept} if accept else {})
+    assert response.status_code == 200
+    assert response.mimetype == media
+    assert fragment in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("accept,media,fragment", [
+    (None, "text/turtle", "<http://example.org/s1> <http://example.org/in> <http://example.org/kitchen>"),
+    ("application/n-triples", "application/n-triples", "<http://example.org/in>"),
+    ("application/trig", "application/trig", "<http://example.org/in>"),
+    ("application/n-quads", "application/n-quads", "<http://example.org/in>"),
+])
+def test_construct_in_every_graph_format(client, accept, media, fragment):
+    response = client.post("/sparql", data=CONSTRUCT, content_type="application/sparql-query",
+                           headers={"Accept": accept} if accept else {})
+    assert response.status_code == 200 and response.mimetype == media
+    assert fragment in response.get_data(as_text=True)
+
+
+def test_triple_terms_in_json_results(client):
+    body = client.post("/sparql", data={"query": TRIPLE_TERM}).get_json()
+    term = body["results"]["bindings"][0]["t"]
+    assert term["type"] == "triple"
+    assert term["value"]["subject"]["value"] == "http://example.org/s1"
+
+
+def test_protocol_dataset_parameters(client):
+    query = "SELECT ?s WHERE { ?s ?p ?o }"
+    got = client.get("/sparql", query_string={"query": query, "default-graph-uri": "http://example.org/profile"})
+    assert [b["s"]["value"] for b in got.get_json()["results"]["bindings"]] == ["http://example.org/s1"]
+    got = client.get("/sparql", query_string={"query": "SELECT ?g WHERE { GRAPH ?g { ?s ?p ?o } }",
+                                              "named-graph-uri": "http://example.org/nothing"})
+    assert got.get_json()["results"]["bindings"] == []
+
+
+def test_update_changes_background_data_with_a_token(client, engine):
+    update = 'PREFIX ex: <http://example.org/> INSERT DATA { GRAPH ex:extra { ex:s2 ex:room ex:hall } }'
+    assert client.post("/update", data=update, content_type="application/sparql-update").status_code == 401
+    assert client.post("/update", data=update, content_type="application/sparql-update", headers=AUTH).status_code == 204
+    assert "http://example.org/extra" in engine.store.background_graphs()
+
+
+# Each route with good and bad inputs: (method, path, kwargs, expected status).
+ROUTES = [
+    ("get", "/sparql", {"query_string": {"query": SELECT}}, 200),
+    ("get", "/sparql", {}, 400),
+    ("get", "/sparql", {"query_string": {"query": "SELECT * WHERE { ?s ?p }"}}, 400),
+    ("get", "/sparql", {"query_string": {"query": SELECT}, "headers": {"Accept": "image/png"}}, 406),
+    ("post", "/sparql", {"data": SELECT, "content_type": "application/sparql-query"}, 200),
+    ("post", "/sparql", {"data": SELECT, "content_type": "image/png"}, 415),
+    ("post", "/sparql", {"data": "x" * 5000, "content_type": "application/sparql-query"}, 413),
+    ("post", "/update", {"data": "INSERT DATA { <http://a> <http://b> 1 }", "content_type": "application/sparql-update",
+                         "headers": AUTH}, 204),
+    ("post", "/update", {"data": "INSERT DATA { <http://a> }", "content_type": "application/sparql-update",
+                         "headers": AUTH}, 400),
+    ("post", "/update", {"data": "INSERT DATA { <http://a> <http://b> 1 }", "content_type": "application/sparql-update",
+                         "headers": {"Authorization": "Bearer wrong"}}, 401),
+    ("post", "/queries", {"data": RSPQL, "content_type": "application/sparql-query", "headers": AUTH}, 201),
+    ("post", "/queries", {"data": RSPQL, "content_type": "application/sparql-query"}, 401),
+    ("post", "/queries", {"data": RSPQL.replace("WINDOW ex:w {", "WINDOW ex:x {"),
+                          "content_type": "application/sparql-query", "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"query": RSPQL, "sinks": ["http://evil.test/"]}, "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"nothing": 1}, "headers": AUTH}, 400),
+    ("post", "/queries", {"data": RSPQL, "content_type": "image/png", "headers": AUTH}, 415),
+    ("get", "/queries", {}, 200),
+    ("get", "/queries/nope", {}, 404),
+    ("delete", "/queries/nope", {"headers": AUTH}, 404),
+    ("get", "/queries/nope/results", {}, 404),
+    ("get", "/health", {}, 200),
+    ("get", "/metrics", {}, 200),
+    ("get", "/no-such-route", {}, 404),
+]
+
+
+@pytest.mark.parametrize("method,path,kwargs,status", ROUTES)
+def test_routes_answer_good_and_bad_input(client, method, path, kwargs, status):
+    response = getattr(client, method)(path, **kwargs)
+    assert response.status_code == status, response.get_data(as_text=True)
+    if status >= 400:
+        body = response.get_json()
+        assert body["message"]
+
+
+def test_query_syntax_error_reports_line_and_column(client):
+    response = client.post("/queries", data=RSPQL.replace("[RANGE PT2S]", "[RANGE PT0S]"),
+                           content_type="application/sparql-query", headers=AUTH)
+    assert response.status_code == 400
+    body = response.get_json()
+    assert (body["line"], body["column"]) == (2, 52) and "RANGE must be positive" in body["message"]
+    response = client.get("/sparql", query_string={"query": "SELECT *\nWHERE { ?s ?p }"})
+    assert response.get_json()["line"] == 2
+
+
+def test_query_lifecycle_results_and_status(client, engine):
+    created = client.post("/queries", query_string={"id": "q1"}, data=RSPQL,
+                          content_type="application/sparql-query", headers=AUTH)
+    assert created.status_code == 201 and created.headers["Location"] == "/queries/q1"
+    engine.store.publish("http://example.org/s",
+                         engine.store.stage_document("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s").staged)
+    engine.clock.set(T0 + 4 * S)
+    engine.tick()
+    described = client.get("/queries/q1").get_json()
+    assert described["status"]["evaluations"] == 2 and described["windows"][0]["stream"] == "http://example.org/s"
+    lines = client.get("/queries/q1/results").get_data(as_text=True).splitlines()
+    assert [json.loads(l)["time"] for l in lines] == ["2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z"]
+    since = client.get("/queries/q1/results", query_string={"since": "2026-03-01T08:00:02Z", "limit": "5"})
+    assert len(since.get_data(as_text=True).splitlines()) == 1
+    assert client.get("/queries/q1/results", query_string={"since": "soon"}).status_code == 400
+    assert client.get("/queries/q1/results", query_string={"limit": "-1"}).status_code == 400
+    assert [q["id"] for q in client.get("/queries").get_json()["queries"]] == ["q1"]
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'rspstar_evaluations_total{query="q1"} 2.0' in metrics
+    assert 'rspstar_ingested_elements_total{stream="http://example.org/s"} 1.0' in metrics
+    assert client.delete("/queries/q1", headers=AUTH).status_code == 204
+    assert client.get("/queries/q1").status_code == 404
+
+
+def test_server_sent_events_carry_each_record(client, engine):
+    client.post("/queries", query_string={"id": "q1"}, data=RSPQL, content_type="application/sparql-query",
+                headers=AUTH)
+    response = client.get("/queries/q1/events", buffered=False)
+    assert response.mimetype == "text/event-stream"
+    chunks = iter(response.response)
+    assert next(chunks).startswith(b": subscribed")
+    engine.clock.set(T0 + 2 * S)
+    engine.tick()
+    event = next(chunks).decode()
+    assert event.startswith("event: result\ndata: ")
+    assert json.loads(event.split("data: ", 1)[1])["time"] == "2026-03-01T08:00:02Z"
+    response.close()
+
+
+def test_cors_for_configured_origins_only(client):
+    assert client.get("/health", headers={"Origin": "http://dash.test"}).headers["Access-Control-Allow-Origin"] == \
+        "http://dash.test"
+    assert "Access-Control-Allow-Origin" not in client.get("/health", headers={"Origin": "http://evil.test"}).headers
+
+
+def test_slow_query_gets_503_with_a_message(engine):
+    client = create_app(engine, HttpSettings(query_timeout=0.05)).test_client()
+    slow = "SELECT (COUNT(*) AS ?n) WHERE { VALUES ?a { %s } VALUES ?b { %s } VALUES ?c { %s } }" % ((
+        " ".join(str(i) for i in range(300)),) * 3)
+    response = client.get("/sparql", query_string={"query": slow})
+    assert response.status_code == 503
+    assert "time limit" in response.get_json()["message"]
+
+
+def test_a_real_client_over_http(engine):
+    app = create_app(engine, HttpSettings(token=TOKEN))
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    base = "http://127.0.0.1:%d" % server.server_port
+    try:
+        got = requests.get(base + "/sparql", params={"query": SELECT}, headers={"Accept": "text/csv"}, timeout=5)
+        assert got.status_code == 200 and got.text.splitlines()[0] == "s,r"
+        created = requests.post(base + "/queries", data=RSPQL, headers={**AUTH, "Content-Type": "text/plain"},
+                                timeout=5)
+        assert created.status_code == 201
+        assert requests.get(base + created.headers["Location"], timeout=5).json()["form"] == "SELECT"
+        assert requests.post(base + "/queries", data=RSPQL, headers={"Content-Type": "text/plain"},
+                             timeout=5).status_code == 401
+    finally:
+        server.shutdown()
