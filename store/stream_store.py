@@ -106,18 +106,31 @@ class StreamStore:
                        extra_quads: Iterable[ox.Quad] = ()) -> list[StagedElement]:
         """Write elements (and `extra_quads`, e.g. a batch marker) in one transaction; a graph
         name already in use is refused with nothing written."""
-        elements = list(elements)
+        return self.stage_batch({stream: list(elements)}, extra_quads, timestamp_predicate)[stream]
+
+    def stage_batch(self, elements_by_stream: dict[str, list[Element]], extra_quads: Iterable[ox.Quad] = (),
+                    timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> dict[str, list[StagedElement]]:
+        """`stage_elements` for several streams in one transaction."""
         ts_predicate = ox.NamedNode(timestamp_predicate)
-        ts_graph = ox.NamedNode(timestamps_graph(stream))
         quads: list[ox.Quad] = list(extra_quads)
         with self._lock:
-            self._check_new(e.graph for e in elements)
-            for element in elements:
-                quads.extend(element.quads)
-                quads.append(ox.Quad(ox.NamedNode(element.graph), ts_predicate, element.timestamp_literal, ts_graph))
+            self._check_new(e.graph for elements in elements_by_stream.values() for e in elements)
+            for stream, elements in elements_by_stream.items():
+                ts_graph = ox.NamedNode(timestamps_graph(stream))
+                for element in elements:
+                    quads.extend(element.quads)
+                    quads.append(ox.Quad(ox.NamedNode(element.graph), ts_predicate, element.timestamp_literal,
+                                         ts_graph))
             self.oxigraph.extend(quads)
-            self._staged.update(e.graph for e in elements)
-        return [StagedElement(e.graph, e.timestamp) for e in elements]
+            for elements in elements_by_stream.values():
+                self._staged.update(e.graph for e in elements)
+        return {stream: [StagedElement(e.graph, e.timestamp) for e in elements]
+                for stream, elements in elements_by_stream.items()}
+
+    def is_taken(self, graph: str) -> bool:
+        """Whether a graph name is already a stream element (staged or published) or background."""
+        with self._lock:
+            return graph in self._stream_of or graph in self._staged or graph in self._background
 
     def stage_document(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
                        timestamp_predicate: str = PROV_GENERATED_AT_TIME,
@@ -319,5 +332,15 @@ class StreamStore:
             raise StoreError("store read failed: %s" % e) from e
 
     def close(self) -> None:
-        if self.path:
-            self.oxigraph.flush()
+        """Flush and release the Oxigraph store (an on-disk store's lock goes with it), even
+        while something still holds this object."""
+        with self._lock:
+            if isinstance(self.oxigraph, ox.Store):
+                if self.path:
+                    self.oxigraph.flush()
+                self.oxigraph = _Closed()
+
+
+class _Closed:
+    def __getattr__(self, name):
+        raise StoreError("the store is closed")

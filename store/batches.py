@@ -1,0 +1,215 @@
+"""Turning one ingestion micro-batch into stream elements in the store, exactly once.
+
+Every source (files, socket, simulator, Kafka) hands rows of the same shape: the stream IRI,
+the payload's format, where it came from, its line there (for line-based sources), the text,
+and the ingestion (processing) time. This module has no Spark in it, so it is tested on
+plain rows; `ingestion.py` feeds it Spark's micro-batches.
+
+- A batch writes all its elements and a marker `(source, batch id)` in one transaction; a
+  batch whose marker is already there (Spark replays the last batch after a crash) is
+  skipped, so nothing is stored twice, reifier blank nodes included.
+- Input that does not parse goes to the quarantine folder with the reason (origin, line,
+  parser message), is counted per stream, and the batch's good elements still land.
+- Each stream's watermark follows the greatest event time seen, less the allowed lateness;
+  elements below it are late: stored for the windows still open, counted and logged.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import pyoxigraph as ox
+
+from translator.errors import TemporalValueError
+from translator.temporal import parse_instant
+
+from .errors import RdfInputError
+from .rdf_input import Element, processing_time_literal, read_elements
+from .stream_store import StreamStore
+from .vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
+
+log = logging.getLogger(__name__)
+
+FORMATS = {"trig": ox.RdfFormat.TRIG, "nquads": ox.RdfFormat.N_QUADS, "turtle": ox.RdfFormat.TURTLE}
+_COMMITTED = ox.NamedNode("urn:rspstar:committed")
+_DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One row of a micro-batch."""
+
+    stream: str
+    format: str          # trig | nquads | turtle (a document), jsonl (one envelope per row)
+    origin: str          # file path, socket address, simulator name
+    text: str
+    ingest_time: int     # processing time, µs
+    line: int | None = None
+
+
+@dataclass
+class BatchReport:
+    batch_id: int
+    skipped: bool = False                                  # already stored (a replayed batch)
+    stored: dict[str, int] = field(default_factory=dict)   # per stream
+    late: dict[str, int] = field(default_factory=dict)
+    quarantined: dict[str, int] = field(default_factory=dict)
+
+
+class BatchWriter:
+    """Writes micro-batches of one source into a stream store."""
+
+    def __init__(self, store: StreamStore, source: str, quarantine_dir: Path,
+                 allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME):
+        self.store = store
+        self.source = source
+        self.quarantine_dir = quarantine_dir
+        self.allowed_lateness = allowed_lateness
+        self.timestamp_predicate = timestamp_predicate
+        self.quarantined: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def marker(self, batch_id: int) -> ox.Quad:
+        return ox.Quad(ox.NamedNode("urn:rspstar:batch:%s/%d" % (_safe(self.source), batch_id)), _COMMITTED,
+                       ox.Literal(True), ox.NamedNode(BATCHES_GRAPH))
+
+    def write(self, batch_id: int, payloads: Iterable[Payload]) -> BatchReport:
+        report = BatchReport(batch_id)
+        marker = self.marker(batch_id)
+        with self._lock:
+            if marker in self.store.oxigraph:
+                report.skipped = True
+                log.info("%s: batch %d is already stored; skipped", self.source, batch_id)
+                return report
+            by_stream: dict[str, list[Element]] = {}
+            for payload in _group_lines(payloads):
+                for stream, element in self._elements(payload, report):
+                    by_stream.setdefault(stream, []).append(element)
+            by_stream = {s: self._drop_taken(s, e, report) for s, e in by_stream.items()}
+            staged = self.store.stage_batch(by_stream, [marker], self.timestamp_predicate)
+            for stream, elements in staged.items():
+                watermark = self.store.watermark(stream)
+                late = [e for e in elements if watermark is not None and e.timestamp < watermark]
+                self.store.publish(stream, elements)
+                report.stored[stream] = len(elements)
+                if late:
+                    report.late[stream] = len(late)
+                    log.warning("%s: %d late element(s) on %s (below watermark %d), stored for open windows",
+                                self.source, len(late), stream, watermark)
+                if elements:
+                    newest = max(e.timestamp for e in elements)
+                    self.store.advance_watermark(stream, newest - self.allowed_lateness)
+        return report
+
+    # -- parsing -----------------------------------------------------------------------------
+    def _elements(self, payload: Payload, report: BatchReport):
+        if payload.format == "jsonl":
+            element = self._envelope(payload, report)
+            if element is not None:
+                yield element
+            return
+        fmt = FORMATS.get(payload.format)
+        if fmt is None:
+            self._quarantine(payload, report, payload.line, "unknown format %r" % payload.format)
+            return
+        text, lines = payload.text, None
+        if payload.line is not None:
+            lines = text.split("\n")
+        while True:
+            try:
+                result = read_elements(text.encode("utf-8"), payload.origin, fmt, self.timestamp_predicate,
+                                       processing_time=payload.ingest_time)
+                break
+            except RdfInputError as e:
+                if lines is None or e.line is None or not 1 <= e.line <= len(lines):
+                    self._quarantine(payload, report, e.line, e.message)
+                    return
+                # Line-based input: set the bad line aside and read the others.
+                bad = lines.pop(e.line - 1)
+                first_line = payload.line or 1
+                self._quarantine(Payload(payload.stream, payload.format, payload.origin, bad, payload.ingest_time),
+                                 report, first_line + e.line - 1, e.message)
+                text = "\n".join(lines)
+        if result.ignored_default_triples:
+            log.warning("%s: %s has %d default-graph triple(s) that are not timestamps; not stored",
+                        self.source, payload.origin, result.ignored_default_triples)
+        for element in result.elements:
+            yield payload.stream, element
+
+    def _envelope(self, payload: Payload, report: BatchReport):
+        """`{"stream": IRI, "time": dateTime, "graph": IRI (optional), "data": Turtle/TriG}`."""
+        try:
+            envelope = json.loads(payload.text)
+            if not isinstance(envelope, dict) or not isinstance(envelope.get("data"), str):
+                raise ValueError('an envelope is a JSON object with a "data" string')
+            stream = envelope.get("stream") or payload.stream
+            instant = parse_instant(envelope["time"]) if "time" in envelope else payload.ingest_time
+        except (ValueError, KeyError, TypeError, TemporalValueError) as e:
+            self._quarantine(payload, report, payload.line, "bad envelope: %s" % e)
+            return None
+        graph = envelope.get("graph") or "urn:rspstar:element:%s" % hashlib.blake2b(
+            ("%s\x00%s\x00%s" % (payload.origin, payload.line, payload.text)).encode(), digest_size=16).hexdigest()
+        try:
+            quads = list(ox.parse(envelope["data"].encode("utf-8"), format=ox.RdfFormat.TRIG,
+                                  rename_blank_nodes=True))
+        except SyntaxError as e:
+            self._quarantine(payload, report, payload.line, "data: %s" % e)
+            return None
+        if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
+            self._quarantine(payload, report, payload.line, "data: an envelope's data is one graph (no GRAPH blocks)")
+            return None
+        name = ox.NamedNode(graph)
+        literal = ox.Literal(envelope["time"], datatype=_DATETIME) if "time" in envelope \
+            else processing_time_literal(instant)
+        return stream, Element(graph, instant, literal, [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
+
+    def _drop_taken(self, stream: str, elements: list[Element], report: BatchReport) -> list[Element]:
+        fresh = []
+        for element in elements:
+            if self.store.is_taken(element.graph):
+                self._quarantine(Payload(stream, "element", element.graph, "", 0), report, None,
+                                 "graph <%s> is already stored (sent twice?)" % element.graph)
+            else:
+                fresh.append(element)
+        return fresh
+
+    def _quarantine(self, payload: Payload, report: BatchReport, line: int | None, reason: str) -> None:
+        self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.blake2b(("%s\x00%s\x00%s" % (payload.origin, line, payload.text)).encode(),
+                                 digest_size=8).hexdigest()
+        base = self.quarantine_dir / ("%s-%s" % (_safe(self.source), digest))
+        tmp = base.with_suffix(".tmp")
+        tmp.write_text(payload.text, encoding="utf-8")
+        os.replace(tmp, base.with_suffix(".data"))
+        base.with_suffix(".reason.json").write_text(json.dumps(
+            {"source": self.source, "stream": payload.stream, "origin": payload.origin, "line": line,
+             "reason": reason}, indent=2))
+        self.quarantined[payload.stream] = self.quarantined.get(payload.stream, 0) + 1
+        report.quarantined[payload.stream] = report.quarantined.get(payload.stream, 0) + 1
+        log.warning("%s: quarantined %s%s: %s", self.source, payload.origin,
+                    "" if line is None else ":%d" % line, reason)
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:80]
+
+
+def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:
+    """Consecutive line rows of one origin and stream become one payload (parsed together,
+    bad lines set aside one by one); documents and envelopes stay as they are."""
+    grouped: list[Payload] = []
+    for p in payloads:
+        last = grouped[-1] if grouped else None
+        if (p.line is not None and p.format != "jsonl" and last is not None and last.line is not None
+                and last.format == p.format and last.origin == p.origin and last.stream == p.stream):
+            grouped[-1] = Payload(last.stream, last.format, last.origin, last.text + "\n" + p.text,
+                                  last.ingest_time, last.line)
+        else:
+            grouped.append(p)
+    return grouped

@@ -1,0 +1,264 @@
+"""Spark Structured Streaming into the stream store (the only module that imports pyspark).
+
+Each configured source is one streaming query whose micro-batches `foreachBatch` hands to a
+`BatchWriter` (store/batches.py): the rows become stream elements exactly once, bad input
+is quarantined, watermarks follow event time. Spark contributes file discovery, sockets,
+the rate-driven simulator, Kafka, and checkpoints that survive restarts; pointing
+`master` at a cluster scales the sources out.
+
+Sources (config `[[sources]]`, each bound to a stream IRI):
+- `files`: a landing directory; `*.trig` documents are read whole, `*.nq` / `*.nquads` as
+  N-Quads lines, `*.jsonl` as JSON envelopes (spec §1). Drop files atomically: write
+  `.name.tmp`, then rename (names starting with '.' or '_' are ignored).
+- `socket`: lines (N-Quads or JSON envelopes) from host:port; Spark is the client. No replay
+  after a restart: for tests and demos.
+- `simulator`: Spark's rate source mapped in Spark SQL to observations of the tunnel
+  ventilation scenario (seed 002) or home-care monitoring (seed 000).
+- `kafka`: topic values as N-Quads lines or JSON envelopes; needs the connector jar.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pyspark.errors import AnalysisException, StreamingQueryException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .batches import BatchWriter, Payload
+from .errors import StoreError
+from .simulator import SCENARIOS
+from .stream_store import StreamStore
+
+log = logging.getLogger(__name__)
+
+_JAVA_17 = "/usr/lib/jvm/java-17-openjdk-amd64"
+_FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
+_LOG4J = """rootLogger.level = warn
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:spark-sql-kafka-0-10_2.13 "
+              "matching your Spark version, with its kafka-clients dependency). Put the jars in a folder and "
+              "set spark.jars to them in [spark] of the configuration, or set spark.jars.packages where the "
+              "machine can reach Maven Central.")
+_EXTENSION_FORMATS = {".trig": "trig", ".nq": "nquads", ".nquads": "nquads", ".jsonl": "jsonl", ".ttl": "turtle"}
+
+
+class IngestionError(StoreError):
+    """A source that cannot be started, with what to do about it."""
+
+
+@dataclass
+class SourceConfig:
+    name: str                          # unique: names the checkpoint and the batch markers
+    kind: str                          # files | socket | simulator | kafka
+    stream: str | None = None          # the stream IRI (the simulator names its own streams)
+    path: str | None = None            # files: landing directory
+    format: str = "nquads"             # socket / kafka: nquads | jsonl
+    host: str = "127.0.0.1"
+    port: int = 0
+    scenario: str = "tvs"              # simulator: tvs | homecare
+    rate: int = 10                     # simulator: observations per second
+    size: int = 10                     # simulator: sectors (tvs) or patients (homecare)
+    bootstrap_servers: str = ""        # kafka
+    topic: str = ""
+    trigger_seconds: float = 1.0
+    allowed_lateness: int = 0          # µs
+    options: dict[str, str] = field(default_factory=dict)
+
+
+def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) -> SparkSession:
+    """A Spark session set up as measured in notes/spark.md: Java 17, loopback, quiet logs,
+    no UI, a JVM tuned for start-up and small batches, UTC."""
+    if os.path.isdir(_JAVA_17):
+        os.environ["JAVA_HOME"] = _JAVA_17
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    log4j = Path(tempfile.gettempdir()) / "rspstar-log4j2.properties"
+    log4j.write_text(_LOG4J)
+    java_options = "%s -Dlog4j2.configurationFile=file:%s" % (_FAST_JVM, log4j)
+    builder = (SparkSession.builder.master(master).appName("rspstar")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.adaptive.enabled", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.extraJavaOptions", java_options)
+               .config("spark.executor.extraJavaOptions", java_options))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
+
+
+def _micros(column) -> F.Column:
+    return F.unix_micros(column)
+
+
+class SparkIngestion:
+    """The streaming queries of all configured sources, writing into one store."""
+
+    def __init__(self, spark: SparkSession, store: StreamStore, sources: list[SourceConfig],
+                 checkpoint_dir: Path, quarantine_dir: Path, recording_dir: Path | None = None):
+        names = [s.name for s in sources]
+        if len(set(names)) != len(names):
+            raise IngestionError("source names must be unique, got %s" % names)
+        self.spark = spark
+        self.store = store
+        self.sources = sources
+        self.checkpoint_dir = checkpoint_dir
+        self.recording_dir = recording_dir
+        self.writers = {s.name: BatchWriter(store, s.name, quarantine_dir, s.allowed_lateness) for s in sources}
+        self.queries: dict = {}
+        self.batches: dict[str, int] = {s.name: 0 for s in sources}
+
+    # -- sources as DataFrames of (stream, format, origin, text, ingest_time, line) ----------
+    def _frame(self, source: SourceConfig) -> DataFrame:
+        reader = self.spark.readStream
+        if source.kind == "files":
+            if not source.path or not source.stream:
+                raise IngestionError("source %s: files needs path and stream" % source.name)
+            Path(source.path).mkdir(parents=True, exist_ok=True)
+            frame = (reader.format("text").option("wholetext", "true").load(source.path)
+                     .select(F.lit(source.stream).alias("stream"), F.col("_metadata.file_path").alias("origin"),
+                             F.col("value").alias("text"), _micros(F.current_timestamp()).alias("ingest_time")))
+            return frame
+        if source.kind == "socket":
+            frame = reader.format("socket").option("host", source.host).option("port", source.port).load()
+            return frame.select(F.lit(source.stream).alias("stream"),
+                                F.lit("socket:%s:%d" % (source.host, source.port)).alias("origin"),
+                                F.col("value").alias("text"), _micros(F.current_timestamp()).alias("ingest_time"))
+        if source.kind == "simulator":
+            scenario = SCENARIOS.get(source.scenario)
+            if scenario is None:
+                raise IngestionError("source %s: unknown scenario %r (known: %s)"
+                                     % (source.name, source.scenario, ", ".join(SCENARIOS)))
+            if "rowsPerBatch" in source.options:
+                rate = reader.format("rate-micro-batch").option("rowsPerBatch", source.options["rowsPerBatch"])
+                if "startTimestamp" in source.options:
+                    rate = rate.option("startTimestamp", source.options["startTimestamp"])
+                if "advanceMillisPerBatch" in source.options:
+                    rate = rate.option("advanceMillisPerBatch", source.options["advanceMillisPerBatch"])
+            else:
+                rate = reader.format("rate").option("rowsPerSecond", source.rate)
+            return (rate.load().selectExpr(*scenario.expressions(source.size, source.name), "timestamp")
+                    .select("stream", "origin", "text", _micros(F.current_timestamp()).alias("ingest_time")))
+        if source.kind == "kafka":
+            try:
+                frame = (reader.format("kafka").option("kafka.bootstrap.servers", source.bootstrap_servers)
+                         .option("subscribe", source.topic).load())
+            except AnalysisException as e:
+                if "kafka" in str(e).lower():
+                    raise IngestionError("source %s: %s" % (source.name, KAFKA_HELP)) from None
+                raise
+            return frame.select(F.lit(source.stream).alias("stream"),
+                                F.lit("kafka:%s" % source.topic).alias("origin"),
+                                F.col("value").cast("string").alias("text"),
+                                _micros(F.current_timestamp()).alias("ingest_time"))
+        raise IngestionError("source %s: unknown kind %r (files, socket, simulator, kafka)" % (source.name, source.kind))
+
+    # -- micro-batches --------------------------------------------------------------------------
+    def _payloads(self, source: SourceConfig, rows) -> list[Payload]:
+        payloads = []
+        if source.kind == "files":
+            for row in rows:
+                origin = row["origin"].removeprefix("file://")
+                fmt = _EXTENSION_FORMATS.get(Path(origin).suffix.lower(), "trig")
+                if fmt == "jsonl":
+                    payloads += [Payload(row["stream"], "jsonl", origin, line, row["ingest_time"], line=k + 1)
+                                 for k, line in enumerate(row["text"].split("\n")) if line.strip()]
+                else:
+                    payloads.append(Payload(row["stream"], fmt, origin, row["text"], row["ingest_time"],
+                                            line=1 if fmt == "nquads" else None))
+        elif source.kind == "simulator":
+            payloads = [Payload(row["stream"], "trig", row["origin"], row["text"], row["ingest_time"]) for row in rows]
+        else:
+            payloads = [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
+                        for k, row in enumerate(rows) if row["text"] and row["text"].strip()]
+        return payloads
+
+    def _batch_function(self, source: SourceConfig):
+        writer = self.writers[source.name]
+
+        def write(frame: DataFrame, batch_id: int) -> None:
+            rows = frame.collect()
+            if not rows:
+                return
+            payloads = self._payloads(source, rows)
+            report = writer.write(batch_id, payloads)
+            self.batches[source.name] = batch_id
+            if self.recording_dir is not None and not report.skipped:
+                self._record(payloads)
+            if report.stored or report.quarantined:
+                log.info("%s batch %d: stored %s, late %s, quarantined %s", source.name, batch_id,
+                         report.stored, report.late, report.quarantined)
+
+        return write
+
+    def _record(self, payloads: list[Payload]) -> None:
+        """Keep what was ingested, per stream, so a replay can be compared with the live run."""
+        self.recording_dir.mkdir(parents=True, exist_ok=True)
+        by_stream: dict[str, list[str]] = {}
+        for p in payloads:
+            by_stream.setdefault(p.stream, []).append(p.text)
+        for stream, texts in by_stream.items():
+            path = self.recording_dir / (_file_name(stream) + ".trig")
+            with path.open("a", encoding="utf-8") as f:
+                f.write("\n".join(texts) + "\n")
+
+    def start(self, available_now: bool = False) -> None:
+        for source in self.sources:
+            frame = self._frame(source)
+            writer = (frame.writeStream.foreachBatch(self._batch_function(source))
+                      .option("checkpointLocation", str(self.checkpoint_dir / source.name))
+                      .queryName("rspstar-" + source.name))
+            writer = writer.trigger(availableNow=True) if available_now else \
+                writer.trigger(processingTime="%g seconds" % source.trigger_seconds)
+            self.queries[source.name] = writer.start()
+
+    def await_termination(self, timeout: float | None = None) -> None:
+        """Wait for every query (available-now runs end by themselves); a failed source raises
+        IngestionError."""
+        for name, query in self.queries.items():
+            try:
+                query.awaitTermination(timeout)
+            except StreamingQueryException as e:
+                raise IngestionError("source %s failed: %s" % (name, _cause(str(e)))) from None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop every query between batches (stopping inside a JVM call can crash the stream
+        thread, notes/spark.md)."""
+        for query in self.queries.values():
+            deadline = time.monotonic() + timeout
+            while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.05)
+            query.stop()
+        self.queries.clear()
+
+    def status(self) -> dict:
+        return {name: {"last_batch": self.batches[name], "quarantined": dict(self.writers[name].quarantined),
+                       "active": name in self.queries and self.queries[name].isActive}
+                for name in self.writers}
+
+
+def _cause(message: str) -> str:
+    """The Python error inside a streaming failure's long report, else its first line."""
+    causes = re.findall(r"^\s*(\w+(?:Error|Exception): .*)$", message, re.M)
+    return causes[-1].strip() if causes else message.split("\n")[0][:500]
+
+
+def _file_name(stream: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stream)

@@ -1,0 +1,161 @@
+"""Spark Structured Streaming into the store, with a real local Spark session (shared by the
+module): deterministic micro-batches, quarantine, restart from checkpoint after a crash
+between the store write and Spark's commit, late data, simulator output, Kafka refusal."""
+import json
+import os
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+
+pytest.importorskip("pyspark", reason="pyspark is installed by .ci/run (make test)")
+
+from store.ingestion import IngestionError, SourceConfig, SparkIngestion, spark_session  # noqa: E402
+from store.simulator import HOMECARE, TVS  # noqa: E402
+from store.stream_store import StreamStore  # noqa: E402
+from translator.temporal import parse_instant  # noqa: E402
+
+pytestmark = pytest.mark.slow
+S = 1_000_000
+T0 = parse_instant("2026-03-01T08:00:00Z")
+STREAM = "http://example.org/hr"
+REIFIES = ox.NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#reifies")
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("local[1]")
+    yield session
+    session.stop()
+
+
+def drop(directory: Path, name: str, text: str) -> None:
+    """Drop a file atomically, as the landing directory expects."""
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / ("." + name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, directory / name)
+
+
+def trig(*seconds) -> str:
+    lines = ["@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> ."]
+    for s in seconds:
+        lines.append('ex:e%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> . '
+                     "ex:e%d { ex:rut ex:heartRate %d {| ex:confidence 0.9 |} . }" % (s, s, s, 60 + s))
+    return "\n".join(lines) + "\n"
+
+
+def run(spark, store, tmp_path, sources, recording=None):
+    ingestion = SparkIngestion(spark, store, sources, tmp_path / "checkpoints", tmp_path / "quarantine", recording)
+    ingestion.start(available_now=True)
+    ingestion.await_termination(120)
+    return ingestion
+
+
+def files_source(tmp_path, lateness=0):
+    return SourceConfig("landing", "files", stream=STREAM, path=str(tmp_path / "landing"), allowed_lateness=lateness)
+
+
+def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path):
+    land = tmp_path / "landing"
+    drop(land, "a.trig", trig(0, 1, 2))
+    drop(land, "b.nq", "\n".join([
+        '<http://example.org/n3> <http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:03Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .',
+        "<http://example.org/broken> <http://example.org/v> .",
+        '<http://example.org/x3> <http://example.org/v> "3"^^<http://www.w3.org/2001/XMLSchema#integer> <http://example.org/n3> .']))
+    drop(land, "c.jsonl", json.dumps({"time": "2026-03-01T08:00:04Z", "graph": "http://example.org/j4",
+                                      "data": "<http://example.org/x4> <http://example.org/v> 4 ."}) + "\nnot json\n")
+    drop(land, "d.trig", "@prefix ex: <http://example.org/> .\nex:g { ex:a ex:b }\n")
+    store = StreamStore()
+    ingestion = run(spark, store, tmp_path, [files_source(tmp_path)])
+    graphs = store.elements_in(STREAM, T0, T0 + 10 * S)
+    assert sorted(graphs) == sorted(["http://example.org/e0", "http://example.org/e1", "http://example.org/e2",
+                                     "http://example.org/n3", "http://example.org/j4"])
+    reasons = sorted((Path(json.loads(p.read_text())["origin"]).name, json.loads(p.read_text())["line"])
+                     for p in (tmp_path / "quarantine").glob("*.reason.json"))
+    assert reasons == [("b.nq", 2), ("c.jsonl", 2), ("d.trig", 2)]
+    assert ingestion.status()["landing"]["quarantined"] == {STREAM: 3}
+    assert store.watermark(STREAM) == T0 + 4 * S
+
+
+def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twice(spark, tmp_path):
+    land = tmp_path / "landing"
+    drop(land, "a.trig", trig(0, 1))
+    db = str(tmp_path / "db")
+    store = StreamStore(db)
+    ingestion = SparkIngestion(spark, store, [files_source(tmp_path)], tmp_path / "checkpoints",
+                               tmp_path / "quarantine")
+    writer = ingestion.writers["landing"]
+    original = writer.write
+
+    def write_then_crash(batch_id, payloads):
+        original(batch_id, payloads)
+        raise RuntimeError("simulated crash after the store write, before Spark commits the batch")
+
+    writer.write = write_then_crash
+    ingestion.start(available_now=True)
+    with pytest.raises(IngestionError, match="simulated crash"):
+        ingestion.await_termination(120)
+    ingestion.stop()
+    store.close()
+
+    store = StreamStore(db)                     # the process restarts: store reopened from disk
+    before = len(store.oxigraph)
+    drop(land, "b.trig", trig(2))
+    run(spark, store, tmp_path, [files_source(tmp_path)])
+    assert sorted(store.elements_in(STREAM, T0, T0 + 10 * S)) == [
+        "http://example.org/e0", "http://example.org/e1", "http://example.org/e2"]
+    assert len(list(store.oxigraph.quads_for_pattern(None, REIFIES, None, None))) == 3
+    assert len(store.oxigraph) > before
+    # A further run finds nothing new.
+    count = len(store.oxigraph)
+    run(spark, store, tmp_path, [files_source(tmp_path)])
+    assert len(store.oxigraph) == count
+
+
+def test_late_files_are_stored_and_counted(spark, tmp_path):
+    land = tmp_path / "landing"
+    store = StreamStore()
+    drop(land, "a.trig", trig(10, 11))
+    run(spark, store, tmp_path, [files_source(tmp_path, lateness=S)])
+    assert store.watermark(STREAM) == T0 + 10 * S
+    drop(land, "b.trig", trig(3, 12))
+    run(spark, store, tmp_path, [files_source(tmp_path, lateness=S)])
+    assert store.streams()[STREAM].late == 1
+    assert len(store.elements_in(STREAM, T0, T0 + 20 * S)) == 4
+
+
+@pytest.mark.parametrize("scenario,streams", [(TVS, 2), (HOMECARE, 5)])
+def test_simulator_emits_annotated_observations_in_event_time(spark, tmp_path, scenario, streams):
+    store = StreamStore()
+    source = SourceConfig("sim", "simulator", scenario=scenario.name, size=2,
+                          options={"rowsPerBatch": "20", "startTimestamp": str(T0 // 1000),
+                                   "advanceMillisPerBatch": "1000"})
+    run(spark, store, tmp_path, [source], recording=tmp_path / "recorded")
+    stats = store.streams()
+    assert sorted(stats) == sorted(scenario.streams[:streams])
+    assert sum(s.ingested for s in stats.values()) == 20
+    assert all(s.latest == T0 for s in stats.values())
+    annotated = list(store.oxigraph.quads_for_pattern(None, REIFIES, None, None))
+    expected_annotations = 10 if scenario is TVS else 20   # TVS: oxygen only; homecare: every value
+    assert len(annotated) == expected_annotations
+    recorded = sorted(p.name for p in (tmp_path / "recorded").iterdir())
+    assert len(recorded) == streams
+    # What was recorded is what was stored: replaying it gives the same elements.
+    again = StreamStore()
+    for path in (tmp_path / "recorded").iterdir():
+        stream = [s for s in scenario.streams if path.name.startswith("".join(
+            c if c.isalnum() or c in "-_." else "_" for c in s))][0]
+        again.publish(stream, again.stage_document(stream, path.read_bytes(), ox.RdfFormat.TRIG, str(path)).staged)
+    assert {s: st.ingested for s, st in again.streams().items()} == {s: st.ingested for s, st in stats.items()}
+
+
+def test_kafka_without_its_connector_fails_with_instructions(spark, tmp_path):
+    source = SourceConfig("events", "kafka", stream=STREAM, bootstrap_servers="127.0.0.1:9092", topic="t")
+    with pytest.raises(IngestionError, match="Kafka connector"):
+        SparkIngestion(spark, StreamStore(), [source], tmp_path / "c", tmp_path / "q").start(available_now=True)
+
+
+def test_source_names_must_be_unique(spark, tmp_path):
+    with pytest.raises(IngestionError, match="unique"):
+        SparkIngestion(spark, StreamStore(), [files_source(tmp_path), files_source(tmp_path)], tmp_path, tmp_path)
