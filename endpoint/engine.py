@@ -330,6 +330,8 @@ class Engine:
             elif stats.latest is not None:
                 # Read by no query: keep a while for queries registered later.
                 evicted += self.store.evict_before(stream, stats.latest - self.config.idle_retention)
+        if evicted:
+            self.store.maybe_compact()
         return evicted
 
     def tick(self) -> int:

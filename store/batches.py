@@ -91,7 +91,8 @@ class BatchWriter:
             for payload in _group_lines(payloads):
                 for stream, element in self._elements(payload, report):
                     by_stream.setdefault(stream, []).append(element)
-            by_stream = {s: self._drop_taken(s, e, report) for s, e in by_stream.items()}
+            seen: set[str] = set()
+            by_stream = {s: self._drop_taken(s, e, report, seen) for s, e in by_stream.items()}
             staged = self.store.stage_batch(by_stream, [marker], self.timestamp_predicate)
             for stream, elements in staged.items():
                 watermark = self.store.watermark(stream)
@@ -169,13 +170,16 @@ class BatchWriter:
             else processing_time_literal(instant)
         return stream, Element(graph, instant, literal, [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
 
-    def _drop_taken(self, stream: str, elements: list[Element], report: BatchReport) -> list[Element]:
+    def _drop_taken(self, stream: str, elements: list[Element], report: BatchReport, seen: set[str]) -> list[Element]:
+        """Elements whose graph name is already stored, or came earlier in this batch, are
+        quarantined: merging them would change another element."""
         fresh = []
         for element in elements:
-            if self.store.is_taken(element.graph):
+            if element.graph in seen or self.store.is_taken(element.graph):
                 self._quarantine(Payload(stream, "element", element.graph, "", 0), report, None,
-                                 "graph <%s> is already stored (sent twice?)" % element.graph)
+                                 "graph <%s> is already stored or repeated in the batch (sent twice?)" % element.graph)
             else:
+                seen.add(element.graph)
                 fresh.append(element)
         return fresh
 

@@ -184,7 +184,13 @@ class SparkIngestion:
                     payloads.append(Payload(row["stream"], fmt, origin, row["text"], row["ingest_time"],
                                             line=1 if fmt == "nquads" else None))
         elif source.kind == "simulator":
-            payloads = [Payload(row["stream"], "trig", row["origin"], row["text"], row["ingest_time"]) for row in rows]
+            # Each row is a self-contained document with full IRIs: one document per stream
+            # and batch parses in one call instead of one per observation.
+            texts: dict[str, list[str]] = {}
+            for row in rows:
+                texts.setdefault(row["stream"], []).append(row["text"])
+            payloads = [Payload(stream, "trig", "simulator:%s" % source.name, "\n".join(t), rows[0]["ingest_time"])
+                        for stream, t in texts.items()]
         else:
             payloads = [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
                         for k, row in enumerate(rows) if row["text"] and row["text"].strip()]

@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import os
+import shutil
 import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 from urllib.parse import unquote
 
@@ -67,10 +71,14 @@ class StreamStore:
     """Stream elements and background data in one Oxigraph store (in memory, or on disk when
     `path` is given)."""
 
-    def __init__(self, path: str | None = None):
+    def __init__(self, path: str | None = None, compact_after: int = 50_000):
         self.path = path
-        self.oxigraph = ox.Store(path) if path else ox.Store()
         self._lock = threading.RLock()
+        self._generation = 0
+        self.oxigraph = self._open_generation() if path else ox.Store()
+        self.compact_after = compact_after
+        self._evicted_since_compaction = 0
+        self.compactions: list[float] = []       # seconds each rebuild held the store
         self._index: dict[str, list[tuple[int, int, str]]] = {}
         self._stream_of: dict[str, str] = {}
         self._staged: set[str] = set()
@@ -79,6 +87,63 @@ class StreamStore:
         self._sequence = itertools.count()
         if path:
             self._rebuild_index()
+
+    # -- store files: generations -------------------------------------------------------------
+    # On disk the store lives in `path/gen-N`, `path/CURRENT` naming the live one. A rebuild
+    # writes gen-N+1, then switches CURRENT atomically; a crash before the switch leaves the
+    # old generation live, and leftovers are removed on the next open.
+    def _open_generation(self) -> ox.Store:
+        root = Path(self.path)
+        root.mkdir(parents=True, exist_ok=True)
+        current = root / "CURRENT"
+        self._generation = int(current.read_text().strip()) if current.exists() else 1
+        for leftover in root.glob("gen-*"):
+            if leftover.name != "gen-%d" % self._generation:
+                shutil.rmtree(leftover, ignore_errors=True)
+        return ox.Store(str(root / ("gen-%d" % self._generation)))
+
+    def compact(self) -> float:
+        """Rebuild the Oxigraph store from its live content: an in-memory store never gives
+        back the memory of removed quads and an on-disk one's logs grow until reopened, so
+        under steady insert/evict churn this is what keeps memory and disk bounded. Holds the
+        store for the copy (the live content only); returns the seconds it took."""
+        with self._lock:
+            started = time.perf_counter()
+            if self.path is None:
+                fresh = ox.Store()
+                fresh.bulk_extend(self.oxigraph)
+            else:
+                root = Path(self.path)
+                generation = self._generation + 1
+                fresh = ox.Store(str(root / ("gen-%d" % generation)))
+                fresh.bulk_extend(self.oxigraph)
+                fresh.flush()
+                tmp = root / "CURRENT.tmp"
+                tmp.write_text(str(generation))
+                os.replace(tmp, root / "CURRENT")
+                old_directory = root / ("gen-%d" % self._generation)
+                self._generation = generation
+            self.oxigraph = fresh
+            if self.path is not None:
+                shutil.rmtree(old_directory, ignore_errors=True)
+            self._evicted_since_compaction = 0
+            seconds = time.perf_counter() - started
+            self.compactions.append(seconds)
+            return seconds
+
+    def maybe_compact(self) -> float | None:
+        """Compact once evictions since the last rebuild outnumber `compact_after` and twice
+        the elements held (so the copy is small next to what it frees)."""
+        with self._lock:
+            held = sum(st.elements for st in self._stats.values())
+            if self._evicted_since_compaction >= max(self.compact_after, 2 * held):
+                return self.compact()
+        return None
+
+    def disk_bytes(self) -> int:
+        if self.path is None:
+            return 0
+        return sum(f.stat().st_size for f in Path(self.path).rglob("*") if f.is_file())
 
     def _rebuild_index(self) -> None:
         for graph in list(self.oxigraph.named_graphs()):
@@ -274,6 +339,7 @@ class StreamStore:
             stats = self._stats[stream]
             stats.elements -= cut
             stats.evicted += cut
+            self._evicted_since_compaction += cut
             return cut
 
     def streams(self) -> dict[str, StreamStats]:

@@ -103,6 +103,12 @@ def test_an_element_sent_twice_is_quarantined_not_merged(tmp_path):
     assert report.stored == {STREAM: 1} and report.quarantined == {STREAM: 1}
 
 
+def test_a_graph_repeated_within_one_batch_is_quarantined_not_fatal(tmp_path):
+    w = writer(tmp_path)
+    report = w.write(1, [Payload(STREAM, "trig", "a.trig", trig(1, 2), T0), Payload(STREAM, "trig", "b.trig", trig(2, 3), T0)])
+    assert report.stored == {STREAM: 3} and report.quarantined == {STREAM: 1}
+
+
 def test_untimed_graphs_get_processing_time(tmp_path):
     w = writer(tmp_path)
     w.write(1, [Payload(STREAM, "trig", "u.trig", "<http://example.org/u> { <http://a> <http://b> 1 . }", T0 + 42 * S)])

@@ -8,8 +8,6 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-pytest.importorskip("pyspark", reason="pyspark is installed by .ci/run (make test)")
-
 from store.ingestion import IngestionError, SourceConfig, SparkIngestion, spark_session  # noqa: E402
 from store.simulator import HOMECARE, TVS  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
@@ -21,13 +19,11 @@ T0 = parse_instant("2026-03-01T08:00:00Z")
 STREAM = "http://example.org/hr"
 REIFIES = ox.NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#reifies")
 
-
 @pytest.fixture(scope="module")
 def spark():
     session = spark_session("local[1]")
     yield session
     session.stop()
-
 
 def drop(directory: Path, name: str, text: str) -> None:
     """Drop a file atomically, as the landing directory expects."""
@@ -36,7 +32,6 @@ def drop(directory: Path, name: str, text: str) -> None:
     tmp.write_text(text)
     os.replace(tmp, directory / name)
 
-
 def trig(*seconds) -> str:
     lines = ["@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> ."]
     for s in seconds:
@@ -44,17 +39,14 @@ def trig(*seconds) -> str:
                      "ex:e%d { ex:rut ex:heartRate %d {| ex:confidence 0.9 |} . }" % (s, s, s, 60 + s))
     return "\n".join(lines) + "\n"
 
-
 def run(spark, store, tmp_path, sources, recording=None):
     ingestion = SparkIngestion(spark, store, sources, tmp_path / "checkpoints", tmp_path / "quarantine", recording)
     ingestion.start(available_now=True)
     ingestion.await_termination(120)
     return ingestion
 
-
 def files_source(tmp_path, lateness=0):
     return SourceConfig("landing", "files", stream=STREAM, path=str(tmp_path / "landing"), allowed_lateness=lateness)
-
 
 def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path):
     land = tmp_path / "landing"
@@ -76,7 +68,6 @@ def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path
     assert reasons == [("b.nq", 2), ("c.jsonl", 2), ("d.trig", 2)]
     assert ingestion.status()["landing"]["quarantined"] == {STREAM: 3}
     assert store.watermark(STREAM) == T0 + 4 * S
-
 
 def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twice(spark, tmp_path):
     land = tmp_path / "landing"
@@ -112,7 +103,6 @@ def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twi
     run(spark, store, tmp_path, [files_source(tmp_path)])
     assert len(store.oxigraph) == count
 
-
 def test_late_files_are_stored_and_counted(spark, tmp_path):
     land = tmp_path / "landing"
     store = StreamStore()
@@ -123,7 +113,6 @@ def test_late_files_are_stored_and_counted(spark, tmp_path):
     run(spark, store, tmp_path, [files_source(tmp_path, lateness=S)])
     assert store.streams()[STREAM].late == 1
     assert len(store.elements_in(STREAM, T0, T0 + 20 * S)) == 4
-
 
 @pytest.mark.parametrize("scenario,streams", [(TVS, 2), (HOMECARE, 5)])
 def test_simulator_emits_annotated_observations_in_event_time(spark, tmp_path, scenario, streams):
@@ -149,12 +138,10 @@ def test_simulator_emits_annotated_observations_in_event_time(spark, tmp_path, s
         again.publish(stream, again.stage_document(stream, path.read_bytes(), ox.RdfFormat.TRIG, str(path)).staged)
     assert {s: st.ingested for s, st in again.streams().items()} == {s: st.ingested for s, st in stats.items()}
 
-
 def test_kafka_without_its_connector_fails_with_instructions(spark, tmp_path):
     source = SourceConfig("events", "kafka", stream=STREAM, bootstrap_servers="127.0.0.1:9092", topic="t")
     with pytest.raises(IngestionError, match="Kafka connector"):
         SparkIngestion(spark, StreamStore(), [source], tmp_path / "c", tmp_path / "q").start(available_now=True)
-
 
 def test_source_names_must_be_unique(spark, tmp_path):
     with pytest.raises(IngestionError, match="unique"):

@@ -160,3 +160,23 @@ def test_optimistic_document_load_matches_the_careful_one_or_asks_for_a_rebuild(
         optimistic.stage_document_optimistically("http://s", iri_only, ox.RdfFormat.TRIG, "again.trig")
     with pytest.raises(RdfInputError):
         StreamStore().stage_document_optimistically("http://s", b"<http://g> { <http://a> }", ox.RdfFormat.TRIG, "x")
+
+
+def test_compaction_keeps_live_content_and_frees_the_rest(tmp_path):
+    for path in (None, str(tmp_path / "db")):
+        store = StreamStore(path, compact_after=2)
+        store.load_background(b"<http://a> <http://b> <http://c> .", ox.RdfFormat.N_TRIPLES, "bg.nt")
+        store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
+        assert store.maybe_compact() is None
+        store.evict_before("http://s", T0 + 2 * S)
+        before = sorted(str(q) for q in store.oxigraph)
+        assert store.maybe_compact() is not None
+        assert sorted(str(q) for q in store.oxigraph) == before
+        assert store.elements_in("http://s", T0, T0 + 10 * S) == ["http://example.org/g2"]
+        if path:
+            assert sorted(p.name for p in (tmp_path / "db").iterdir()) == ["CURRENT", "gen-2"]
+            store.close()
+            reopened = StreamStore(path)
+            assert reopened.elements_in("http://s", T0, T0 + 10 * S) == ["http://example.org/g2"]
+            assert reopened.background_graphs() == []
+            reopened.close()
