@@ -1,7 +1,8 @@
 """Spark ingestion benchmarks (run by hand; they start a local Spark session).
 
-  python bench/spark_ingestion.py soak [--elements 1000000] [--rate 20000]
-      The TVS simulator through Spark into an on-disk store, keeping 10 s of event time
+  python bench/spark_ingestion.py soak [--elements 1000000] [--rate 5000] [--disk]
+      The TVS simulator through Spark into the store (in memory, or on disk with --disk),
+      keeping 10 s of event time
       (elements older than the newest minus 10 s are evicted after every batch, and the store
       is rebuilt when evictions pile up). Prints elements/s, process RSS, JVM RSS and store
       disk every 100k elements; the verdict compares the last reading with the first after
@@ -39,11 +40,11 @@ def rss_mib(pid: int | str = "self") -> float:
     return 0.0
 
 
-def soak(elements: int, rate: int) -> str:
+def soak(elements: int, rate: int, disk: bool) -> str:
     spark = spark_session("local[2]")
     jvm_pid = spark.sparkContext._jvm.ProcessHandle.current().pid()
     with tempfile.TemporaryDirectory() as tmp:
-        store = StreamStore(str(Path(tmp) / "db"))
+        store = StreamStore(str(Path(tmp) / "db") if disk else None)
         source = SourceConfig("soak", "simulator", scenario="tvs", size=1000, rate=rate, trigger_seconds=1.0)
         ingestion = SparkIngestion(spark, store, [source], Path(tmp) / "ckpt", Path(tmp) / "quarantine")
         writer = ingestion.writers["soak"]
@@ -78,7 +79,8 @@ def soak(elements: int, rate: int) -> str:
         ingestion.stop()
         store.close()
     spark.stop()
-    table = Table("Soak: TVS simulator through Spark, 10 s retention, on-disk store (%d elements)" % elements,
+    table = Table("Soak: TVS simulator through Spark at %d rows/s, 10 s retention, %s store (%d elements)"
+                  % (rate, "on-disk" if disk else "in-memory", elements),
                   ["elements", "elements/s", "RSS MiB", "JVM RSS MiB", "disk MiB", "live elements", "rebuilds"])
     for r in readings:
         table.add(r[0], r[1], r[2], r[3], r[4], r[5], r[6])
@@ -148,16 +150,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode", choices=["soak", "throughput"])
     parser.add_argument("--elements", type=int)
-    parser.add_argument("--rate", type=int, default=20_000)
+    parser.add_argument("--rate", type=int, default=5_000)
+    parser.add_argument("--disk", action="store_true")
     args = parser.parse_args()
     if args.mode == "soak":
-        text = soak(args.elements or 1_000_000, args.rate)
+        text = soak(args.elements or 1_000_000, args.rate, args.disk)
     else:
         text = throughput(args.elements or 100_000)
     text = "Machine: %s\n\n%s" % (machine(), text)
     print(text)
     OUT.mkdir(exist_ok=True)
-    (OUT / ("spark_%s.md" % args.mode)).write_text(text)
+    (OUT / ("spark_%s%s.md" % (args.mode, "_disk" if getattr(args, "disk", False) else ""))).write_text(text)
 
 
 if __name__ == "__main__":

@@ -26,12 +26,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .batches import BatchWriter, Payload
+from .landing import stream_of_landing_file
 from .errors import StoreError
 from .simulator import SCENARIOS
 from .stream_store import StreamStore
@@ -132,7 +134,8 @@ class SparkIngestion:
             if not source.path or not source.stream:
                 raise IngestionError("source %s: files needs path and stream" % source.name)
             Path(source.path).mkdir(parents=True, exist_ok=True)
-            frame = (reader.format("text").option("wholetext", "true").load(source.path)
+            frame = (reader.format("text").option("wholetext", "true").option("recursiveFileLookup", "true")
+                     .load(source.path)
                      .select(F.lit(source.stream).alias("stream"), F.col("_metadata.file_path").alias("origin"),
                              F.col("value").alias("text"), _micros(F.current_timestamp()).alias("ingest_time")))
             return frame
@@ -174,14 +177,16 @@ class SparkIngestion:
     def _payloads(self, source: SourceConfig, rows) -> list[Payload]:
         payloads = []
         if source.kind == "files":
+            root = Path(source.path).resolve()
             for row in rows:
-                origin = row["origin"].removeprefix("file://")
+                origin = unquote(urlsplit(row["origin"]).path)   # Spark gives file:/path, percent-encoded
+                stream = stream_of_landing_file(root, Path(origin), row["stream"])
                 fmt = _EXTENSION_FORMATS.get(Path(origin).suffix.lower(), "trig")
                 if fmt == "jsonl":
-                    payloads += [Payload(row["stream"], "jsonl", origin, line, row["ingest_time"], line=k + 1)
+                    payloads += [Payload(stream, "jsonl", origin, line, row["ingest_time"], line=k + 1)
                                  for k, line in enumerate(row["text"].split("\n")) if line.strip()]
                 else:
-                    payloads.append(Payload(row["stream"], fmt, origin, row["text"], row["ingest_time"],
+                    payloads.append(Payload(stream, fmt, origin, row["text"], row["ingest_time"],
                                             line=1 if fmt == "nquads" else None))
         elif source.kind == "simulator":
             # Each row is a self-contained document with full IRIs: one document per stream

@@ -146,3 +146,14 @@ def test_kafka_without_its_connector_fails_with_instructions(spark, tmp_path):
 def test_source_names_must_be_unique(spark, tmp_path):
     with pytest.raises(IngestionError, match="unique"):
         SparkIngestion(spark, StreamStore(), [files_source(tmp_path), files_source(tmp_path)], tmp_path, tmp_path)
+
+
+def test_files_in_stream_subfolders_belong_to_that_stream(spark, tmp_path):
+    from store.landing import drop_file
+    land = tmp_path / "landing"
+    drop_file(land, "http://example.org/other", trig(7).encode(), ".trig")
+    drop(land, "own.trig", trig(8))
+    store = StreamStore()
+    run(spark, store, tmp_path, [files_source(tmp_path)])
+    assert store.elements_in("http://example.org/other", T0, T0 + 10 * S) == ["http://example.org/e7"]
+    assert store.elements_in(STREAM, T0, T0 + 10 * S) == ["http://example.org/e8"]

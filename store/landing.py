@@ -1,0 +1,42 @@
+"""The landing directory of a files source: where files are dropped for Spark to pick up."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from urllib.parse import quote, unquote
+
+
+def landing_folder(root: Path, stream: str) -> Path:
+    """Where files for `stream` go: a subfolder named by the percent-encoded stream IRI (files
+    directly in the root belong to the source's own stream)."""
+    return root / quote(stream, safe="")
+
+
+def stream_of_landing_file(root: Path, path: Path, default: str) -> str:
+    try:
+        relative = path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return default
+    return unquote(relative.parts[0]) if len(relative.parts) > 1 else default
+
+
+def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
+    """Write `data` for `stream` durably and atomically: a hidden temporary file (Spark ignores
+    names starting with '.'), fsync, then rename into place."""
+    folder = landing_folder(root, stream)
+    folder.mkdir(parents=True, exist_ok=True)
+    name = uuid.uuid4().hex + suffix
+    tmp = folder / ("." + name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    final = folder / name
+    os.replace(tmp, final)
+    directory = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+    return final
