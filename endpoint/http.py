@@ -12,22 +12,25 @@ import json
 import queue
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
 
 import pyoxigraph as ox
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from store.errors import QueryTimeout, StoreError
+from store.errors import QueryTimeout, RdfInputError, StoreError
+from store.landing import drop_file
 from store.stream_store import StreamStore
 from translator.errors import TemporalValueError, TranslatorError
-from translator.temporal import parse_instant
+from translator.temporal import format_instant, parse_instant
 from translator.uncertainty import FunctionLibrary
 
 from .clock import Clock, WallClock
 from .engine import Engine, EngineConfig
 from .errors import EndpointError
 from .http_errors import (
-    BadRequest, NotAcceptable, Unauthorized, UnsupportedMediaType, error_body, status_for,
+    BadRequest, NotAcceptable, ServiceUnavailable, Unauthorized, UnsupportedMediaType, error_body, status_for,
 )
 
 _ORACLE_POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
@@ -70,6 +73,15 @@ class HttpSettings:
     cors_origins: list[str] = field(default_factory=list)
     query_timeout: float = 30.0                   # seconds for /sparql
     max_body: int = 16 * 1024 * 1024              # bytes
+    landing_dir: Path | None = None               # where POST /streams drops data for Spark
+
+
+STREAM_TYPES = {
+    "application/trig": (".trig", ox.RdfFormat.TRIG),
+    "application/n-quads": (".nq", ox.RdfFormat.N_QUADS),
+    "application/x-ndjson": (".jsonl", None),
+    "application/jsonl": (".jsonl", None),
+}
 
 
 @dataclass
@@ -78,16 +90,19 @@ class Services:
     store: StreamStore
     settings: HttpSettings
     executor: concurrent.futures.ThreadPoolExecutor
+    ingestion_status: Callable[[], dict]
 
 
 def create_app(engine: Engine | None = None, settings: HttpSettings | None = None, *,
                store: StreamStore | None = None, clock: Clock | None = None,
-               config: EngineConfig | None = None) -> Flask:
+               config: EngineConfig | None = None,
+               ingestion_status: Callable[[], dict] = dict) -> Flask:
     settings = settings or HttpSettings()
     if engine is None:
         engine = Engine(store or StreamStore(), clock or WallClock(), config or EngineConfig())
     services = Services(engine, engine.store, settings,
-                        concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sparql"))
+                        concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sparql"),
+                        ingestion_status)
     app = Flask("rspstar")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body
     app.extensions["rspstar"] = services
@@ -258,6 +273,37 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         return Response(stream(), mimetype="text/event-stream",
                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
+    # -- streams ---------------------------------------------------------------------------------
+    @app.route("/streams", methods=["POST"])
+    def post_stream():
+        require_token()
+        if settings.landing_dir is None:
+            raise ServiceUnavailable("no files source is configured to take posted streams")
+        stream = request.args.get("stream")
+        if not stream or not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|^`\\]*$", stream):
+            raise BadRequest("POST /streams needs ?stream=IRI")
+        if request.mimetype not in STREAM_TYPES:
+            raise UnsupportedMediaType("POST /streams takes %s, not %r" % (", ".join(STREAM_TYPES), request.mimetype))
+        suffix, fmt = STREAM_TYPES[request.mimetype]
+        data = request.get_data()
+        check_stream_body(data, fmt)
+        path = drop_file(settings.landing_dir, stream, data, suffix)
+        return Response(json.dumps({"stream": stream, "accepted": path.name}), status=202, mimetype="application/json")
+
+    @app.route("/streams", methods=["GET"])
+    def list_streams():
+        quarantined: dict[str, int] = {}
+        for source in services.ingestion_status().values():
+            for stream, count in source.get("quarantined", {}).items():
+                quarantined[stream] = quarantined.get(stream, 0) + count
+        streams = []
+        for stream, stats in sorted(services.store.streams().items()):
+            streams.append({"stream": stream, "elements": stats.elements, "ingested": stats.ingested,
+                            "evicted": stats.evicted, "late": stats.late, "quarantined": quarantined.get(stream, 0),
+                            "watermark": None if stats.watermark is None else format_instant(stats.watermark),
+                            "latest": None if stats.latest is None else format_instant(stats.latest)})
+        return {"streams": streams, "sources": services.ingestion_status()}
+
     # -- health and metrics ---------------------------------------------------------------------
     @app.route("/health", methods=["GET"])
     def health():
@@ -271,6 +317,28 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         return Response(prometheus_text(services.engine), mimetype="text/plain; version=0.0.4")
 
     return app
+
+
+def check_stream_body(data: bytes, fmt) -> None:
+    """Refuse a posted stream body that would only be quarantined later: RDF must parse and
+    JSON lines must be objects (the element rules themselves are checked at ingestion)."""
+    if fmt is not None:
+        try:
+            for _ in ox.parse(data, format=fmt):
+                pass
+        except SyntaxError as e:
+            raise RdfInputError(str(e.args[0]).split(": ", 1)[-1] if e.args else str(e), "request body",
+                                e.lineno, e.offset) from None
+        return
+    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            envelope = json.loads(line)
+        except ValueError as e:
+            raise RdfInputError("not JSON: %s" % e, "request body", number, None) from None
+        if not isinstance(envelope, dict) or not isinstance(envelope.get("data"), str):
+            raise RdfInputError('an envelope is a JSON object with a "data" string', "request body", number, None)
 
 
 def _option(text: str) -> tuple[str, str]:

@@ -25,6 +25,10 @@ class UnsupportedMediaType(EndpointError):
     """A request body in a media type this route does not read."""
 
 
+class ServiceUnavailable(EndpointError):
+    """Something this route needs is not configured or not running."""
+
+
 # Most specific first: the first matching class decides.
 _STATUSES: list[tuple[type[BaseException], int]] = [
     (Unauthorized, 401),
@@ -34,6 +38,7 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (DuplicateElementError, 409),
     (UnsupportedMediaType, 415),
     (QueryTimeout, 503),
+    (ServiceUnavailable, 503),
     (QuerySyntaxError, 400),
     (RdfInputError, 400),
     (SinkNotAllowed, 400),

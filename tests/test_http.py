@@ -41,9 +41,10 @@ def engine(tmp_path):
 
 
 @pytest.fixture
-def client(engine):
+def client(engine, tmp_path):
     app = create_app(engine, HttpSettings(token=TOKEN, cors_origins=["http://dash.test"], max_body=4096,
-                                          query_timeout=5))
+                                          query_timeout=5, landing_dir=tmp_path / "landing"),
+                     ingestion_status=lambda: {"landing": {"quarantined": {"http://example.org/s": 2}}})
     return app.test_client()
 
 
@@ -128,6 +129,17 @@ ROUTES = [
     ("get", "/queries/nope", {}, 404),
     ("delete", "/queries/nope", {"headers": AUTH}, 404),
     ("get", "/queries/nope/results", {}, 404),
+    ("post", "/streams?stream=http://example.org/s", {"data": STREAM, "content_type": "application/trig",
+                                                       "headers": AUTH}, 202),
+    ("post", "/streams?stream=http://example.org/s", {"data": STREAM, "content_type": "application/trig"}, 401),
+    ("post", "/streams", {"data": STREAM, "content_type": "application/trig", "headers": AUTH}, 400),
+    ("post", "/streams?stream=http://example.org/s", {"data": b"<http://a> <http://b> .",
+                                                       "content_type": "application/n-quads", "headers": AUTH}, 400),
+    ("post", "/streams?stream=http://example.org/s", {"data": b'{"data": "<http://a> <http://b> 1 ."}\nnope',
+                                                       "content_type": "application/x-ndjson", "headers": AUTH}, 400),
+    ("post", "/streams?stream=http://example.org/s", {"data": STREAM, "content_type": "text/csv",
+                                                       "headers": AUTH}, 415),
+    ("get", "/streams", {}, 200),
     ("get", "/health", {}, 200),
     ("get", "/metrics", {}, 200),
     ("get", "/no-such-route", {}, 404),
@@ -190,6 +202,32 @@ def test_server_sent_events_carry_each_record(client, engine):
     assert event.startswith("event: result\ndata: ")
     assert json.loads(event.split("data: ", 1)[1])["time"] == "2026-03-01T08:00:02Z"
     response.close()
+
+
+def test_posted_streams_land_durably_for_spark_and_streams_are_listed(client, engine, tmp_path):
+    response = client.post("/streams", query_string={"stream": "http://example.org/s"}, data=STREAM,
+                           content_type="application/trig", headers=AUTH)
+    assert response.status_code == 202
+    landed = list((tmp_path / "landing").rglob("*.trig"))
+    assert [p.read_bytes() for p in landed] == [STREAM]
+    assert landed[0].parent.name == "http%3A%2F%2Fexample.org%2Fs"
+    bad = client.post("/streams", query_string={"stream": "http://example.org/s"},
+                      data=b"@prefix ex: <http://example.org/> .\nex:g { ex:a ex:b }",
+                      content_type="application/trig", headers=AUTH)
+    assert bad.status_code == 400 and bad.get_json()["line"] == 2
+    assert len(list((tmp_path / "landing").rglob("*.trig"))) == 1
+    engine.store.publish("http://example.org/s",
+                         engine.store.stage_document("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s").staged)
+    listed = client.get("/streams").get_json()["streams"]
+    assert listed == [{"stream": "http://example.org/s", "elements": 1, "ingested": 1, "evicted": 0, "late": 0,
+                       "quarantined": 2, "watermark": None, "latest": "2026-03-01T08:00:00Z"}]
+
+
+def test_streams_without_a_landing_source_are_unavailable(engine):
+    client = create_app(engine, HttpSettings()).test_client()
+    response = client.post("/streams", query_string={"stream": "http://example.org/s"}, data=STREAM,
+                           content_type="application/trig")
+    assert response.status_code == 503
 
 
 def test_cors_for_configured_origins_only(client):
