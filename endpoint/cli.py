@@ -95,6 +95,11 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from .serve import serve
+    return serve(Path(args.config), args.host, args.port, Path(args.data))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rspstar", description="RSP-QL* stream processing engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -112,6 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="query option: report=close|non-empty, rspu_cache, lazy_bind, h4 (true|false)")
     rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
     rp.set_defaults(handler=cmd_replay)
+
+    sv = sub.add_parser("serve", help="run the engine: store on disk, Spark ingestion, scheduler, HTTP API and dashboard")
+    sv.add_argument("--config", default="config/default.toml", help="TOML configuration (default: %(default)s)")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
+    sv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    sv.add_argument("--data", default="data", help="data directory: store, queries, outboxes, checkpoints "
+                                                   "(default: %(default)s)")
+    sv.set_defaults(handler=cmd_serve)
 
     ck = sub.add_parser("check", help="parse and check a query, print its windows")
     ck.add_argument("query")

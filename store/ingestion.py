@@ -214,7 +214,7 @@ class SparkIngestion:
             if self.recording_dir is not None and not report.skipped:
                 self._record(payloads)
             if report.stored or report.quarantined:
-                log.info("%s batch %d: stored %s, late %s, quarantined %s", source.name, batch_id,
+                log.debug("%s batch %d: stored %s, late %s, quarantined %s", source.name, batch_id,
                          report.stored, report.late, report.quarantined)
 
         return write

@@ -1,0 +1,151 @@
+"""`rspstar serve`: the whole engine in one process.
+
+The Oxigraph store on disk, Spark ingestion (local master by default), the scheduler and the
+HTTP endpoint with its dashboard, all from one TOML configuration. The HTTP server stays in
+the Spark driver's process because one process owns the on-disk store (notes/spark.md).
+Ctrl-C (or SIGTERM) stops everything cleanly; a restart with the same data directory
+continues where it stopped (stored elements, queries and their last evaluation, outboxes,
+Spark checkpoints).
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import signal
+import threading
+from dataclasses import fields
+from pathlib import Path
+
+import pyoxigraph as ox
+from werkzeug.serving import make_server
+
+from store.rdf_input import format_for_path
+from store.stream_store import StreamStore
+from store.vocabulary import BATCHES_GRAPH
+from translator.errors import TemporalValueError
+from translator.temporal import format_instant, parse_duration
+
+from .clock import WallClock
+from .config import Config, ConfigError, load_config, register_configured
+from .engine import Engine
+from .http import HttpSettings, create_app
+from .scheduler import LiveScheduler
+
+log = logging.getLogger("rspstar")
+PROGRESS_SECONDS = 10
+
+
+def source_configs(config: Config, data_dir: Path):
+    """`[[sources]]` as SourceConfig (imports Spark: only `serve` needs it)."""
+    from store.ingestion import SourceConfig
+    known = {f.name for f in fields(SourceConfig)}
+    sources = []
+    for k, table in enumerate(config.raw.get("sources", [])):
+        where = "%s [[sources]] #%d" % (config.path, k + 1)
+        unknown = set(table) - known
+        if unknown:
+            raise ConfigError("%s: unknown keys %s (known: %s)" % (where, sorted(unknown), sorted(known)))
+        values = dict(table)
+        if "allowed_lateness" in values:
+            try:
+                values["allowed_lateness"] = parse_duration(str(values["allowed_lateness"]))
+            except TemporalValueError as e:
+                raise ConfigError("%s: allowed_lateness: %s" % (where, e)) from None
+        if values.get("kind") == "files":
+            values["path"] = str(data_dir / values.get("path", "landing"))
+        if "name" not in values or "kind" not in values:
+            raise ConfigError("%s: needs name and kind" % where)
+        sources.append(SourceConfig(**values))
+    return sources
+
+
+def load_background_once(store: StreamStore, config: Config) -> None:
+    """Background files load on the first start only (a marker per file content), so a
+    restart does not add their blank nodes again."""
+    for name in config.raw.get("background", {}).get("files", []):
+        path = (config.path.parent / name).resolve()
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise ConfigError("%s [background]: cannot read %s: %s" % (config.path, path, e.strerror)) from None
+        marker = ox.Quad(ox.NamedNode("urn:rspstar:background:" + hashlib.blake2b(data, digest_size=16).hexdigest()),
+                         ox.NamedNode("urn:rspstar:loaded"), ox.Literal(str(path)), ox.NamedNode(BATCHES_GRAPH))
+        if marker in store.oxigraph:
+            continue
+        count = store.load_background(data, format_for_path(path), str(path))
+        store.oxigraph.add(marker)
+        log.info("loaded %d background quads from %s", count, path)
+
+
+def http_settings(config: Config, landing: Path | None) -> HttpSettings:
+    table = config.raw.get("http", {})
+    return HttpSettings(token=table.get("token"), cors_origins=list(table.get("cors_origins", [])),
+                        query_timeout=float(table.get("query_timeout", 30)),
+                        max_body=int(table.get("max_body", 16 * 1024 * 1024)), landing_dir=landing)
+
+
+def progress_line(engine: Engine) -> str:
+    streams = engine.store.streams()
+    ingested = sum(s.ingested for s in streams.values())
+    queries = engine.queries()
+    parts = ["%d streams, %d elements ingested, %d held" % (len(streams), ingested,
+                                                             sum(s.elements for s in streams.values()))]
+    for q in queries:
+        status = q.status
+        parts.append("%s: %s, %d evaluations, %d results%s" % (
+            q.id, status.state, status.evaluations, status.results_emitted,
+            "" if status.last_evaluation is None else ", last %s" % format_instant(status.last_evaluation)))
+    return " | ".join(parts)
+
+
+def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("apscheduler", "werkzeug", "py4j"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    from store.ingestion import SparkIngestion, spark_session
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    config = load_config(config_path, data_dir / "engine")
+    sources = source_configs(config, data_dir)
+    store = StreamStore(str(data_dir / "store"))
+    load_background_once(store, config)
+    engine = Engine(store, WallClock(), config.engine)
+    restored = [q.id for q in engine.queries()]
+    registered = register_configured(engine, config)
+    log.info("queries: %s restored, %s registered from %s", restored or "none", registered or "none", config_path)
+
+    spark_table = dict(config.raw.get("spark", {}))
+    master = spark_table.pop("master", "local[2]")
+    log.info("starting Spark (%s)", master)
+    spark = spark_session(master, {k: str(v) for k, v in spark_table.items()})
+    ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
+                               data_dir / "recording")
+    landing = next((Path(s.path) for s in sources if s.kind == "files"), None)
+    app = create_app(engine, http_settings(config, landing), ingestion_status=ingestion.status)
+    server = make_server(host, port, app, threaded=True)
+    scheduler = LiveScheduler(engine)
+    scheduler.scheduler.add_job(lambda: log.info(progress_line(engine)), "interval", seconds=PROGRESS_SECONDS,
+                                id="console:progress", max_instances=1, coalesce=True)
+
+    stopping = threading.Event()
+
+    def stop(signum, frame):
+        if not stopping.is_set():
+            stopping.set()
+            log.info("stopping (signal %d)", signum)
+            threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        ingestion.start()
+        scheduler.start()
+        log.info("dashboard and API on http://%s:%d/ (data in %s)", host, server.server_port, data_dir)
+        server.serve_forever()
+    finally:
+        scheduler.shutdown()
+        ingestion.stop()
+        spark.stop()
+        store.close()
+        log.info("stopped cleanly")
+    return 0
