@@ -1,5 +1,6 @@
 # The two commands of README.md. Both set up a virtual environment first (fresh machine:
-# Python 3.11+ with venv, and the package registry), so they are all a newcomer needs.
+# Python 3.11+ with venv, Java 17 for Spark, and the package registry), so they are all a
+# newcomer needs. The tests also need Debian's chromium (.ci/run installs it).
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -16,9 +17,7 @@ test: $(STAMP)
 	$(PY) -m pytest
 
 run: $(STAMP)
-	$(VENV)/bin/rspstar replay config/queries/oxygen-warning.rq \
-		--stream http://example.org/stream/oxygen=config/streams/oxygen.trig \
-		--from 2026-03-01T08:00:00Z --to 2026-03-01T08:01:00Z
+	$(VENV)/bin/rspstar serve --config config/default.toml --data data --port 8000
 
 bench: $(STAMP)
 	$(PY) bench/run_all.py

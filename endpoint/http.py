@@ -33,6 +33,7 @@ from .http_errors import (
     BadRequest, NotAcceptable, ServiceUnavailable, Unauthorized, UnsupportedMediaType, error_body, status_for,
 )
 
+STATIC = Path(__file__).resolve().parent / "static"
 _ORACLE_POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
 RESULT_TYPES = {
     "application/sparql-results+json": ox.QueryResultsFormat.JSON,
@@ -103,7 +104,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     services = Services(engine, engine.store, settings,
                         concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sparql"),
                         ingestion_status)
-    app = Flask("rspstar")
+    app = Flask("rspstar", static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body
     app.extensions["rspstar"] = services
 
@@ -303,6 +304,15 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
                             "watermark": None if stats.watermark is None else format_instant(stats.watermark),
                             "latest": None if stats.latest is None else format_instant(stats.latest)})
         return {"streams": streams, "sources": services.ingestion_status()}
+
+    # -- dashboard and description ------------------------------------------------------------
+    @app.route("/", methods=["GET"])
+    def dashboard():
+        return app.send_static_file("index.html")
+
+    @app.route("/openapi.json", methods=["GET"])
+    def openapi():
+        return Response((STATIC / "openapi.json").read_bytes(), mimetype="application/json")
 
     # -- health and metrics ---------------------------------------------------------------------
     @app.route("/health", methods=["GET"])

@@ -1,6 +1,7 @@
 """The HTTP endpoint: SPARQL protocol formats and errors, the query API, SSE, health,
 metrics and access control, through Flask's client and through a real `requests` client."""
 import json
+import re
 import threading
 
 import pyoxigraph as ox
@@ -262,3 +263,23 @@ def test_a_real_client_over_http(engine):
                              timeout=5).status_code == 401
     finally:
         server.shutdown()
+
+
+def test_openapi_describes_exactly_the_routes_the_app_serves(client):
+    spec = client.get("/openapi.json").get_json()
+    documented = {(path, method.upper()) for path, item in spec["paths"].items() for method in item}
+    app = client.application
+    served = set()
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint == "static":
+            continue
+        path = re.sub(r"<(?:[^:>]+:)?([^>]+)>", r"{\1}", rule.rule).replace("{query_id}", "{id}")
+        served |= {(path, m) for m in rule.methods - {"HEAD", "OPTIONS"}}
+    assert documented == served
+
+
+def test_dashboard_and_its_assets_are_served(client):
+    page = client.get("/")
+    assert page.status_code == 200 and b'<script src="/static/dashboard.js">' in page.data
+    assert client.get("/static/dashboard.js").status_code == 200
+    assert client.get("/static/dashboard.css").status_code == 200

@@ -1,0 +1,76 @@
+"""The dashboard in headless Chromium (Debian's `chromium`, installed by .ci/run) against a
+running server: a registered query's results appear, the chart draws, a screenshot is saved
+under tests/artifacts/."""
+import re
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+import pyoxigraph as ox
+import pytest
+from werkzeug.serving import make_server
+
+from endpoint.clock import VirtualClock
+from endpoint.engine import Engine, EngineConfig
+from endpoint.http import create_app
+from store.stream_store import StreamStore
+from translator.temporal import parse_instant
+
+pytestmark = pytest.mark.slow
+T0 = parse_instant("2026-03-01T08:00:00Z")
+S = 1_000_000
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync",
+                  "--virtual-time-budget=5000"]
+
+
+@pytest.fixture
+def server():
+    store = StreamStore()
+    lines = ["@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> ."]
+    for i in range(30):
+        lines.append('ex:e%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> .'
+                     " ex:e%d { ex:o%d ex:v %d . }" % (i, i, i, i, 10 + (i * 7) % 13))
+    store.publish("http://example.org/s", store.stage_document(
+        "http://example.org/s", "\n".join(lines).encode(), ox.RdfFormat.TRIG, "s.trig").staged)
+    engine = Engine(store, VirtualClock(T0), EngineConfig(max_delay=0))
+    engine.register("PREFIX ex: <http://example.org/> SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:s "
+                    "[RANGE PT4S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "demo")
+    http = make_server("127.0.0.1", 0, create_app(engine), threaded=True)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    yield engine, "http://127.0.0.1:%d/?refresh=poll" % http.server_port
+    http.shutdown()
+
+
+def chromium(tmp_path, *args) -> str:
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert binary, "Debian's chromium is needed for this test (.ci/run installs it)"
+    done = subprocess.run([binary, *CHROMIUM_FLAGS, "--user-data-dir=%s" % (tmp_path / "profile"), *args],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_results_appear_and_the_chart_draws(server, tmp_path):
+    engine, url = server
+    empty = chromium(tmp_path, "--dump-dom", url)
+    assert 'data-id="demo"' in empty
+    assert 'class="result"' not in empty
+
+    engine.clock.set(T0 + 10 * S)
+    engine.tick()                       # five evaluations: :02 ... :10
+    page = chromium(tmp_path, "--dump-dom", url)
+    assert page.count('class="result"') == 4   # the latest window [6 s, 10 s) holds four observations
+    assert "2026-03-01T08:00:10Z" in page
+    points = int(re.search(r'<svg id="chart"[^>]*data-points="(\d+)"', page).group(1))
+    assert points == 18                 # 2 + 4 + 4 + 4 + 4 values of ?v
+    assert re.search(r'<polyline class="line" points="[^"]+"', page)
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "dashboard.png"
+    screenshot.unlink(missing_ok=True)
+    chromium(tmp_path, "--window-size=1280,1100", "--screenshot=%s" % screenshot, url)
+    assert screenshot.stat().st_size > 10_000
