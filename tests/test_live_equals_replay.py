@@ -1,0 +1,111 @@
+"""End to end: the real `rspstar serve` process (Spark simulator, on-disk store, scheduler, HTTP)
+runs a query for a few windows; then `rspstar replay` over what the simulator recorded gives
+the same result at every evaluation."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from conftest import REPO, compare_lines
+from translator.temporal import format_instant, parse_instant
+
+pytestmark = pytest.mark.slow
+QUERY = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
+PREFIX rspu: <http://w3id.org/rsp/rspu#>
+PREFIX sim: <http://rspstar.example/stream/>
+PREFIX ex: <http://rspstar.example/>
+SELECT ?o ?value ?p
+FROM NAMED WINDOW ex:w ON sim:tvs/oxygen [RANGE PT2S STEP PT1S]
+WHERE {
+  WINDOW ex:w { GRAPH ?g {
+    ?o sosa:hasSimpleResult ?value .
+    << ?o sosa:hasSimpleResult ?value >> rspu:uncertainty ?u .
+    BIND(rspu:greaterThan(rspu:add(?u, ?value), 0.19) AS ?p)
+  } }
+}
+"""
+WANTED = 5          # evaluations to compare
+DEADLINE = 150      # seconds for Spark to start and the windows to pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_live_results_equal_a_replay_of_the_recorded_input(tmp_path):
+    (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "engine.toml").write_text("""
+[engine]
+max_delay = "PT60S"   # evaluate on the watermark only: complete input, as a replay sees it
+[spark]
+master = "local[2]"
+[[sources]]
+name = "tvs"
+kind = "simulator"
+scenario = "tvs"
+size = 3
+rate = 12
+trigger_seconds = 0.5
+[[queries]]
+id = "oxygen"
+file = "q.rq"
+""")
+    port = free_port()
+    data = tmp_path / "data"
+    log = (tmp_path / "serve.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "endpoint.cli", "serve", "--config", str(tmp_path / "engine.toml"),
+                                "--port", str(port), "--data", str(data)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    base = "http://127.0.0.1:%d" % port
+    live = []
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while time.monotonic() < deadline:
+            assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                text = requests.get(base + "/queries/oxygen/results", timeout=5).text
+            except requests.ConnectionError:
+                text = ""
+            live = [json.loads(line) for line in text.splitlines()]
+            if len([r for r in live if r["bindings"]]) > WANTED:
+                break
+            time.sleep(0.5)     # polling a live server process for its windows to pass
+        streams = requests.get(base + "/streams", timeout=5).json()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+    assert process.returncode == 0
+    assert "stopped cleanly" in (tmp_path / "serve.log").read_text()
+
+    with_data = [r for r in live if r["bindings"]]
+    assert len(with_data) > WANTED, "only %d evaluations with data before the deadline" % len(with_data)
+    assert all(r["trigger"] == "watermark" for r in live)
+    # From the second evaluation with data (the first window may predate the first recorded
+    # element) over every evaluation after it, empty ones included.
+    first, last = with_data[1]["time"], with_data[WANTED]["time"]
+    compared = [r for r in live if parse_instant(first) <= parse_instant(r["time"]) <= parse_instant(last)]
+    recording = data / "recording" / "http___rspstar.example_stream_tvs_oxygen.trig"
+    assert recording.is_file(), sorted(p.name for p in (data / "recording").iterdir())
+    assert any(s["stream"] == "http://rspstar.example/stream/tvs/oxygen" and s["quarantined"] == 0
+               for s in streams["streams"])
+
+    out = tmp_path / "replay.jsonl"
+    start = format_instant(parse_instant(compared[0]["time"]) - 1)
+    done = subprocess.run([sys.executable, "-m", "endpoint.cli", "replay", str(tmp_path / "q.rq"),
+                           "--stream", "http://rspstar.example/stream/tvs/oxygen=%s" % recording,
+                           "--from", start, "--to", compared[-1]["time"], "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    replayed = [json.loads(line) for line in out.read_text().splitlines()]
+    problems = compare_lines(compared, replayed, ordered=False)
+    assert not problems, "\n".join(problems[:10])
+    assert sum(len(r["bindings"]) for r in compared) >= WANTED
