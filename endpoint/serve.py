@@ -73,7 +73,7 @@ def load_background_once(store: StreamStore, config: Config) -> None:
         if marker in store.oxigraph:
             continue
         count = store.load_background(data, format_for_path(path), str(path))
-        store.oxigraph.add(marker)
+        store.add_marker(marker)
         log.info("loaded %d background quads from %s", count, path)
 
 

@@ -78,6 +78,7 @@ class StreamStore:
         self.oxigraph = self._open_generation() if path else ox.Store()
         self.compact_after = compact_after
         self._evicted_since_compaction = 0
+        self._journal: list | None = None         # writes made while a rebuild copies
         self.compactions: list[float] = []       # seconds each rebuild held the store
         self._index: dict[str, list[tuple[int, int, str]]] = {}
         self._stream_of: dict[str, str] = {}
@@ -102,22 +103,58 @@ class StreamStore:
                 shutil.rmtree(leftover, ignore_errors=True)
         return ox.Store(str(root / ("gen-%d" % self._generation)))
 
+    def _write(self, operation: str, *args) -> None:
+        """Every write to Oxigraph goes through here (with the lock held), so that writes made
+        while a rebuild copies the store can be replayed onto the copy."""
+        if operation == "load":
+            data, fmt, to_graph = args
+            self.oxigraph.load(data, fmt, to_graph=to_graph)
+        else:
+            getattr(self.oxigraph, operation)(*args)
+        if self._journal is not None:
+            self._journal.append((operation, args))
+
+    def add_marker(self, quad: ox.Quad) -> None:
+        """Record a bookkeeping quad (batch or background-load marker)."""
+        with self._lock:
+            self._write("add", quad)
+
     def compact(self) -> float:
         """Rebuild the Oxigraph store from its live content: an in-memory store never gives
         back the memory of removed quads and an on-disk one's logs grow until reopened, so
-        under steady insert/evict churn this is what keeps memory and disk bounded. Holds the
-        store for the copy (the live content only); returns the seconds it took."""
+        under steady insert/evict churn this is what keeps memory and disk bounded.
+
+        The copy reads a snapshot of the store without holding it; writes made meanwhile are
+        journaled and replayed onto the copy, so ingestion and queries only wait for that
+        replay and the switch. Returns the seconds the store was held."""
         with self._lock:
-            started = time.perf_counter()
+            if self._journal is not None:
+                return 0.0
+            self._journal = []
+            snapshot = self.oxigraph.quads_for_pattern(None, None, None, None)
             if self.path is None:
                 fresh = ox.Store()
-                fresh.bulk_extend(self.oxigraph)
             else:
-                root = Path(self.path)
                 generation = self._generation + 1
-                fresh = ox.Store(str(root / ("gen-%d" % generation)))
-                fresh.bulk_extend(self.oxigraph)
+                fresh = ox.Store(str(Path(self.path) / ("gen-%d" % generation)))
+        try:
+            fresh.bulk_extend(snapshot)
+        except BaseException:
+            with self._lock:
+                self._journal = None
+            raise
+        with self._lock:
+            started = time.perf_counter()
+            for operation, args in self._journal:
+                if operation == "load":
+                    data, fmt, to_graph = args
+                    fresh.load(data, fmt, to_graph=to_graph)
+                else:
+                    getattr(fresh, operation)(*args)
+            self._journal = None
+            if self.path is not None:
                 fresh.flush()
+                root = Path(self.path)
                 tmp = root / "CURRENT.tmp"
                 tmp.write_text(str(generation))
                 os.replace(tmp, root / "CURRENT")
@@ -127,9 +164,9 @@ class StreamStore:
             if self.path is not None:
                 shutil.rmtree(old_directory, ignore_errors=True)
             self._evicted_since_compaction = 0
-            seconds = time.perf_counter() - started
-            self.compactions.append(seconds)
-            return seconds
+            held = time.perf_counter() - started
+            self.compactions.append(held)
+            return held
 
     def maybe_compact(self) -> float | None:
         """Compact once evictions since the last rebuild outnumber `compact_after` and twice
@@ -186,7 +223,7 @@ class StreamStore:
                     quads.extend(element.quads)
                     quads.append(ox.Quad(ox.NamedNode(element.graph), ts_predicate, element.timestamp_literal,
                                          ts_graph))
-            self.oxigraph.extend(quads)
+            self._write("extend", quads)
             for elements in elements_by_stream.values():
                 self._staged.update(e.graph for e in elements)
         return {stream: [StagedElement(e.graph, e.timestamp) for e in elements]
@@ -214,7 +251,7 @@ class StreamStore:
             # One Rust call parses and writes the whole document; its default graph (the
             # timestamp triples, nothing else: checked by the scan) goes to the timestamps graph.
             try:
-                self.oxigraph.load(data, fmt, to_graph=ox.NamedNode(timestamps_graph(stream)))
+                self._write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
             except SyntaxError as e:  # pragma: no cover - the scan parsed the same bytes
                 raise RdfInputError(str(e), source) from None
             self._staged.update(s.graph for s in staged)
@@ -233,7 +270,7 @@ class StreamStore:
 
         def write() -> None:
             try:
-                self.oxigraph.load(data, fmt, to_graph=ox.NamedNode(timestamps_graph(stream)))
+                self._write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
             except BaseException as e:  # reported below, after the scan
                 failure.append(e)
 
@@ -331,9 +368,9 @@ class StreamStore:
             del entries[:cut]
             for _, _, graph in doomed:
                 del self._stream_of[graph]
-                self.oxigraph.remove_graph(ox.NamedNode(graph))
+                self._write("remove_graph", ox.NamedNode(graph))
             # One update drops all their timestamp triples (per-quad lookups cost more).
-            self.oxigraph.update("DELETE { GRAPH <%s> { ?g ?p ?t } } WHERE { VALUES ?g { %s } GRAPH <%s> { ?g ?p ?t } }"
+            self._write("update", "DELETE { GRAPH <%s> { ?g ?p ?t } } WHERE { VALUES ?g { %s } GRAPH <%s> { ?g ?p ?t } }"
                                  % (timestamps_graph(stream), " ".join("<%s>" % g for _, _, g in doomed),
                                     timestamps_graph(stream)))
             stats = self._stats[stream]
@@ -360,7 +397,7 @@ class StreamStore:
                         raise RdfInputError("graph <%s> is a stream element or reserved, not background"
                                             % graph, source)
                     graphs.add(graph)
-            self.oxigraph.extend(quads)
+            self._write("extend", quads)
             self._background |= graphs
         return len(quads)
 
@@ -369,7 +406,7 @@ class StreamStore:
         propagates); the background graph list is refreshed afterwards."""
         with self._lock:
             try:
-                self.oxigraph.update(sparql)
+                self._write("update", sparql)
             except OSError as e:
                 raise StoreError("store write failed: %s" % e) from e
             self._background = {g.value for g in self.oxigraph.named_graphs()

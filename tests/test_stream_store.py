@@ -180,3 +180,22 @@ def test_compaction_keeps_live_content_and_frees_the_rest(tmp_path):
             assert reopened.elements_in("http://s", T0, T0 + 10 * S) == ["http://example.org/g2"]
             assert reopened.background_graphs() == []
             reopened.close()
+
+
+def test_writes_during_a_rebuild_reach_the_rebuilt_store():
+    import threading
+    store = StreamStore(compact_after=1)
+    filler = "\n".join("<http://example.org/f%d> <http://example.org/p> \"%d\" <http://example.org/fill> ." % (i, i)
+                       for i in range(150_000))
+    store.load_background(filler.encode(), ox.RdfFormat.N_QUADS, "fill.nq")
+    elements = read_elements(ANNOTATED, "hr.trig").elements
+    rebuild = threading.Thread(target=store.compact)
+    rebuild.start()
+    store.add_elements("http://s", elements)          # while the copy runs
+    store.evict_before("http://s", T0 + 2 * S)
+    rebuild.join()
+    assert store.elements_in("http://s", T0, T0 + 10 * S) == ["http://example.org/g2"]
+    graphs = {q.graph_name.value for q in store.oxigraph if isinstance(q.graph_name, ox.NamedNode)}
+    assert "http://example.org/g2" in graphs and "http://example.org/g1" not in graphs
+    assert len(list(store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode("http://example.org/fill")))) == 150_000
+    assert store.compactions and store.compactions[-1] < 1.0
