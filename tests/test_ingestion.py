@@ -157,3 +157,42 @@ def test_files_in_stream_subfolders_belong_to_that_stream(spark, tmp_path):
     run(spark, store, tmp_path, [files_source(tmp_path)])
     assert store.elements_in("http://example.org/other", T0, T0 + 10 * S) == ["http://example.org/e7"]
     assert store.elements_in(STREAM, T0, T0 + 10 * S) == ["http://example.org/e8"]
+
+
+def test_socket_source_reads_lines_and_quarantines_bad_ones(spark, tmp_path):
+    import socket
+    import threading
+    import time
+    lines = [
+        '<http://example.org/k1> <http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:01Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .',
+        '<http://example.org/x1> <http://example.org/v> "1" <http://example.org/k1> .',
+        "not a quad",
+    ]
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+    connections = []
+
+    def serve():
+        connection, _ = server.accept()
+        connections.append(connection)
+        connection.sendall(("\n".join(lines) + "\n").encode())
+
+    threading.Thread(target=serve, daemon=True).start()
+    store = StreamStore()
+    source = SourceConfig("sock", "socket", stream=STREAM, host="127.0.0.1", port=port, trigger_seconds=0.2)
+    ingestion = SparkIngestion(spark, store, [source], tmp_path / "c", tmp_path / "q")
+    ingestion.start()
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (store.elements_in(STREAM, T0, T0 + 10 * S)
+                                                    and ingestion.status()["sock"]["quarantined"]):
+            time.sleep(0.2)   # waiting for Spark to read the socket, not for a window
+    finally:
+        ingestion.stop()
+        for connection in connections:
+            connection.close()
+        server.close()
+    assert store.elements_in(STREAM, T0, T0 + 10 * S) == ["http://example.org/k1"]
+    assert ingestion.status()["sock"]["quarantined"] == {STREAM: 1}
