@@ -30,6 +30,7 @@ from translator.errors import TemporalValueError
 from translator.temporal import parse_instant
 
 from .errors import RdfInputError
+from .landing import file_safe
 from .rdf_input import Element, processing_time_literal, read_elements
 from .stream_store import StreamStore
 from .vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
@@ -76,7 +77,7 @@ class BatchWriter:
         self._lock = threading.Lock()
 
     def marker(self, batch_id: int) -> ox.Quad:
-        return ox.Quad(ox.NamedNode("urn:rspstar:batch:%s/%d" % (_safe(self.source), batch_id)), _COMMITTED,
+        return ox.Quad(ox.NamedNode("urn:rspstar:batch:%s/%d" % (file_safe(self.source), batch_id)), _COMMITTED,
                        ox.Literal(True), ox.NamedNode(BATCHES_GRAPH))
 
     def write(self, batch_id: int, payloads: Iterable[Payload]) -> BatchReport:
@@ -187,7 +188,7 @@ class BatchWriter:
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         digest = hashlib.blake2b(("%s\x00%s\x00%s" % (payload.origin, line, payload.text)).encode(),
                                  digest_size=8).hexdigest()
-        base = self.quarantine_dir / ("%s-%s" % (_safe(self.source), digest))
+        base = self.quarantine_dir / ("%s-%s" % (file_safe(self.source), digest))
         tmp = base.with_suffix(".tmp")
         tmp.write_text(payload.text, encoding="utf-8")
         os.replace(tmp, base.with_suffix(".data"))
@@ -198,10 +199,6 @@ class BatchWriter:
         report.quarantined[payload.stream] = report.quarantined.get(payload.stream, 0) + 1
         log.warning("%s: quarantined %s%s: %s", self.source, payload.origin,
                     "" if line is None else ":%d" % line, reason)
-
-
-def _safe(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:80]
 
 
 def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:

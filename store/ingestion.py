@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .batches import BatchWriter, Payload
-from .landing import stream_of_landing_file
+from .landing import file_safe, stream_of_landing_file
 from .errors import StoreError
 from .simulator import SCENARIOS
 from .stream_store import StreamStore
@@ -226,7 +226,7 @@ class SparkIngestion:
         for p in payloads:
             by_stream.setdefault(p.stream, []).append(p.text)
         for stream, texts in by_stream.items():
-            path = self.recording_dir / (_file_name(stream) + ".trig")
+            path = self.recording_dir / (file_safe(stream) + ".trig")
             with path.open("a", encoding="utf-8") as f:
                 f.write("\n".join(texts) + "\n")
 
@@ -269,7 +269,3 @@ def _cause(message: str) -> str:
     """The Python error inside a streaming failure's long report, else its first line."""
     causes = re.findall(r"^\s*(\w+(?:Error|Exception): .*)$", message, re.M)
     return causes[-1].strip() if causes else message.split("\n")[0][:500]
-
-
-def _file_name(stream: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stream)

@@ -1,6 +1,7 @@
 """The landing directory of a files source: where files are dropped for Spark to pick up."""
 from __future__ import annotations
 
+import hashlib
 import os
 import uuid
 from pathlib import Path
@@ -40,3 +41,12 @@ def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
     finally:
         os.close(directory)
     return final
+
+
+def file_safe(text: str) -> str:
+    """`text` as a file name: other characters than letters, digits, '-', '_' and '.' become
+    '_'; a long name is cut and keeps a digest of the whole, so names stay distinct."""
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
+    if len(safe) <= 100:
+        return safe
+    return safe[:80] + "-" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()

@@ -9,6 +9,7 @@ import pyoxigraph as ox
 import pytest
 
 from store.ingestion import IngestionError, SourceConfig, SparkIngestion, spark_session  # noqa: E402
+from store.landing import file_safe  # noqa: E402
 from store.simulator import HOMECARE, TVS  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
@@ -133,8 +134,7 @@ def test_simulator_emits_annotated_observations_in_event_time(spark, tmp_path, s
     # What was recorded is what was stored: replaying it gives the same elements.
     again = StreamStore()
     for path in (tmp_path / "recorded").iterdir():
-        stream = [s for s in scenario.streams if path.name.startswith("".join(
-            c if c.isalnum() or c in "-_." else "_" for c in s))][0]
+        stream = [s for s in scenario.streams if path.name == file_safe(s) + ".trig"][0]
         again.publish(stream, again.stage_document(stream, path.read_bytes(), ox.RdfFormat.TRIG, str(path)).staged)
     assert {s: st.ingested for s, st in again.streams().items()} == {s: st.ingested for s, st in stats.items()}
 
