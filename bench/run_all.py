@@ -1,6 +1,7 @@
 """Run every benchmark and write their tables to bench/out/RESULTS.md (quoted in README.md).
 
 Run by hand (never part of the test suite): python bench/run_all.py
+It needs node and npm (rsp-js is installed into bench/scratch/) and starts a local Spark.
 """
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import replay_throughput  # noqa: E402
+import rsp_js_compare  # noqa: E402
+import spark_ingestion  # noqa: E402
 import uncertainty_tvs  # noqa: E402
 from common import OUT, machine  # noqa: E402
 
 
 def main() -> None:
     sections = ["# rspstar benchmarks", "", "Machine: %s" % machine(), "",
-                replay_throughput.run(100_000).markdown(), uncertainty_tvs.run([10, 100, 1000])]
+                replay_throughput.run(100_000).markdown(), uncertainty_tvs.run([10, 100, 1000]),
+                rsp_js_compare.run(1000, 100, 10), spark_ingestion.throughput(100_000),
+                "The soak benchmark runs separately: python bench/spark_ingestion.py soak (see README)."]
     text = "\n".join(sections)
     print(text)
     OUT.mkdir(exist_ok=True)

@@ -283,7 +283,8 @@ class Engine:
         status.last_evaluation = instant
         status.last_trigger = trigger
         status.next_close = registered.next_instant
-        status.late_elements = sum(self.store.streams().get(s, _NO_STATS).late for s in registered.query.streams)
+        streams = self.store.streams()
+        status.late_elements = sum(streams[s].late for s in registered.query.streams if s in streams)
         if evaluation is None:  # skipped by the non-empty report policy
             return
         status.evaluations += 1
@@ -346,10 +347,3 @@ class Engine:
         self.deliver()
         self.evict()
         return total
-
-
-class _NoStats:
-    late = 0
-
-
-_NO_STATS = _NoStats()

@@ -179,3 +179,10 @@ def test_h4_leaves_filters_under_optional_in_place(store):
     on = QueryEvaluator(query, store, EvaluationOptions(h4=True)).evaluate(T0 + 10 * S).rows
     off = QueryEvaluator(query, store, EvaluationOptions(h4=False)).evaluate(T0 + 10 * S).rows
     assert sorted(map(str, on)) == sorted(map(str, off))
+
+
+def test_typed_literals_and_blank_nodes_in_a_window_default_graph(store):
+    got = rows(store, "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> SELECT ?g FROM NAMED WINDOW ex:w ON ex:a "
+                      '[RANGE PT4S] WHERE { WINDOW ex:w { ?g prov:generatedAtTime "2026-03-01T08:00:02Z"^^xsd:dateTime . '
+                      "_:x prov:generatedAtTime ?t . FILTER(?t > \"2026-03-01T08:00:02Z\"^^xsd:dateTime) } }", T0 + 4 * S)
+    assert values(got, "g") == ["<http://example.org/a2>"]

@@ -30,7 +30,7 @@ from .syntax import (
     Keyworded, ParsedBody, PropertyValues, ReifiedTriple, Span, SubSelect, Term, TriplesBlock,
     TriplesSameSubject, TripleTerm, UnionPattern,
 )
-from .tokens import BNODE, IRI, NAME, NUMBER, PNAME, STRING, VAR, SourceText
+from .tokens import BNODE, IRI, PNAME, VAR, SourceText
 
 _FRESH = "__rsp"
 _NOTHING = "FILTER(false)"
@@ -288,19 +288,19 @@ class _Rewriter:
         self.emit.put("}", at)
 
     def term_text(self, term: Term, labels: dict[str, str]) -> str:
+        """A term as text for a timestamps-graph pattern: blank nodes become fresh variables
+        (VALUES cannot restrict blank nodes), IRIs are written in full (subjects are compared
+        with element names); the rest stays as written (the prologue still declares prefixes)."""
         span = term.span
         tok = self.tokens[span.start]
-        if span.end - span.start == 1 and tok.kind == BNODE:
-            return labels.setdefault(tok.text, self.fresh())
+        if tok.kind == BNODE:
+            if tok.text not in labels:
+                labels[tok.text] = self.fresh()
+            return labels[tok.text]
         if tok.is_punct("["):
             return self.fresh()
         if span.end - span.start == 1 and tok.kind in (IRI, PNAME):
             return "<%s>" % self.resolve(span.start)
-        if tok.kind in (VAR, STRING, NUMBER, NAME) or tok.is_punct("("):
-            text = self.emit.span_text(span)
-            if tok.kind == STRING and self.tokens[span.end - 1].kind in (IRI, PNAME):
-                return text[:text.rindex("^^")] + "^^<%s>" % self.resolve(span.end - 1)
-            return text
         return self.emit.span_text(span)
 
     def node_text(self, node, triples: list, labels: dict[str, str]) -> str:
