@@ -130,8 +130,8 @@ def run(sensors: int = 1000, seconds: int = 100, rspjs_seconds: int = 10) -> str
             rspjs_rate = theirs["events"] / theirs["cpu_seconds"]
             table.add(kind, "rsp-js 1.3.5 (CPU time; RSS %.0f MiB)" % theirs["rss_mib"], theirs["cpu_seconds"],
                       rspjs_rate, "1", "%d, counts %s" % (theirs["results"], agree))
-            seconds, evaluations, rows = run_ours(full, kind, seconds, None)
-            table.add(kind, "rspstar replay", seconds, events / seconds, "%.0f" % (events / seconds / rspjs_rate),
+            elapsed, evaluations, rows = run_ours(full, kind, seconds, None)
+            table.add(kind, "rspstar replay", elapsed, events / elapsed, "%.0f" % (events / elapsed / rspjs_rate),
                       "%d over %d evaluations" % (rows, evaluations))
             raw = run_raw(full.read_bytes(), kind, seconds, sensors)
             table.add(kind, "raw pyoxigraph (bulk load + same SPARQL per window)", raw, events / raw,
