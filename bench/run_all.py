@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import annotated_vs_reified  # noqa: E402
 import replay_throughput  # noqa: E402
 import rsp_js_compare  # noqa: E402
 import spark_ingestion  # noqa: E402
@@ -19,7 +20,7 @@ from common import OUT, machine  # noqa: E402
 def main() -> None:
     sections = ["# rspstar benchmarks", "", "Machine: %s" % machine(), "",
                 replay_throughput.run(100_000).markdown(), uncertainty_tvs.run([10, 100, 1000]),
-                rsp_js_compare.run(1000, 100, 10), spark_ingestion.throughput(100_000),
+                rsp_js_compare.run(1000, 100, 10), annotated_vs_reified.run(), spark_ingestion.throughput(100_000),
                 "The soak benchmark runs separately: python bench/spark_ingestion.py soak (see README)."]
     text = "\n".join(sections)
     print(text)
