@@ -13,6 +13,7 @@ import annotated_vs_reified  # noqa: E402
 import replay_throughput  # noqa: E402
 import rsp_js_compare  # noqa: E402
 import spark_ingestion  # noqa: E402
+import tvs_live  # noqa: E402
 import uncertainty_tvs  # noqa: E402
 from common import OUT, machine  # noqa: E402
 
@@ -20,7 +21,7 @@ from common import OUT, machine  # noqa: E402
 def main() -> None:
     sections = ["# rspstar benchmarks", "", "Machine: %s" % machine(), "",
                 replay_throughput.run(100_000).markdown(), uncertainty_tvs.run([10, 100, 1000]),
-                rsp_js_compare.run(1000, 100, 10), annotated_vs_reified.run(), spark_ingestion.throughput(100_000),
+                rsp_js_compare.run(1000, 100, 10), annotated_vs_reified.run(), spark_ingestion.throughput(100_000), tvs_live.run(90),
                 "The soak benchmark runs separately: python bench/spark_ingestion.py soak (see README)."]
     text = "\n".join(sections)
     print(text)

@@ -76,22 +76,28 @@ class QueryStatus:
     last_error: str | None = None
     missed_runs: int = 0                   # scheduler firings coalesced because a run was busy
     durations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
+    # Clock time from the instant a result is for to the moment it reached the sinks (µs).
+    latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
 
-    def percentiles(self) -> dict[float, float]:
-        """Evaluation time in seconds at the 50th, 90th and 99th percentiles (nearest rank)."""
-        ordered = sorted(self.durations)
+    def percentiles(self, values=None) -> dict[float, float]:
+        """The 50th, 90th and 99th percentiles (nearest rank) of evaluation time in seconds, or
+        of `values`."""
+        ordered = sorted(self.durations if values is None else values)
         if not ordered:
             return {}
         return {q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9, 0.99)}
 
     def describe(self) -> dict:
-        data = {k: v for k, v in asdict(self).items() if k != "durations"}
+        data = {k: v for k, v in asdict(self).items() if k not in ("durations", "latencies")}
         for key in ("last_evaluation", "next_close"):
             if data[key] is not None:
                 data[key] = format_instant(data[key])
         percentiles = self.percentiles()
         if percentiles:
             data["evaluation_ms"] = {"p%d" % round(q * 100): round(1000 * v, 3) for q, v in percentiles.items()}
+        latency = self.percentiles(self.latencies)
+        if latency:
+            data["close_to_result_ms"] = {"p%d" % round(q * 100): round(v / 1000, 1) for q, v in latency.items()}
         return data
 
 
@@ -296,6 +302,7 @@ class Engine:
         registered.feed.publish(record)
         for sink in registered.http_sinks:
             sink.enqueue(record)
+        status.latencies.append(self.clock.now() - instant)
         query = registered.query
         if query.output_stream and query.form is QueryForm.CONSTRUCT:
             self._append_output_element(query.output_stream, instant, evaluation, registered.next_instant)

@@ -255,4 +255,8 @@ def test_registered_queries_get_ids_from_their_names_and_describe_their_status()
     assert description["status"]["evaluations"] == 1
     assert description["status"]["next_close"] == "2026-03-01T08:00:04Z"
     assert set(description["status"]["evaluation_ms"]) == {"p50", "p90", "p99"}
+    assert description["status"]["close_to_result_ms"] == {"p50": 0.0, "p90": 0.0, "p99": 0.0}
+    engine.clock.set(T0 + 5 * S)               # the close at :04 is evaluated a second late
+    engine.tick()
+    assert q.describe()["status"]["close_to_result_ms"]["p99"] == 1000.0
     assert parse_query(description["query"]).name == "http://example.org/oxygen-alert"
