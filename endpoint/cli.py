@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--to", dest="end", required=True, metavar="INSTANT",
                     help="... up to and including this xsd:dateTime")
     rp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="query option: report=close|non-empty, rspu_cache, lazy_bind, h4 (true|false)")
+                    help="query option: report=close|non-empty, window_default_graph=timestamps|union, "
+                         "rspu_cache, lazy_bind, h4 (true|false)")
     rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
     rp.set_defaults(handler=cmd_replay)
 

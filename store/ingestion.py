@@ -53,7 +53,7 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:spark-sql-kafka-0-10_2.13 "
               "matching your Spark version, with its kafka-clients dependency). Put the jars in a folder and "
               "set spark.jars to them in [spark] of the configuration, or set spark.jars.packages where the "
-              "machine can reach Maven Central.")
+              "machine can reach a Maven repository.")
 _EXTENSION_FORMATS = {".trig": "trig", ".nq": "nquads", ".nquads": "nquads", ".jsonl": "jsonl", ".ttl": "turtle"}
 
 

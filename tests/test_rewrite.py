@@ -186,3 +186,21 @@ def test_typed_literals_and_blank_nodes_in_a_window_default_graph(store):
                       '[RANGE PT4S] WHERE { WINDOW ex:w { ?g prov:generatedAtTime "2026-03-01T08:00:02Z"^^xsd:dateTime . '
                       "_:x prov:generatedAtTime ?t . FILTER(?t > \"2026-03-01T08:00:02Z\"^^xsd:dateTime) } }", T0 + 4 * S)
     assert values(got, "g") == ["<http://example.org/a2>"]
+
+
+def test_union_option_puts_element_content_in_the_window_default_graph(store):
+    text = "SELECT ?o ?v ?t FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] WHERE { WINDOW ex:w { ?o ex:value ?v . " \
+           "OPTIONAL { ?g prov:generatedAtTime ?t } } }"
+    assert rows(store, text, T0 + 4 * S) == []
+    got = rows(store, text, T0 + 4 * S, window_default_graph="union")
+    assert sorted(r["o"] for r in got) == ["<http://example.org/obs-a2>"] * 2 + ["<http://example.org/obs-a3>"] * 2
+    # A triple in several elements is one triple of the merge: matched once.
+    assert len(rows(store, "SELECT ?s FROM NAMED WINDOW ex:w ON ex:a [RANGE PT4S] WHERE { WINDOW ex:w { "
+                           "?o ex:sensor ?s } }", T0 + 4 * S, window_default_graph="union")) == 4
+    assert sorted(r["s"] for r in rows(store, "SELECT DISTINCT ?s FROM NAMED WINDOW ex:w ON ex:a [RANGE PT4S] "
+                                              "WHERE { WINDOW ex:w { [] ex:sensor ?s } }", T0 + 4 * S,
+                                       window_default_graph="union")) == ["<http://example.org/s0>",
+                                                                          "<http://example.org/s1>"]
+    # Blank nodes are not variables of SELECT *: two matching subjects give two empty solutions.
+    assert rows(store, "SELECT * FROM NAMED WINDOW ex:w ON ex:a [RANGE PT4S] WHERE { WINDOW ex:w { "
+                       "[] ex:sensor ex:s1 } }", T0 + 4 * S, window_default_graph="union") == [{}, {}]

@@ -18,6 +18,7 @@ does not grow with the size of the store.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from store.vocabulary import timestamps_graph
@@ -32,7 +33,9 @@ from .syntax import (
 )
 from .tokens import BNODE, IRI, PNAME, VAR, SourceText
 
-_FRESH = "__rsp"
+# Variables the rewrite introduces start with this; they are never part of a query's results.
+INTERNAL_VARIABLE_PREFIX = "__rsp"
+_FRESH = INTERNAL_VARIABLE_PREFIX
 _NOTHING = "FILTER(false)"
 
 
@@ -42,6 +45,7 @@ class RewriteOptions:
 
     lazy_bind: bool = True
     h4: bool = True
+    window_union: bool = False   # a window's default graph also holds its elements' content
 
 
 @dataclass
@@ -276,6 +280,9 @@ class _Rewriter:
             elif not (s.startswith("<") and s[1:-1] in members):
                 impossible = True
         at = block.span.start
+        if self.options.window_union:
+            self.union_default_triples(triples, window, at)
+            return
         self.emit.put("{ GRAPH <%s> {" % timestamps_graph(self.query.windows[window].stream), at)
         for s, p, o in triples:
             self.emit.put("%s %s %s ." % (s, p, o), at)
@@ -285,6 +292,29 @@ class _Rewriter:
             self.emit.put("VALUES %s { %s }" % (var, values), at)
         if impossible:
             self.emit.put(_NOTHING, at)
+        self.emit.put("}", at)
+
+    def union_default_triples(self, triples: list[tuple[str, str, str]], window: str, at: int) -> None:
+        """`window_default_graph = "union"` (spec §3): the default graph is the merge of the
+        elements' timestamp triples and content. A BGP over a merge joins each pattern's
+        distinct matches over all the graphs, so each pattern becomes a DISTINCT sub-select
+        over the timestamps graph UNION the element graphs."""
+        members = self.members(window)
+        values = self.values(window)
+        ts_graph = timestamps_graph(self.query.windows[window].stream)
+        self.emit.put("{", at)
+        for s, p, o in triples:
+            variables = sorted({t for t in re.findall(r"[?$][\w]+", " ".join((s, p, o)))})
+            projection = " ".join(variables) if variables else "(1 AS %s)" % self.fresh()
+            graph = self.fresh()
+            if s.startswith("?"):
+                timestamp_part = "GRAPH <%s> { %s %s %s } VALUES %s { %s }" % (ts_graph, s, p, o, s, values)
+            elif s.startswith("<") and s[1:-1] in members:
+                timestamp_part = "GRAPH <%s> { %s %s %s }" % (ts_graph, s, p, o)
+            else:
+                timestamp_part = _NOTHING
+            self.emit.put("{ SELECT DISTINCT %s WHERE { { %s } UNION { GRAPH %s { %s %s %s } VALUES %s { %s } } } }"
+                          % (projection, timestamp_part, graph, s, p, o, graph, values), at)
         self.emit.put("}", at)
 
     def term_text(self, term: Term, labels: dict[str, str]) -> str:
