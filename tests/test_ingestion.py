@@ -196,3 +196,52 @@ def test_socket_source_reads_lines_and_quarantines_bad_ones(spark, tmp_path):
         server.close()
     assert store.elements_in(STREAM, T0, T0 + 10 * S) == ["http://example.org/k1"]
     assert ingestion.status()["sock"]["quarantined"] == {STREAM: 1}
+
+
+CHILD = """
+import sys, time
+from pathlib import Path
+from store.ingestion import SourceConfig, SparkIngestion, spark_session
+from store.stream_store import StreamStore
+root = Path(sys.argv[1])
+store = StreamStore(str(root / "db"))
+source = SourceConfig("landing", "files", stream="http://example.org/hr", path=str(root / "landing"))
+ingestion = SparkIngestion(spark_session("local[1]"), store, [source], root / "checkpoints", root / "quarantine")
+writer = ingestion.writers["landing"]
+original = writer.write
+def write_then_hang(batch_id, payloads):
+    original(batch_id, payloads)
+    (root / "written").write_text(str(batch_id))
+    time.sleep(600)   # killed here: stored, not yet committed by Spark
+writer.write = write_then_hang
+ingestion.start()
+time.sleep(600)
+"""
+
+
+def test_kill_9_between_store_write_and_commit_then_restart_loses_and_duplicates_nothing(spark, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    from conftest import REPO
+    drop(tmp_path / "landing", "a.trig", trig(0, 1, 2))
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(tmp_path)], cwd=REPO,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "written").exists():
+            assert time.monotonic() < deadline and child.poll() is None, "the child never stored its batch"
+            time.sleep(0.2)   # waiting for the child's Spark to store the batch
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    store = StreamStore(str(tmp_path / "db"))
+    assert len(store.elements_in(STREAM, T0, T0 + 10 * S)) == 3          # the write survived the kill
+    drop(tmp_path / "landing", "b.trig", trig(3))
+    ingestion = SparkIngestion(spark, store, [files_source(tmp_path)], tmp_path / "checkpoints", tmp_path / "quarantine")
+    ingestion.start(available_now=True)
+    ingestion.await_termination(120)
+    assert sorted(store.elements_in(STREAM, T0, T0 + 10 * S)) == ["http://example.org/e%d" % i for i in range(4)]
+    assert len(list(store.oxigraph.quads_for_pattern(None, REIFIES, None, None))) == 4
+    assert ingestion.status()["landing"]["quarantined"] == {}
