@@ -10,6 +10,7 @@ the observation's event time.
   rows alternate between the two streams.
 - `homecare` (seed 000): patients' heart rate, breathing rate, oxygen saturation, location and
   activity, five streams, each value annotated with a confidence.
+- `sensors`: plain observations (sensor, value), one stream; the benchmarks' workload (a).
 """
 from __future__ import annotations
 
@@ -96,4 +97,15 @@ HOMECARE = Scenario(
     + " END",
 )
 
-SCENARIOS = {s.name: s for s in (TVS, HOMECARE)}
+_SENSOR_GRAPH = "concat('" + SIM + "{source}/', value)"
+SENSORS = Scenario(
+    "sensors",
+    (STREAMS + "sensors",),
+    "0",
+    _element(_SENSOR_GRAPH,
+             "<" + SIM + "{source}/obs/%s> <" + SOSA + "madeBySensor> <" + SIM + "sensors/s%s> ; <" + SOSA
+             + "hasSimpleResult> %.3f .",
+             "value, pmod(value, {size}), cast(0.16 + pmod(hash(value, 10), 50) / 1000.0 AS double)"),
+)
+
+SCENARIOS = {s.name: s for s in (TVS, HOMECARE, SENSORS)}
