@@ -21,10 +21,12 @@ from werkzeug.exceptions import HTTPException
 
 from store.errors import QueryTimeout, RdfInputError, StoreError
 from store.landing import drop_file
+from store.rdf_input import scan_document
 from store.stream_store import StreamStore
 from translator.errors import TemporalValueError, TranslatorError
 from translator.temporal import format_instant, parse_instant
 from translator.uncertainty import FunctionLibrary
+from translator.validate import oxigraph_syntax_error
 
 from .clock import Clock, WallClock
 from .engine import Engine, EngineConfig
@@ -34,7 +36,6 @@ from .http_errors import (
 )
 
 STATIC = Path(__file__).resolve().parent / "static"
-_ORACLE_POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
 RESULT_TYPES = {
     "application/sparql-results+json": ox.QueryResultsFormat.JSON,
     "application/json": ox.QueryResultsFormat.JSON,
@@ -62,10 +63,7 @@ class SparqlSyntaxError(BadRequest):
 
 
 def _sparql_syntax_error(e: SyntaxError) -> SparqlSyntaxError:
-    m = _ORACLE_POSITION.match(str(e))
-    if not m:
-        return SparqlSyntaxError(str(e))
-    return SparqlSyntaxError(" ".join(m.group(3).split())[:300], int(m.group(1)), int(m.group(2)))
+    return SparqlSyntaxError(*oxigraph_syntax_error(str(e)))
 
 
 @dataclass
@@ -333,12 +331,7 @@ def check_stream_body(data: bytes, fmt) -> None:
     """Refuse a posted stream body that would only be quarantined later: RDF must parse and
     JSON lines must be objects (the element rules themselves are checked at ingestion)."""
     if fmt is not None:
-        try:
-            for _ in ox.parse(data, format=fmt):
-                pass
-        except SyntaxError as e:
-            raise RdfInputError(str(e.args[0]).split(": ", 1)[-1] if e.args else str(e), "request body",
-                                e.lineno, e.offset) from None
+        scan_document(data, fmt, "request body")
         return
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
         if not line.strip():

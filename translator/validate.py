@@ -24,6 +24,14 @@ def _short(message: str) -> str:
     return message if len(message) <= _MESSAGE_LIMIT else message[:_MESSAGE_LIMIT] + " ..."
 
 
+def oxigraph_syntax_error(message: str) -> tuple[str, int | None, int | None]:
+    """(message, line, column) of an Oxigraph SPARQL syntax error ("error at L:C: ...")."""
+    m = _POSITION.match(message)
+    if not m:
+        return _short(message), None, None
+    return _short(m.group(3)), int(m.group(1)), int(m.group(2))
+
+
 def compile_query(text: str, functions: FunctionLibrary | None = None) -> ContinuousQuery:
     """Parse and fully check an RSP-QL* query; raises QuerySyntaxError (line, column)."""
     query = parse_query(text)
@@ -62,8 +70,7 @@ def _locate(query: ContinuousQuery, rewritten: RewrittenQuery, message: str, pro
     """Oxigraph's parser often reports the end of the enclosing group; re-check each
     expression alone to point at the one that is wrong."""
     body = query.body
-    m = _POSITION.match(message)
-    detail = _short(m.group(3) if m else message)
+    detail, out_line, out_column = oxigraph_syntax_error(message)
     prologue = ""
     if body.prologue.end > body.prologue.start:
         prologue = body.source.text[body.tokens[body.prologue.start].offset:body.tokens[body.prologue.end - 1].end]
@@ -76,14 +83,12 @@ def _locate(query: ContinuousQuery, rewritten: RewrittenQuery, message: str, pro
         try:
             probe.query("%s\nSELECT * WHERE { %s }" % (prologue, text), custom_functions=functions.table)
         except SyntaxError as e:
-            inner = _POSITION.match(str(e))
             line, column = body.source.position(start)
-            return QuerySyntaxError("invalid expression: %s" % _short(inner.group(3) if inner else str(e)),
-                                    line, column)
+            return QuerySyntaxError("invalid expression: %s" % oxigraph_syntax_error(str(e))[0], line, column)
         except RuntimeError:
             continue
-    if m:
-        line, column = rewritten.source_position(int(m.group(1)), int(m.group(2)))
+    if out_line is not None:
+        line, column = rewritten.source_position(out_line, out_column)
     else:
         line, column = 1, 1
     return QuerySyntaxError(detail, line, column)
