@@ -96,14 +96,14 @@ class BatchWriter:
             by_stream = {s: self._drop_taken(s, e, report, seen) for s, e in by_stream.items()}
             staged = self.store.stage_batch(by_stream, [marker], self.timestamp_predicate)
             for stream, elements in staged.items():
-                watermark = self.store.watermark(stream)
-                late = [e for e in elements if watermark is not None and e.timestamp < watermark]
+                late_before = self.store.late_count(stream)
                 self.store.publish(stream, elements)
                 report.stored[stream] = len(elements)
+                late = self.store.late_count(stream) - late_before
                 if late:
-                    report.late[stream] = len(late)
+                    report.late[stream] = late
                     log.warning("%s: %d late element(s) on %s (below watermark %d), stored for open windows",
-                                self.source, len(late), stream, watermark)
+                                self.source, late, stream, self.store.watermark(stream))
                 if elements:
                     newest = max(e.timestamp for e in elements)
                     self.store.advance_watermark(stream, newest - self.allowed_lateness)

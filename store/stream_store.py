@@ -106,11 +106,7 @@ class StreamStore:
     def _write(self, operation: str, *args) -> None:
         """Every write to Oxigraph goes through here (with the lock held), so that writes made
         while a rebuild copies the store can be replayed onto the copy."""
-        if operation == "load":
-            data, fmt, to_graph = args
-            self.oxigraph.load(data, fmt, to_graph=to_graph)
-        else:
-            getattr(self.oxigraph, operation)(*args)
+        _apply(self.oxigraph, operation, args)
         if self._journal is not None:
             self._journal.append((operation, args))
 
@@ -146,11 +142,7 @@ class StreamStore:
         with self._lock:
             started = time.perf_counter()
             for operation, args in self._journal:
-                if operation == "load":
-                    data, fmt, to_graph = args
-                    fresh.load(data, fmt, to_graph=to_graph)
-                else:
-                    getattr(fresh, operation)(*args)
+                _apply(fresh, operation, args)
             self._journal = None
             if self.path is not None:
                 fresh.flush()
@@ -194,10 +186,13 @@ class StreamStore:
                 self._background.add(graph.value)
 
     # -- writing elements ---------------------------------------------------------------------
+    def _taken(self, graph: str) -> bool:
+        return graph in self._stream_of or graph in self._staged or graph in self._background
+
     def _check_new(self, graphs: Iterable[str]) -> None:
         seen = set()
         for graph in graphs:
-            if graph in self._stream_of or graph in self._staged or graph in self._background or graph in seen:
+            if self._taken(graph) or graph in seen:
                 raise DuplicateElementError("graph <%s> is already a stream element or background graph" % graph)
             if is_internal_graph(graph):
                 raise DuplicateElementError("graph <%s> is reserved by the engine" % graph)
@@ -232,7 +227,7 @@ class StreamStore:
     def is_taken(self, graph: str) -> bool:
         """Whether a graph name is already a stream element (staged or published) or background."""
         with self._lock:
-            return graph in self._stream_of or graph in self._staged or graph in self._background
+            return self._taken(graph)
 
     def stage_document(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
                        timestamp_predicate: str = PROV_GENERATED_AT_TIME,
@@ -245,18 +240,20 @@ class StreamStore:
             result = read_elements(data, source, fmt, timestamp_predicate, processing_time)
             staged = self.stage_elements(stream, result.elements, timestamp_predicate)
             return DocumentResult(staged, result.untimed_graphs, result.ignored_default_triples)
-        staged = [StagedElement(g.value, instant_of(lit, g, source)) for g, lit in scan.stamps.items()]
+        staged = _staged_from(scan, source)
         with self._lock:
             self._check_new(s.graph for s in staged)
-            # One Rust call parses and writes the whole document; its default graph (the
-            # timestamp triples, nothing else: checked by the scan) goes to the timestamps graph.
             try:
-                self._write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
+                self._load_document(stream, data, fmt)
             except SyntaxError as e:  # pragma: no cover - the scan parsed the same bytes
                 raise RdfInputError(str(e), source) from None
             self._staged.update(s.graph for s in staged)
-        staged.sort(key=lambda s: s.timestamp)
         return DocumentResult(staged, [], 0)
+
+    def _load_document(self, stream: str, data: bytes | str, fmt: ox.RdfFormat) -> None:
+        """One Rust call parses and writes a whole document; its default graph (the timestamp
+        triples, nothing else: checked by the scan) goes to the stream's timestamps graph."""
+        self._write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
 
     def stage_document_optimistically(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
                                       timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> DocumentResult:
@@ -270,7 +267,7 @@ class StreamStore:
 
         def write() -> None:
             try:
-                self._write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
+                self._load_document(stream, data, fmt)
             except BaseException as e:  # reported below, after the scan
                 failure.append(e)
 
@@ -285,13 +282,12 @@ class StreamStore:
                 raise OptimisticLoadFailed("write of %s failed: %s" % (source, failure[0]))
             if scan.needs_rewriting:
                 raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % source)
-            staged = [StagedElement(g.value, instant_of(lit, g, source)) for g, lit in scan.stamps.items()]
+            staged = _staged_from(scan, source)
             try:
                 self._check_new(s.graph for s in staged)
             except DuplicateElementError as e:
                 raise OptimisticLoadFailed(str(e)) from e
             self._staged.update(s.graph for s in staged)
-        staged.sort(key=lambda s: s.timestamp)
         return DocumentResult(staged, [], 0)
 
     def publish(self, stream: str, staged: Iterable[StagedElement]) -> int:
@@ -323,6 +319,12 @@ class StreamStore:
             stats = self._stats.setdefault(stream, StreamStats())
             if stats.watermark is None or instant > stats.watermark:
                 stats.watermark = instant
+
+    def late_count(self, stream: str) -> int:
+        """Elements of `stream` published below its watermark so far."""
+        with self._lock:
+            stats = self._stats.get(stream)
+            return 0 if stats is None else stats.late
 
     def watermark(self, stream: str) -> int | None:
         with self._lock:
@@ -393,7 +395,7 @@ class StreamStore:
             for quad in quads:
                 if isinstance(quad.graph_name, ox.NamedNode):
                     graph = quad.graph_name.value
-                    if graph in self._stream_of or is_internal_graph(graph):
+                    if graph in self._stream_of or graph in self._staged or is_internal_graph(graph):
                         raise RdfInputError("graph <%s> is a stream element or reserved, not background"
                                             % graph, source)
                     graphs.add(graph)
@@ -442,6 +444,21 @@ class StreamStore:
                 if self.path:
                     self.oxigraph.flush()
                 self.oxigraph = _Closed()
+
+
+def _staged_from(scan, source: str) -> list[StagedElement]:
+    """The elements a scanned document holds, in time order."""
+    staged = [StagedElement(g.value, instant_of(lit, g, source)) for g, lit in scan.stamps.items()]
+    staged.sort(key=lambda s: s.timestamp)
+    return staged
+
+
+def _apply(store: ox.Store, operation: str, args: tuple) -> None:
+    if operation == "load":
+        data, fmt, to_graph = args
+        store.load(data, fmt, to_graph=to_graph)
+    else:
+        getattr(store, operation)(*args)
 
 
 class _Closed:

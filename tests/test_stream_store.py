@@ -199,3 +199,13 @@ def test_writes_during_a_rebuild_reach_the_rebuilt_store():
     assert "http://example.org/g2" in graphs and "http://example.org/g1" not in graphs
     assert len(list(store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode("http://example.org/fill")))) == 150_000
     assert store.compactions and store.compactions[-1] < 1.0
+
+
+def test_background_data_cannot_write_into_a_staged_element():
+    store = StreamStore()
+    staged = store.stage_document("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig").staged
+    before = quads_of(store)
+    with pytest.raises(RdfInputError, match="stream element"):
+        store.load_background(b"<http://a> <http://b> <http://c> <%s> ." % staged[-1].graph.encode(),
+                              ox.RdfFormat.N_QUADS, "bg.nq")
+    assert quads_of(store) == before
