@@ -25,7 +25,6 @@ from store.rdf_input import Element
 from store.stream_store import StreamStore
 from translator.model import ContinuousQuery, QueryForm
 from translator.temporal import format_instant
-from translator.uncertainty import FunctionLibrary
 from translator.validate import compile_query
 
 from .clock import Clock
@@ -165,10 +164,11 @@ class Engine:
         Its first evaluation is the first report instant after now (or after `resume_after`)."""
         options = dict(options or {})
         evaluation_options = EvaluationOptions.from_pairs(options)
-        functions = FunctionLibrary(cache=evaluation_options.rspu_cache)
-        query = compile_query(text, functions)
+        query = compile_query(text)
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
+        if sinks and self.config.data_dir is None:
+            raise EndpointError("HTTP sinks need a data directory for their outbox")
         query_id = query_id or self._derive_id(query)
         if not _QUERY_ID.match(query_id):
             raise InvalidQueryId("query id %r: use 1-64 letters, digits, '.', '_' or '-'" % query_id)
@@ -176,12 +176,8 @@ class Engine:
             if query_id in self._queries:
                 raise DuplicateQuery("a query with id %r is already registered" % query_id)
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after)
-            outbox = (self.config.data_dir or Path(".")) / "outbox"
-            http_sinks = [HttpSink(query_id, url, outbox, self.post) for url in sinks] \
-                if self.config.data_dir is not None else []
-            if sinks and self.config.data_dir is None:
-                raise EndpointError("HTTP sinks need a data directory for their outbox")
-            evaluator = QueryEvaluator(query, self.store, evaluation_options, functions)
+            http_sinks = [HttpSink(query_id, url, self.config.data_dir / "outbox", self.post) for url in sinks]
+            evaluator = QueryEvaluator(query, self.store, evaluation_options)
             start = self.clock.now() if resume_after is None else resume_after
             registered = RegisteredQuery(spec, query, evaluator, http_sinks,
                                          ResultHistory(self.config.history_limit), start)

@@ -12,7 +12,6 @@ from store.errors import RdfInputError
 from store.rdf_input import format_for_path
 from store.stream_store import OptimisticLoadFailed, StagedElement, StreamStore
 from translator.model import ContinuousQuery
-from translator.uncertainty import FunctionLibrary
 from translator.validate import compile_query
 
 from .evaluation import Evaluation, EvaluationOptions, QueryEvaluator
@@ -37,8 +36,7 @@ class Replay:
 
     def __init__(self, spec: ReplayInput, query: ContinuousQuery | None = None):
         self.spec = spec
-        self.functions = FunctionLibrary(cache=spec.options.rspu_cache)
-        self.query = query or compile_query(spec.query_text, self.functions)
+        self.query = query or compile_query(spec.query_text)
         try:
             self.store, pending = self._stage(optimistic=True)
         except OptimisticLoadFailed:
@@ -47,7 +45,7 @@ class Replay:
             self.store, pending = self._stage(optimistic=False)
         heapq.heapify(pending)
         self.pending = pending
-        self.evaluator = QueryEvaluator(self.query, self.store, spec.options, self.functions)
+        self.evaluator = QueryEvaluator(self.query, self.store, spec.options)
 
     def _stage(self, optimistic: bool) -> tuple[StreamStore, list]:
         store = StreamStore()
