@@ -10,7 +10,6 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import os
 import re
 import threading
 import uuid
@@ -21,6 +20,7 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
+from store.landing import replace_text
 from store.rdf_input import Element
 from store.stream_store import StreamStore
 from translator.model import ContinuousQuery, QueryForm
@@ -224,9 +224,7 @@ class Engine:
         path = self._specs_path()
         if path is None:
             return
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps([asdict(q.spec) for q in self._queries.values()], indent=2))
-        os.replace(tmp, path)
+        replace_text(path, json.dumps([asdict(q.spec) for q in self._queries.values()], indent=2))
 
     def _load_specs(self) -> list[QuerySpec]:
         path = self._specs_path()

@@ -23,6 +23,8 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from store.landing import replace_text
+
 from .errors import EndpointError
 
 log = logging.getLogger(__name__)
@@ -155,9 +157,7 @@ class HttpSink:
             self.state.pending += 1
 
     def _save_cursor(self) -> None:
-        tmp = self.cursor.with_suffix(".tmp")
-        tmp.write_text(str(self.state.delivered))
-        os.replace(tmp, self.cursor)
+        replace_text(self.cursor, str(self.state.delivered))
 
     def deliver(self, now: int) -> int:
         """Deliver pending records in order until one is refused; returns how many went."""

@@ -1,4 +1,5 @@
-"""The landing directory of a files source: where files are dropped for Spark to pick up."""
+"""Files: the landing directory of a files source (where files are dropped for Spark to pick
+up), and the small helpers every file the engine writes goes through."""
 from __future__ import annotations
 
 import hashlib
@@ -41,6 +42,13 @@ def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
     finally:
         os.close(directory)
     return final
+
+
+def replace_text(path: Path, text: str) -> None:
+    """Replace a small bookkeeping file whole: readers see the old content or the new one."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 def file_safe(text: str) -> str:

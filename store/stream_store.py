@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import os
 import shutil
 import threading
 import time
@@ -31,6 +30,7 @@ import pyoxigraph as ox
 from translator.temporal import parse_instant
 
 from .errors import DuplicateElementError, RdfInputError, StoreError
+from .landing import replace_text
 from .rdf_input import (
     Element, instant_of, parse_rdf, read_elements, scan_document,
 )
@@ -147,9 +147,7 @@ class StreamStore:
             if self.path is not None:
                 fresh.flush()
                 root = Path(self.path)
-                tmp = root / "CURRENT.tmp"
-                tmp.write_text(str(generation))
-                os.replace(tmp, root / "CURRENT")
+                replace_text(root / "CURRENT", str(generation))
                 old_directory = root / ("gen-%d" % self._generation)
                 self._generation = generation
             self.oxigraph = fresh
