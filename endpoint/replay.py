@@ -54,7 +54,9 @@ class Replay:
             store.load_background(spec.background.read_bytes(), format_for_path(spec.background),
                                   str(spec.background))
         read_streams = set(self.query.streams)
-        pending: list[tuple[int, int, str, StagedElement]] = []
+        # (timestamp, stream order, document position, ...): elements sharing a timestamp are
+        # published in document order and never compared themselves.
+        pending: list[tuple[int, int, int, str, StagedElement]] = []
         for order, (stream, path) in enumerate(spec.streams):
             if stream not in read_streams:
                 continue
@@ -63,14 +65,14 @@ class Replay:
             if result.untimed_graphs:
                 raise RdfInputError("graph %s has no timestamp triple; a replay needs event time for every "
                                     "element" % result.untimed_graphs[0], str(path))
-            pending.extend((e.timestamp, order, stream, e) for e in result.staged)
+            pending.extend((e.timestamp, order, k, stream, e) for k, e in enumerate(result.staged))
         return store, pending
 
     def publish_until(self, instant: int) -> int:
         """Publish every element with τ <= instant (the virtual watermark)."""
         batches: dict[str, list[StagedElement]] = {}
         while self.pending and self.pending[0][0] <= instant:
-            _, _, stream, element = heapq.heappop(self.pending)
+            _, _, _, stream, element = heapq.heappop(self.pending)
             batches.setdefault(stream, []).append(element)
         return sum(self.store.publish(stream, elements) for stream, elements in batches.items())
 

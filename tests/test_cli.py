@@ -97,3 +97,14 @@ def test_blank_graph_names_take_the_careful_path_and_render_as_blank_nodes(write
     assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)]) == 0
     first = json.loads(out.read_text().splitlines()[0])
     assert first["bindings"][0]["g"].startswith("_:")
+
+
+def test_elements_sharing_a_timestamp_are_all_replayed(write, tmp_path):
+    # The simulator stamps a whole micro-batch with one instant: a recording holds many
+    # elements per timestamp, which the replay must publish together.
+    same = STREAM.replace("08:00:03Z", "08:00:00Z")
+    q, s = write("q.rq", QUERY), write("s.trig", same)
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)]) == 0
+    first = json.loads(out.read_text().splitlines()[0])
+    assert sorted(b["o"] for b in first["bindings"]) == ["<http://example.org/o0>", "<http://example.org/o1>"]
