@@ -1,9 +1,10 @@
-"""Built-in sensor scenarios for the simulator source, as Spark SQL over the `rate` source.
+"""Built-in sensor scenarios for the simulator source, as Spark SQL over the
+`rate-micro-batch` source.
 
 Each rate row (`timestamp`, `value`) becomes one observation, written as a one-element TriG
 document in Spark SQL (no Python UDF, so it runs where Spark runs). Values are derived from
-`hash(value, k)`, so the same row always gives the same observation; the row's timestamp is
-the observation's event time.
+`hash(value, k)`, so the same row always gives the same observation; the row's timestamp (the
+micro-batch's trigger time, or a fixed clock) is the observation's event time.
 
 - `tvs` (seed 002): tunnel sectors, each with an oxygen sensor (fraction, annotated with its
   measurement uncertainty `N(0, σ²)` as `rspu:distribution`) and a temperature sensor (°C);

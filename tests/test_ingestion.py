@@ -3,6 +3,7 @@ module): deterministic micro-batches, quarantine, restart from checkpoint after 
 between the store write and Spark's commit, late data, simulator output, Kafka refusal."""
 import json
 import os
+import time
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -137,6 +138,20 @@ def test_simulator_emits_annotated_observations_in_event_time(spark, tmp_path, s
         stream = [s for s in scenario.streams if path.name == file_safe(s) + ".trig"][0]
         again.publish(stream, again.stage_document(stream, path.read_bytes(), ox.RdfFormat.TRIG, str(path)).staged)
     assert {s: st.ingested for s, st in again.streams().items()} == {s: st.ingested for s, st in stats.items()}
+
+def test_simulator_releases_rate_times_trigger_rows_stamped_at_the_batch_time(spark, tmp_path):
+    # Without a fixed clock each micro-batch carries rate x trigger rows sampled at its trigger
+    # time, so event time advances with every batch (not a second at a time).
+    store = StreamStore()
+    source = SourceConfig("sim", "simulator", scenario="sensors", size=5, rate=40, trigger_seconds=0.25)
+    before = time.time_ns() // 1000
+    run(spark, store, tmp_path, [source])
+    after = time.time_ns() // 1000
+    stats = store.streams()["http://rspstar.example/stream/sensors"]
+    assert stats.ingested == 10
+    assert before <= stats.latest <= after
+    assert store.watermark("http://rspstar.example/stream/sensors") == stats.latest
+    assert len(store.elements_in("http://rspstar.example/stream/sensors", stats.latest, stats.latest + 1)) == 10
 
 def test_kafka_without_its_connector_fails_with_instructions(spark, tmp_path):
     source = SourceConfig("events", "kafka", stream=STREAM, bootstrap_servers="127.0.0.1:9092", topic="t")
