@@ -6,7 +6,9 @@ from endpoint.evaluation import EvaluationOptions, QueryEvaluator
 from store.rdf_input import read_elements
 from store.stream_store import StreamStore
 from translator.errors import QuerySyntaxError
+from translator.rewrite import rewrite
 from translator.temporal import parse_instant
+from translator.uncertainty import FunctionLibrary, UncertaintyError
 from translator.validate import compile_query
 
 PREFIXES = """PREFIX ex: <http://example.org/>
@@ -167,6 +169,44 @@ def test_h4_defers_rspu_filters_after_joins_with_the_same_results(store):
     # only the five that join with the single matching observation of window y.
     assert results[False][1] == 20
     assert results[True][1] == 10
+
+
+FUSION_QUERY = """SELECT ?o ?p ?q FROM NAMED WINDOW ex:x ON ex:a [RANGE PT10S]
+WHERE { WINDOW ex:x { GRAPH ?g { ?o ex:value ?v
+  BIND(rspu:lessThan(rspu:add(rspu:subtract("N(0, 1)"^^rspu:distribution, ?v), "U(0, 2)"^^rspu:distribution), 1) AS ?p)
+  BIND(rspu:greaterThan(rspu:add(?missing, ?v), 0) AS ?q)
+  FILTER(rspu:between(rspu:add("N(0, 1)"^^rspu:distribution, ?v), (1 + 1), rspu:add("U(7, 8)"^^rspu:distribution, 0)) > 0.2) } } }"""
+
+
+def test_nested_rspu_calls_run_as_one_call_with_the_same_results(store):
+    query = compile_query(PREFIXES + FUSION_QUERY)
+    results = {}
+    for fuse in (True, False):
+        evaluator = QueryEvaluator(query, store, EvaluationOptions(fuse_rspu=fuse, rspu_cache=False))
+        evaluation = evaluator.evaluate(T0 + 10 * S)
+        results[fuse] = (sorted(map(str, evaluation.rows)), evaluator.functions.counts.calls, evaluator)
+    assert results[True][0] == results[False][0]
+    assert 3 <= len(results[True][0]) < 10     # the FILTER keeps some observations, drops others
+    assert all("q" not in row for row in results[True][2].evaluate(T0 + 10 * S).rows)  # inner error: unbound
+    # The inner functions still run (and are counted) inside the one fused call.
+    assert results[True][1] == results[False][1]
+    text = rewrite(query, {"http://example.org/x": ["http://example.org/a1"]}, []).text
+    assert "<urn:rspstar:rspu-fused:lessThan(add(subtract(_,_),_),_)>" in text
+    assert "<urn:rspstar:rspu-fused:between(add(_,_),_,add(_,_))>" in text
+    assert "rspu:lessThan" not in text and "rspu:between" not in text
+
+
+def test_fused_shapes_are_checked():
+    library = FunctionLibrary()
+    library.add_fused("urn:rspstar:rspu-fused:lessThan(add(_,_),_)")
+    fused = library.table[ox.NamedNode("urn:rspstar:rspu-fused:lessThan(add(_,_),_)")]
+    dist = ox.Literal("N(0, 1)", datatype=ox.NamedNode("http://w3id.org/rsp/rspu#distribution"))
+    assert float(fused(dist, ox.Literal(1.0), ox.Literal(1.0)).value) == pytest.approx(0.5)
+    assert fused(dist, ox.Literal(1.0)) is None                       # wrong arity: an expression error
+    assert fused(ox.Literal("x"), ox.Literal(1.0), ox.Literal(1.0)) is None
+    for shape in ("lessThan(", "exp(_)", "_", "add(_,_))"):
+        with pytest.raises(UncertaintyError):
+            library.add_fused("urn:rspstar:rspu-fused:" + shape)
 
 
 def test_h4_leaves_filters_under_optional_in_place(store):

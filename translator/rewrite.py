@@ -25,13 +25,14 @@ from store.vocabulary import timestamps_graph
 
 from .errors import QuerySyntaxError
 from .model import ContinuousQuery
-from .namespaces import RDF
+from .namespaces import RDF, RSPU
 from .syntax import (
     Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group, InlineData,
     Keyworded, ParsedBody, PropertyValues, ReifiedTriple, Span, SubSelect, Term, TriplesBlock,
     TriplesSameSubject, TripleTerm, UnionPattern,
 )
 from .tokens import BNODE, IRI, PNAME, VAR, SourceText
+from .uncertainty.functions import FUNCTION_NAMES, FUSED_PREFIX, fused_shape
 
 # Variables the rewrite introduces start with this; they are never part of a query's results.
 INTERNAL_VARIABLE_PREFIX = "__rsp"
@@ -46,6 +47,7 @@ class RewriteOptions:
     lazy_bind: bool = True
     h4: bool = True
     window_union: bool = False   # a window's default graph also holds its elements' content
+    fuse_rspu: bool = True       # nested rspu: calls as one call (functions.FUSED_PREFIX)
 
 
 @dataclass
@@ -54,6 +56,7 @@ class RewrittenQuery:
     default_graph: list[str] | None
     source: SourceText
     marks: list[tuple[int, int, int]] = field(repr=False)
+    fused_functions: tuple[str, ...] = ()    # FUSED_PREFIX IRIs the text calls
 
     def source_position(self, line: int, column: int) -> tuple[int, int]:
         """Map a (line, column) in the rewritten text back to the user's query text."""
@@ -117,6 +120,7 @@ class _Rewriter:
         self.fresh_count = 0
         self.deferred: list[Filter] = _deferrable_filters(query) if options.h4 else []
         self._deferred_ids = {id(f) for f in self.deferred}
+        self.fused: set[str] = set()
 
     # -- helpers ----------------------------------------------------------------------------
     def members(self, window: str) -> set[str]:
@@ -157,21 +161,81 @@ class _Rewriter:
                 constraint = f.expression.parts[0]
                 variable = "?%sh4_%d" % (_FRESH, k)
                 self.emit.put("BIND(", constraint.start)
-                self.emit.copy(Span(constraint.start + 1, constraint.end))
+                self.expression_span(Span(constraint.start + 1, constraint.end))
                 self.emit.put("AS %s) FILTER(%s)" % (variable, variable), constraint.start)
             self.emit.put("}", body.where.close)
         else:
             self.group(body.where, _Context())
         self.expression(body.modifiers, _Context())
         text = "".join(self.emit.parts)
-        return RewrittenQuery(text, self.query.from_graphs or None, body.source, self.emit.marks)
+        return RewrittenQuery(text, self.query.from_graphs or None, body.source, self.emit.marks,
+                              tuple(sorted(self.fused)))
 
     def expression(self, expression: Expression, ctx: _Context) -> None:
         for part in expression.parts:
             if isinstance(part, Span):
-                self.emit.copy(part)
+                self.expression_span(part)
             else:
                 self.group(part, ctx)
+
+    # -- nested rspu: calls ---------------------------------------------------------------------
+    def expression_span(self, span: Span) -> None:
+        """Copy expression tokens, fusing each rspu: call that has rspu: calls as arguments
+        into one call (FUSED_PREFIX)."""
+        k = copied = span.start
+        while k < span.end:
+            call = self.rspu_call(k, span.end) if self.options.fuse_rspu else None
+            if call is None or all(child is None for child in call[0][1:]):
+                k += 1
+                continue
+            tree, leaves, end = call
+            self.emit.copy(Span(copied, k))
+            self.emit.put("<%s%s>(" % (FUSED_PREFIX, fused_shape(tree)), k)
+            for n, (a, b) in enumerate(leaves):
+                if n:
+                    self.emit.put(",", a)
+                self.emit.copy(Span(a, b))
+            self.emit.put(")", end - 1)
+            self.fused.add(FUSED_PREFIX + fused_shape(tree))
+            k = copied = end
+        self.emit.copy(Span(copied, span.end))
+
+    def rspu_call(self, k: int, end: int):
+        """(call tree, leaf argument token ranges, end) of an rspu: function call starting at
+        token k, or None. A tree is (name, child, ...) with None for a leaf argument."""
+        tokens = self.tokens
+        if not (k + 1 < end and tokens[k].kind in (IRI, PNAME) and tokens[k + 1].is_punct("(")):
+            return None
+        iri = self.resolve(k)
+        if not iri.startswith(RSPU) or iri[len(RSPU):] not in FUNCTION_NAMES:
+            return None
+        arguments, depth, start, i = [], 0, k + 2, k + 2
+        while i < end:
+            tok = tokens[i]
+            if tok.is_punct("(", "<<(", "[", "{"):
+                depth += 1
+            elif tok.is_punct(")", ")>>", "]", "}"):
+                if depth == 0:
+                    if i > start or arguments:
+                        arguments.append((start, i))
+                    break
+                depth -= 1
+            elif tok.is_punct(",") and depth == 0:
+                arguments.append((start, i))
+                start = i + 1
+            i += 1
+        else:
+            return None
+        tree, leaves = [iri[len(RSPU):]], []
+        for a, b in arguments:
+            inner = self.rspu_call(a, b)
+            if inner is not None and inner[2] == b:
+                tree.append(inner[0])
+                leaves += inner[1]
+            else:
+                tree.append(None)
+                leaves.append((a, b))
+        return tuple(tree), leaves, i + 1
 
     def group(self, group: Group, ctx: _Context) -> None:
         self.emit.put("{", group.open)

@@ -8,6 +8,7 @@ benchmark can show what each optimization saves.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -23,6 +24,12 @@ NUMERIC_DATATYPES = frozenset(XSD + t for t in (
     "positiveInteger", "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong",
     "unsignedShort", "unsignedByte"))
 FUNCTION_NAMES = ("add", "subtract", "greaterThan", "lessThan", "between")
+# A nested call such as rspu:lessThan(rspu:add(?u, ?x), 0.18) is rewritten into one call of
+# <urn:rspstar:rspu-fused:lessThan(add(_,_),_)>(?u, ?x, 0.18): each crossing from Oxigraph into
+# Python costs more than a cached call, and the composition is the same (an inner error makes
+# the outer call an error, as when Oxigraph evaluates the arguments).
+FUSED_PREFIX = "urn:rspstar:rspu-fused:"
+_FUSED_SHAPE = re.compile(r"\w+\(|_|\)|,")
 
 _DISTRIBUTION = ox.NamedNode(DISTRIBUTION_DATATYPE)
 _DOUBLE = ox.NamedNode(XSD + "double")
@@ -53,6 +60,13 @@ class FunctionLibrary:
         }
         self.table = {ox.NamedNode(RSPU + name): self._entry(name, impl)
                       for name, impl in implementations.items()}
+
+    def add_fused(self, iri: str) -> None:
+        """Register a fused call (FUSED_PREFIX + its shape) built from the functions' own
+        entries, so it shares their caches and counts."""
+        node = ox.NamedNode(iri)
+        if node not in self.table:
+            self.table[node] = _compose(_parse_shape(iri[len(FUSED_PREFIX):]), self.table)
 
     def begin_evaluation(self) -> None:
         """The cache lives for one evaluation (seed 002): a new window starts it empty."""
@@ -188,3 +202,73 @@ def _distribution_literal(d: Distribution) -> ox.Literal:
 
 def _probability(p: float) -> ox.Literal:
     return ox.Literal(repr(min(1.0, max(0.0, p))), datatype=_DOUBLE)
+
+
+def fused_shape(tree) -> str:
+    """The shape text of a call tree: (name, child, ...) with None for an argument."""
+    if tree is None:
+        return "_"
+    return "%s(%s)" % (tree[0], ",".join(fused_shape(child) for child in tree[1:]))
+
+
+def _parse_shape(shape: str):
+    tokens = _FUSED_SHAPE.findall(shape)
+    position = 0
+
+    def node():
+        nonlocal position
+        token = tokens[position]
+        position += 1
+        if token == "_":
+            return None
+        if not token.endswith("(") or token[:-1] not in FUNCTION_NAMES:
+            raise UncertaintyError("not a fused rspu: call shape: %r" % shape)
+        children = []
+        while tokens[position] != ")":
+            if tokens[position] == ",":
+                position += 1
+            children.append(node())
+        position += 1
+        return (token[:-1], *children)
+
+    try:
+        tree = node()
+    except IndexError:
+        raise UncertaintyError("not a fused rspu: call shape: %r" % shape) from None
+    if tree is None or position != len(tokens):
+        raise UncertaintyError("not a fused rspu: call shape: %r" % shape)
+    return tree
+
+
+def _compose(tree, table):
+    """A function of the tree's leaf arguments (in order) applying its rspu: calls."""
+    def build(node):
+        entry = table[ox.NamedNode(RSPU + node[0])]
+        children = node[1:]
+        if all(child is None for child in children):
+            arity = len(children)
+            return arity, lambda args, at: entry(*args[at:at + arity])
+        parts = [build(child) if child is not None else None for child in children]
+        width = sum(1 if part is None else part[0] for part in parts)
+
+        def apply(args, at):
+            values = []
+            for part in parts:
+                if part is None:
+                    values.append(args[at])
+                    at += 1
+                else:
+                    value = part[1](args, at)
+                    if value is None:
+                        return None
+                    values.append(value)
+                    at += part[0]
+            return entry(*values)
+        return width, apply
+
+    width, apply = build(tree)
+
+    def fused(*args):
+        return apply(args, 0) if len(args) == width else None
+
+    return fused
