@@ -2,7 +2,7 @@
 import pyoxigraph as ox
 import pytest
 
-from endpoint.evaluation import EvaluationOptions, QueryEvaluator
+from endpoint.evaluation import EvaluationOptions, H4Choice, QueryEvaluator
 from store.rdf_input import read_elements
 from store.stream_store import StreamStore
 from translator.errors import QuerySyntaxError
@@ -207,6 +207,22 @@ def test_fused_shapes_are_checked():
     for shape in ("lessThan(", "exp(_)", "_", "add(_,_))"):
         with pytest.raises(UncertaintyError):
             library.add_fused("urn:rspstar:rspu-fused:" + shape)
+
+
+def test_h4_is_dropped_while_it_costs_more_calls_than_it_saves(store):
+    # Every observation of x joins five of y: deferring the FILTER multiplies its calls by five.
+    query = compile_query(PREFIXES + H4_QUERY.replace("FILTER(?w = 3)", ""))
+    evaluator = QueryEvaluator(query, store, EvaluationOptions(rspu_cache=False))
+    calls, results = [], []
+    for _ in range(H4Choice.PROBE_EVERY + 1):
+        before = evaluator.functions.counts.calls
+        results.append(sorted(map(str, evaluator.evaluate(T0 + 10 * S).rows)))
+        calls.append(evaluator.functions.counts.calls - before)
+    assert calls[:3] == [100, 20, 20]                       # H4 first, then in place, kept
+    assert calls[H4Choice.PROBE_EVERY - 1] == 100           # probed again
+    assert calls[H4Choice.PROBE_EVERY] == 20
+    assert all(r == results[0] for r in results)
+    assert 0 < len(results[0]) < 50                          # 10 x 5 joined rows, some filtered out
 
 
 def test_h4_leaves_filters_under_optional_in_place(store):

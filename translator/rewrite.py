@@ -451,6 +451,11 @@ class _Rewriter:
                     self.expand_properties(reifier, annotation.properties, triples, labels)
 
 
+def defers_filters(query: ContinuousQuery) -> bool:
+    """Whether H4 moves any FILTER of this query (RewriteOptions.h4 changes its rewrite)."""
+    return bool(_deferrable_filters(query))
+
+
 def _deferrable_filters(query: ContinuousQuery) -> list[Filter]:
     """H4 (seed 002): FILTERs calling rspu: functions that can run after every join.
 
