@@ -2,15 +2,18 @@
 
 One job per registered query (id `query:<id>`), one for sink delivery and one for retention;
 no job overlaps itself (max_instances=1) and firings missed while a run was busy are
-coalesced into one and counted in the query's status. The jobs only ask the engine to do
+coalesced into one and counted in the query's status. A query's job polls (for `max_delay`)
+and is also run at once when a watermark it waits for passes its next close. The jobs only ask the engine to do
 what is due, so the semantics stay in `Engine` (tested on a virtual clock) and this layer
 only decides how often to ask.
 """
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timezone
 
 from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from .engine import Engine, UnknownQuery
@@ -36,6 +39,7 @@ class LiveScheduler:
         for registered in engine.queries():
             self._add_query_job(registered.id)
         engine.listeners.append(self._on_change)
+        engine.store.watermark_listeners.append(self._on_watermark)
 
     def _add_query_job(self, query_id: str) -> None:
         self.scheduler.add_job(self._run, "interval", seconds=self.interval, args=[query_id],
@@ -54,6 +58,18 @@ class LiveScheduler:
         elif self.scheduler.get_job(QUERY_JOB_PREFIX + query_id) is not None:
             self.scheduler.remove_job(QUERY_JOB_PREFIX + query_id)
 
+    def _on_watermark(self, stream: str, watermark: int) -> None:
+        if not self.scheduler.running:
+            return
+        now = datetime.now(timezone.utc)
+        for registered in self.engine.queries():
+            due = registered.next_instant
+            if due is not None and due <= watermark and stream in registered.query.streams:
+                try:
+                    self.scheduler.modify_job(QUERY_JOB_PREFIX + registered.id, next_run_time=now)
+                except JobLookupError:
+                    pass    # removed meanwhile
+
     def _missed(self, event: JobExecutionEvent) -> None:
         if event.job_id.startswith(QUERY_JOB_PREFIX):
             try:
@@ -69,5 +85,6 @@ class LiveScheduler:
 
     def shutdown(self) -> None:
         self.engine.listeners.remove(self._on_change)
+        self.engine.store.watermark_listeners.remove(self._on_watermark)
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)

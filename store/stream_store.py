@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 from urllib.parse import unquote
 
 import pyoxigraph as ox
@@ -86,6 +86,9 @@ class StreamStore:
         self._stats: dict[str, StreamStats] = {}
         self._background: set[str] = set()
         self._sequence = itertools.count()
+        # Called with (stream, watermark) after a watermark moves, outside the store's lock:
+        # a scheduler can evaluate a closed window at once instead of at its next poll.
+        self.watermark_listeners: list[Callable[[str, int], None]] = []
         if path:
             self._rebuild_index()
 
@@ -315,8 +318,11 @@ class StreamStore:
         timestamp are counted late (they still join the windows that are open)."""
         with self._lock:
             stats = self._stats.setdefault(stream, StreamStats())
-            if stats.watermark is None or instant > stats.watermark:
-                stats.watermark = instant
+            if stats.watermark is not None and instant <= stats.watermark:
+                return
+            stats.watermark = instant
+        for listener in list(self.watermark_listeners):
+            listener(stream, instant)
 
     def late_count(self, stream: str) -> int:
         """Elements of `stream` published below its watermark so far."""

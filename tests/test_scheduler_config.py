@@ -1,4 +1,6 @@
 """The APScheduler layer and registration from the TOML configuration."""
+import datetime
+
 import pytest
 
 from endpoint.clock import VirtualClock
@@ -31,6 +33,24 @@ def test_one_job_per_query_without_overlap_and_with_coalescing():
         assert engine.get("b").status.evaluations == 1
     finally:
         scheduler.shutdown()
+
+
+def test_a_watermark_passing_the_next_close_runs_the_query_job_at_once():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=60_000_000))
+    engine.register(QUERY, "a")
+    scheduler = LiveScheduler(engine, interval=3600)
+    scheduler.scheduler.start(paused=True)     # jobs keep their next run time while paused
+    try:
+        job = lambda: scheduler.scheduler.get_job("query:a")
+        polled = job().next_run_time
+        engine.store.advance_watermark("http://example.org/s", T0 + 1_000_000)   # before the close
+        engine.store.advance_watermark("http://example.org/other", T0 + 9_000_000)
+        assert job().next_run_time == polled
+        engine.store.advance_watermark("http://example.org/s", T0 + 2_000_000)
+        assert job().next_run_time < polled - datetime.timedelta(seconds=3000)
+    finally:
+        scheduler.shutdown()
+    assert scheduler._on_watermark not in engine.store.watermark_listeners
 
 
 def test_a_run_that_finds_the_query_busy_counts_a_missed_run():
