@@ -110,6 +110,8 @@ class Distribution:
 
     # -- probabilities ---------------------------------------------------------------------
     def cdf(self, x: float) -> float:
+        if not self.uniforms:
+            return normal_cdf((x - self.mu) / math.sqrt(self.variance))
         lo, hi = self.support()
         if x <= lo:
             return 0.0

@@ -128,10 +128,18 @@ class FunctionLibrary:
 
     # -- functions ---------------------------------------------------------------------------
     def _add(self, d, x) -> ox.Literal:
-        return _distribution_literal(_sum(self.distribution(d), self.value(x)))
+        return self._literal(_sum(self.distribution(d), self.value(x)))
 
     def _subtract(self, d, x) -> ox.Literal:
-        return _distribution_literal(_sum(self.distribution(d), _negate(self.value(x))))
+        return self._literal(_sum(self.distribution(d), _negate(self.value(x))))
+
+    def _literal(self, d: Distribution) -> ox.Literal:
+        # A sum is usually compared next (lessThan(add(..), x)): remember its parse.
+        lexical = d.lexical()
+        if len(self._parsed) >= _PARSE_CACHE_LIMIT:
+            self._parsed.clear()
+        self._parsed[lexical] = d
+        return ox.Literal(lexical, datatype=_DISTRIBUTION)
 
     def _greater_than(self, d, x) -> ox.Literal:
         return _probability(1.0 - _cdf_of_difference(self.distribution(d), self.value(x)))
@@ -194,10 +202,6 @@ def _integrate(d: Distribution, weight: Callable[[float], float], lower: float =
                                   epsabs=1e-13, epsrel=1e-12, limit=200)
         total += value
     return total
-
-
-def _distribution_literal(d: Distribution) -> ox.Literal:
-    return ox.Literal(d.lexical(), datatype=_DISTRIBUTION)
 
 
 def _probability(p: float) -> ox.Literal:
