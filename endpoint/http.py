@@ -165,15 +165,20 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
                 result = services.store.query(text, default_graphs or None, functions.table, named_graphs or None)
             except SyntaxError as e:
                 raise _sparql_syntax_error(e) from None
-            if isinstance(result, ox.QueryTriples):
-                media = accept.best_match(list(GRAPH_TYPES)) if accept else "text/turtle"
+            # Oxigraph's results may only be dropped on the thread that made them: an error
+            # raised here would carry them (in its traceback) to the request thread.
+            try:
+                if isinstance(result, ox.QueryTriples):
+                    media = accept.best_match(list(GRAPH_TYPES)) if accept else "text/turtle"
+                    if media is None:
+                        raise NotAcceptable("graphs are served as %s" % ", ".join(GRAPH_TYPES))
+                    return result.serialize(format=GRAPH_TYPES[media]), media
+                media = accept.best_match(list(RESULT_TYPES)) if accept else "application/sparql-results+json"
                 if media is None:
-                    raise NotAcceptable("graphs are served as %s" % ", ".join(GRAPH_TYPES))
-                return result.serialize(format=GRAPH_TYPES[media]), media
-            media = accept.best_match(list(RESULT_TYPES)) if accept else "application/sparql-results+json"
-            if media is None:
-                raise NotAcceptable("results are served as %s" % ", ".join(RESULT_TYPES))
-            return result.serialize(format=RESULT_TYPES[media]), media
+                    raise NotAcceptable("results are served as %s" % ", ".join(RESULT_TYPES))
+                return result.serialize(format=RESULT_TYPES[media]), media
+            finally:
+                del result
 
         future = services.executor.submit(run)
         try:
