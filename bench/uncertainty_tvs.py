@@ -25,7 +25,6 @@ from common import OUT, PREFIXES, Table, iso, machine  # noqa: E402
 
 from endpoint.evaluation import EvaluationOptions, H4Choice, QueryEvaluator  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
-from translator.namespaces import RSPU, XSD  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
 from translator.uncertainty import FunctionLibrary  # noqa: E402
 from translator.validate import compile_query  # noqa: E402
@@ -94,10 +93,9 @@ class MonteCarloLibrary(FunctionLibrary):
     SAMPLES = 10_000
 
     def __init__(self, cache: bool = True):
-        super().__init__(cache=cache)
         self.rng = np.random.default_rng(0)
-        for name, method in (("lessThan", self._mc_less), ("greaterThan", self._mc_greater)):
-            self.table[ox.NamedNode(RSPU + name)] = self._entry(name, method)
+        super().__init__(cache=cache, operations={"lessThan": ("dv", self._mc_less),
+                                                  "greaterThan": ("dv", self._mc_greater)})
 
     def _samples(self, d):
         draws = self.rng.normal(d.mu, np.sqrt(d.variance), self.SAMPLES) if d.variance else np.zeros(self.SAMPLES)
@@ -106,12 +104,10 @@ class MonteCarloLibrary(FunctionLibrary):
         return draws
 
     def _mc_less(self, d, x):
-        return ox.Literal(repr(float(np.mean(self._samples(self.distribution(d)) < self.value(x)))),
-                          datatype=ox.NamedNode(XSD + "double"))
+        return float(np.mean(self._samples(d) < x))
 
     def _mc_greater(self, d, x):
-        return ox.Literal(repr(float(np.mean(self._samples(self.distribution(d)) > self.value(x)))),
-                          datatype=ox.NamedNode(XSD + "double"))
+        return float(np.mean(self._samples(d) > x))
 
 
 def load(sectors: int, **profile) -> StreamStore:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pyoxigraph as ox
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 from scipy import integrate, stats
 
 from translator.uncertainty import Distribution, FunctionLibrary, UncertaintyError, default_families

@@ -23,7 +23,6 @@ NUMERIC_DATATYPES = frozenset(XSD + t for t in (
     "double", "float", "decimal", "integer", "int", "long", "short", "byte", "nonNegativeInteger",
     "positiveInteger", "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong",
     "unsignedShort", "unsignedByte"))
-FUNCTION_NAMES = ("add", "subtract", "greaterThan", "lessThan", "between")
 # A nested call such as rspu:lessThan(rspu:add(?u, ?x), 0.18) is rewritten into one call of
 # <urn:rspstar:rspu-fused:lessThan(add(_,_),_)>(?u, ?x, 0.18): each crossing from Oxigraph into
 # Python costs more than a cached call, and the composition is the same (an inner error makes
@@ -48,52 +47,92 @@ class CallCounts:
 class FunctionLibrary:
     """The five `rspu:` functions bound to one family registry, cache and call counter."""
 
-    def __init__(self, families: FamilyRegistry | None = None, cache: bool = True):
+    def __init__(self, families: FamilyRegistry | None = None, cache: bool = True,
+                 operations: dict[str, tuple[str, Callable]] | None = None):
         self.families = families or default_families()
+        # name -> (argument kinds, function on decoded values); replaceable to compare
+        # other implementations (the benchmark's Monte Carlo) on the same calls.
+        self.operations = {**_ON_VALUES, **(operations or {})}
         self.cache_enabled = cache
         self.counts = CallCounts()
-        self._cache: dict[tuple, ox.Literal | None] = {}
+        self._caches: list[dict[tuple, ox.Literal | None]] = []    # one per function: keyed by its arguments
         self._parsed: dict[str, Distribution | UncertaintyError] = {}
-        implementations: dict[str, Callable[..., ox.Literal]] = {
-            "add": self._add, "subtract": self._subtract, "greaterThan": self._greater_than,
-            "lessThan": self._less_than, "between": self._between,
-        }
-        self.table = {ox.NamedNode(RSPU + name): self._entry(name, impl)
-                      for name, impl in implementations.items()}
+        self.table = {ox.NamedNode(RSPU + name): self._function(name, (name, *[None] * len(kinds)))
+                      for name, (kinds, _) in self.operations.items()}
 
     def add_fused(self, iri: str) -> None:
-        """Register a fused call (FUSED_PREFIX + its shape) built from the functions' own
-        entries, so it shares their caches and counts."""
+        """Register a fused call: FUSED_PREFIX + its shape, e.g. lessThan(add(_,_),_)."""
         node = ox.NamedNode(iri)
         if node not in self.table:
-            self.table[node] = _compose(_parse_shape(iri[len(FUSED_PREFIX):]), self.table)
+            self.table[node] = self._function(iri, _parse_shape(iri[len(FUSED_PREFIX):]))
 
     def begin_evaluation(self) -> None:
         """The cache lives for one evaluation (seed 002): a new window starts it empty."""
-        self._cache.clear()
+        for cache in self._caches:
+            cache.clear()
 
-    def _entry(self, name: str, impl: Callable[..., ox.Literal]):
-        cache = self._cache
+    def _function(self, key: str, tree):
+        """The SPARQL function computing a call tree of its arguments: inner results stay
+        values (no literal is written and read back between them); the whole call is
+        cached, and counted as one call per function in the tree."""
+        cache: dict[tuple, ox.Literal | None] = {}
+        self._caches.append(cache)
         counts = self.counts
+        calls = _count_calls(tree)
+        try:
+            width, evaluate = self._build(tree, 0)
+        except TypeError:
+            width, evaluate = -1, None     # a function given the wrong number of arguments
 
         def call(*args):
-            counts.calls += 1
+            counts.calls += calls
             if self.cache_enabled:
-                key = (name, *args)
-                cached = cache.get(key, _MISS)
+                cached = cache.get(args, _MISS)
                 if cached is not _MISS:
                     return cached
-            counts.computed += 1
-            try:
-                result = impl(*args)
-            except (UncertaintyError, ValueError, ArithmeticError, TypeError):
-                result = None
+            counts.computed += calls
+            result = None
+            if len(args) == width:
+                try:
+                    result = self._encode(evaluate(args))
+                except (UncertaintyError, ValueError, ArithmeticError, TypeError):
+                    pass
             if self.cache_enabled:
-                cache[key] = result
+                cache[args] = result
             return result
 
-        call.__name__ = name
+        call.__name__ = key
         return call
+
+    def _build(self, node, start: int):
+        """(arguments consumed, function of the argument tuple) for one node of a call tree."""
+        kinds, op = self.operations[node[0]]
+        children = node[1:]
+        if len(children) != len(kinds):
+            raise TypeError("%s takes %d arguments" % (node[0], len(kinds)))
+        getters = []
+        at = start
+        for kind, child in zip(kinds, children):
+            if child is None:
+                getters.append(self._argument(kind, at))
+                at += 1
+            else:
+                width, inner = self._build(child, at)
+                getters.append(_distribution_of(inner) if kind == "d" else inner)
+                at += width
+        if len(getters) == 2:
+            first, second = getters
+            return at - start, lambda args: op(first(args), second(args))
+        return at - start, lambda args: op(*[get(args) for get in getters])
+
+    def _argument(self, kind: str, position: int):
+        decode = self.distribution if kind == "d" else self.value
+        return lambda args: decode(args[position])
+
+    def _encode(self, result) -> ox.Literal:
+        if isinstance(result, Distribution):
+            return self._literal(result)
+        return ox.Literal(repr(result), datatype=_DOUBLE)
 
     # -- argument decoding -------------------------------------------------------------------
     def distribution(self, term) -> Distribution:
@@ -126,29 +165,14 @@ class FunctionLibrary:
                 return self.distribution(term)
         raise UncertaintyError("expected a number or an rspu:distribution, got %s" % (term,))
 
-    # -- functions ---------------------------------------------------------------------------
-    def _add(self, d, x) -> ox.Literal:
-        return self._literal(_sum(self.distribution(d), self.value(x)))
-
-    def _subtract(self, d, x) -> ox.Literal:
-        return self._literal(_sum(self.distribution(d), _negate(self.value(x))))
-
     def _literal(self, d: Distribution) -> ox.Literal:
-        # A sum is usually compared next (lessThan(add(..), x)): remember its parse.
+        # With fusion off, a sum is usually compared next (lessThan(add(..), x)): remember
+        # its parse.
         lexical = d.lexical()
         if len(self._parsed) >= _PARSE_CACHE_LIMIT:
             self._parsed.clear()
         self._parsed[lexical] = d
         return ox.Literal(lexical, datatype=_DISTRIBUTION)
-
-    def _greater_than(self, d, x) -> ox.Literal:
-        return _probability(1.0 - _cdf_of_difference(self.distribution(d), self.value(x)))
-
-    def _less_than(self, d, x) -> ox.Literal:
-        return _probability(_cdf_of_difference(self.distribution(d), self.value(x)))
-
-    def _between(self, d, lo, hi) -> ox.Literal:
-        return _probability(probability_between(self.distribution(d), self.value(lo), self.value(hi)))
 
 
 def _negate(x: Value) -> Value:
@@ -204,8 +228,6 @@ def _integrate(d: Distribution, weight: Callable[[float], float], lower: float =
     return total
 
 
-def _probability(p: float) -> ox.Literal:
-    return ox.Literal(repr(min(1.0, max(0.0, p))), datatype=_DOUBLE)
 
 
 def fused_shape(tree) -> str:
@@ -244,35 +266,31 @@ def _parse_shape(shape: str):
     return tree
 
 
-def _compose(tree, table):
-    """A function of the tree's leaf arguments (in order) applying its rspu: calls."""
-    def build(node):
-        entry = table[ox.NamedNode(RSPU + node[0])]
-        children = node[1:]
-        if all(child is None for child in children):
-            arity = len(children)
-            return arity, lambda args, at: entry(*args[at:at + arity])
-        parts = [build(child) if child is not None else None for child in children]
-        width = sum(1 if part is None else part[0] for part in parts)
+def _clamp(p: float) -> float:
+    return min(1.0, max(0.0, p))
 
-        def apply(args, at):
-            values = []
-            for part in parts:
-                if part is None:
-                    values.append(args[at])
-                    at += 1
-                else:
-                    value = part[1](args, at)
-                    if value is None:
-                        return None
-                    values.append(value)
-                    at += part[0]
-            return entry(*values)
-        return width, apply
 
-    width, apply = build(tree)
+# Each function on decoded arguments: "d" a distribution, "v" a number or a distribution.
+_ON_VALUES: dict[str, tuple[str, Callable]] = {
+    "add": ("dv", lambda d, x: _sum(d, x)),
+    "subtract": ("dv", lambda d, x: _sum(d, _negate(x))),
+    "greaterThan": ("dv", lambda d, x: _clamp(1.0 - _cdf_of_difference(d, x))),
+    "lessThan": ("dv", lambda d, x: _clamp(_cdf_of_difference(d, x))),
+    "between": ("dvv", lambda d, lo, hi: _clamp(probability_between(d, lo, hi))),
+}
+FUNCTION_NAMES = tuple(_ON_VALUES)
 
-    def fused(*args):
-        return apply(args, 0) if len(args) == width else None
 
-    return fused
+def _count_calls(tree) -> int:
+    return 0 if tree is None else 1 + sum(_count_calls(child) for child in tree[1:])
+
+
+def _distribution_of(inner):
+    """An inner result where a distribution is expected: a probability there is an error, as
+    its xsd:double literal would be."""
+    def get(args):
+        value = inner(args)
+        if not isinstance(value, Distribution):
+            raise UncertaintyError("expected an rspu:distribution, got the number %r" % value)
+        return value
+    return get
