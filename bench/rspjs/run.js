@@ -78,6 +78,13 @@ async function settle() {
   do { await sleep(1); } while (pending > 0);
 }
 
+// The kernel's high-water mark of this process's memory (getrusage's maxRSS would carry the
+// parent's peak across fork).
+function peakRssMib() {
+  const match = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync("/proc/self/status", "utf8"));
+  return match ? Number(match[1]) / 1024 : NaN;
+}
+
 async function main() {
   const cpu = process.cpuUsage();
   const started = process.hrtime.bigint();
@@ -96,7 +103,7 @@ async function main() {
   fs.writeFileSync(process.env.RSPJS_OUT, JSON.stringify({
     events: total, per_close: perClose, cpu_seconds: (used.user + used.system) / 1e6,
     wall_seconds: Number(process.hrtime.bigint() - started) / 1e9,
-    peak_rss_mib: process.resourceUsage().maxRSS / 1024 }));
+    peak_rss_mib: peakRssMib() }));
   process.exit(0);
 }
 
