@@ -102,6 +102,9 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apscheduler", "werkzeug", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # A query's poll that finds its previous evaluation still running is expected and counted
+    # (status missed_runs); APScheduler would warn about it ten times a second.
+    logging.getLogger("apscheduler.executors.default").setLevel(logging.ERROR)
     from store.ingestion import SparkIngestion, spark_session
 
     data_dir.mkdir(parents=True, exist_ok=True)
