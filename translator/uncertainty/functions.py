@@ -55,7 +55,7 @@ class FunctionLibrary:
         self.operations = {**_ON_VALUES, **(operations or {})}
         self.cache_enabled = cache
         self.counts = CallCounts()
-        self._caches: list[dict[tuple, ox.Literal | None]] = []    # one per function: keyed by its arguments
+        self._caches: list[dict[tuple, ox.Literal | None]] = []    # one per function: keyed by its arguments' N-Triples
         self._parsed: dict[str, Distribution | UncertaintyError] = {}
         self.table = {ox.NamedNode(RSPU + name): self._function(name, (name, *[None] * len(kinds)))
                       for name, (kinds, _) in self.operations.items()}
@@ -71,11 +71,11 @@ class FunctionLibrary:
         for cache in self._caches:
             cache.clear()
 
-    def _function(self, key: str, tree):
+    def _function(self, name: str, tree):
         """The SPARQL function computing a call tree of its arguments: inner results stay
         values (no literal is written and read back between them); the whole call is
         cached, and counted as one call per function in the tree."""
-        cache: dict[tuple, ox.Literal | None] = {}
+        cache: dict[tuple[str, ...], ox.Literal | None] = {}
         self._caches.append(cache)
         counts = self.counts
         calls = _count_calls(tree)
@@ -87,7 +87,10 @@ class FunctionLibrary:
         def call(*args):
             counts.calls += calls
             if self.cache_enabled:
-                cached = cache.get(args, _MISS)
+                # Oxigraph terms are tracked by Python's cycle collector, strings are not:
+                # tens of thousands of term keys made full collections run mid-evaluation.
+                key = tuple(map(str, args))
+                cached = cache.get(key, _MISS)
                 if cached is not _MISS:
                     return cached
             counts.computed += calls
@@ -98,10 +101,10 @@ class FunctionLibrary:
                 except (UncertaintyError, ValueError, ArithmeticError, TypeError):
                     pass
             if self.cache_enabled:
-                cache[args] = result
+                cache[key] = result
             return result
 
-        call.__name__ = key
+        call.__name__ = name
         return call
 
     def _build(self, node, start: int):
