@@ -35,6 +35,29 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def process_tree_rss_mib() -> float:
+    """Resident memory of this process and its descendants (Spark's JVM among them) now."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        parents[int(entry.name)] = int(fields.get("PPid", "0").strip())
+        rss[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
+    tree = {os.getpid()}
+    grew = True
+    while grew:
+        children = {pid for pid, parent in parents.items() if parent in tree} - tree
+        grew = bool(children)
+        tree |= children
+    return sum(rss.get(pid, 0) for pid in tree) / 1024
+
+
 def iso(t0: float, offset_ms: int) -> str:
     seconds, ms = divmod(offset_ms, 1000)
     base = time.gmtime(t0 + seconds)
