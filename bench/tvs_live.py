@@ -23,6 +23,7 @@ from uncertainty_tvs import LISTING_2  # noqa: E402
 from endpoint.clock import WallClock  # noqa: E402
 from endpoint.engine import Engine, EngineConfig  # noqa: E402
 from endpoint.scheduler import LiveScheduler  # noqa: E402
+from endpoint.serve import configure_process  # noqa: E402
 from store.ingestion import SourceConfig, SparkIngestion, spark_session  # noqa: E402
 from store.simulator import STREAMS  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
@@ -52,6 +53,7 @@ TRIGGER = 0.5   # seconds between micro-batches (Spark's rate source releases a 
 def live(scenario: str, size: int, rate: int, queries: dict[str, str], seconds: int) -> tuple[float, dict, float]:
     """Run the simulator through Spark with `queries` registered; (elements/s, per-query status,
     highest memory sampled once a second, MiB)."""
+    configure_process()
     spark = spark_session("local[2]")
     with tempfile.TemporaryDirectory() as tmp:
         store = StreamStore()
