@@ -20,9 +20,10 @@ from common import OUT, machine  # noqa: E402
 
 def main() -> None:
     sections = ["# rspstar benchmarks", "", "Machine: %s" % machine(), "",
-                replay_throughput.run(100_000).markdown(), uncertainty_tvs.run([10, 100, 1000]), uncertainty_tvs.run([1000], "simulator"),
-                rsp_js_compare.run(1000, 100), annotated_vs_reified.run(), spark_ingestion.throughput(100_000), tvs_live.run(90),
-                tvs_live.run_sensors(60),
+                replay_throughput.run(100_000).markdown(),
+                uncertainty_tvs.run([10, 100, 1000]), uncertainty_tvs.run([1000], "simulator"),
+                rsp_js_compare.run(1000, 100), annotated_vs_reified.run(), spark_ingestion.throughput(100_000),
+                tvs_live.run(90), tvs_live.run_sensors(60),
                 "The soak benchmark runs separately: python bench/spark_ingestion.py soak (see README)."]
     text = "\n".join(sections)
     print(text)

@@ -3,9 +3,9 @@
 One job per registered query (id `query:<id>`), one for sink delivery and one for retention;
 no job overlaps itself (max_instances=1) and firings missed while a run was busy are
 coalesced into one and counted in the query's status. A query's job polls (for `max_delay`)
-and is also run at once when a watermark it waits for passes its next close. The jobs only ask the engine to do
-what is due, so the semantics stay in `Engine` (tested on a virtual clock) and this layer
-only decides how often to ask.
+and is also run at once when a watermark it waits for passes its next close. The jobs only
+ask the engine to do what is due, so the semantics stay in `Engine` (tested on a virtual
+clock) and this layer only decides how often to ask.
 """
 from __future__ import annotations
 

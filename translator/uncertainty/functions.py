@@ -55,7 +55,7 @@ class FunctionLibrary:
         self.operations = {**_ON_VALUES, **(operations or {})}
         self.cache_enabled = cache
         self.counts = CallCounts()
-        self._caches: list[dict[tuple, ox.Literal | None]] = []    # one per function: keyed by its arguments' N-Triples
+        self._caches: list[dict[tuple[str, ...], ox.Literal | None]] = []   # one per function
         self._parsed: dict[str, Distribution | UncertaintyError] = {}
         self.table = {ox.NamedNode(RSPU + name): self._function(name, (name, *[None] * len(kinds)))
                       for name, (kinds, _) in self.operations.items()}
