@@ -113,9 +113,10 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apscheduler", "werkzeug", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    # A query's poll that finds its previous evaluation still running is expected and counted
-    # (status missed_runs); APScheduler would warn about it ten times a second.
-    logging.getLogger("apscheduler.executors.default").setLevel(logging.ERROR)
+    # A query's poll that finds its previous evaluation still running, or comes late, is
+    # expected and counted (status missed_runs); APScheduler would warn ten times a second.
+    for skipped_runs in ("apscheduler.scheduler", "apscheduler.executors.default"):
+        logging.getLogger(skipped_runs).setLevel(logging.ERROR)
     configure_process()
     from store.ingestion import SparkIngestion, spark_session
 

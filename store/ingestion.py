@@ -53,6 +53,9 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+# Stopping a streaming query between batches makes Spark warn that it found no job to cancel.
+logger.dag.name = org.apache.spark.scheduler.DAGScheduler
+logger.dag.level = error
 """
 KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:spark-sql-kafka-0-10_2.13 "
               "matching your Spark version, with its kafka-clients dependency). Put the jars in a folder and "
