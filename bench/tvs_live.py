@@ -1,5 +1,5 @@
 """Live runs through Spark, in one process as `rspstar serve` runs it but with the in-memory
-store (run by hand: python bench/tvs_live.py [--seconds 90] [--workload tvs|sensors]):
+store (run by hand: python bench/tvs_live.py [--seconds 90] [--workload tvs|sensors] [--rate N]):
 
 - workload (b): the TVS simulator at 4000 observations/s (1000 sectors), seed 002's Listing 2;
 - workload (a): 1000 plain sensors at 1000 observations/s, RANGE 10 s STEP 2 s, the filter and
@@ -123,8 +123,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=int, default=90)
     parser.add_argument("--workload", choices=["tvs", "sensors"], default="tvs")
+    parser.add_argument("--rate", type=int, help="observations/s (default 4000 for tvs, 1000 for sensors)")
     args = parser.parse_args()
-    body = run(args.seconds) if args.workload == "tvs" else run_sensors(args.seconds)
+    if args.workload == "tvs":
+        body = run(args.seconds, rate=args.rate or 4000)
+    else:
+        body = run_sensors(args.seconds, rate=args.rate or 1000)
     text = "Machine: %s\n\n%s" % (machine(), body)
     print(text)
     OUT.mkdir(exist_ok=True)
