@@ -60,6 +60,7 @@ class QuerySpec:
     sinks: list[str] = field(default_factory=list)
     options: dict[str, str] = field(default_factory=dict)
     last_evaluation: int | None = None   # a restart continues after this instant
+    r2s_previous: list | None = None     # what IStream/DStream compare the next evaluation with
 
 
 @dataclass
@@ -153,15 +154,16 @@ class Engine:
             config.data_dir.mkdir(parents=True, exist_ok=True)
             for spec in self._load_specs():
                 self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
-                              resume_after=spec.last_evaluation)
+                              resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous)
 
     # -- registration -----------------------------------------------------------------------
     def register(self, text: str, query_id: str | None = None, sinks: list[str] | tuple = (),
                  options: dict[str, str] | None = None, persist: bool = True,
-                 resume_after: int | None = None) -> RegisteredQuery:
+                 resume_after: int | None = None, resume_r2s: list | None = None) -> RegisteredQuery:
         """Check and register a query (TranslatorError for a bad query, SinkNotAllowed for a
         sink outside the allow-list, UsageError for a bad option); nothing changes on error.
-        Its first evaluation is the first report instant after now (or after `resume_after`)."""
+        Its first evaluation is the first report instant after now (or after `resume_after`,
+        with the IStream/DStream state `resume_r2s` of the evaluation there)."""
         options = dict(options or {})
         evaluation_options = EvaluationOptions.from_pairs(options)
         query = compile_query(text)
@@ -175,9 +177,11 @@ class Engine:
         with self._lock:
             if query_id in self._queries:
                 raise DuplicateQuery("a query with id %r is already registered" % query_id)
-            spec = QuerySpec(query_id, text, list(sinks), options, resume_after)
+            spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             http_sinks = [HttpSink(query_id, url, self.config.data_dir / "outbox", self.post) for url in sinks]
             evaluator = QueryEvaluator(query, self.store, evaluation_options)
+            if resume_r2s is not None:
+                evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
             registered = RegisteredQuery(spec, query, evaluator, http_sinks,
                                          ResultHistory(self.config.history_limit), start)
@@ -271,7 +275,9 @@ class Engine:
                 self._emit(registered, instant, trigger, evaluation)
                 ran += 1
             if ran:
+                # One write keeps the instant and the R2S state it produced together.
                 registered.spec.last_evaluation = registered.status.last_evaluation
+                registered.spec.r2s_previous = registered.evaluator.r2s_state()
                 with self._lock:
                     self._save_specs()
         finally:

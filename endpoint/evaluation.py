@@ -9,9 +9,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field, fields, replace
 
+import pyoxigraph as ox
+
 from store.stream_store import StreamStore
 from store.terms import term_to_ntriples, triple_to_ntriples
-from translator.model import ContinuousQuery, QueryForm
+from translator.model import R2S, ContinuousQuery, QueryForm
 from translator.rewrite import INTERNAL_VARIABLE_PREFIX, RewriteOptions, defers_filters, rewrite
 from translator.temporal import format_instant
 from translator.uncertainty import FunctionLibrary
@@ -192,6 +194,22 @@ class QueryEvaluator:
             self.h4.record(deferred, self.functions.counts.calls - calls_before, count)
         evaluation.seconds = time.perf_counter() - started
         return evaluation
+
+    def r2s_state(self) -> list | None:
+        """What IStream/DStream remember of the last evaluation, as JSON (None for RStream):
+        SELECT rows as they are, CONSTRUCT triples as N-Triples lines."""
+        if self.query.r2s is R2S.RSTREAM:
+            return None
+        if self.query.form is QueryForm.CONSTRUCT:
+            return [line for line, _ in self.r2s.previous]
+        return self.r2s.previous
+
+    def restore_r2s_state(self, state: list) -> None:
+        if self.query.form is QueryForm.CONSTRUCT:
+            triples = [quad.triple for quad in ox.parse("\n".join(state), format=ox.RdfFormat.N_TRIPLES)]
+            self.r2s.restore(list(zip(state, triples)))
+        else:
+            self.r2s.restore(state)
 
     def retention_bounds(self, instant: int) -> dict[str, int]:
         """Per stream, the earliest timestamp an evaluation at or after `instant` can read."""

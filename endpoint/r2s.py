@@ -28,3 +28,13 @@ class R2SOperator:
             emitted = [row for k, row in self._previous.items() if k not in current]
         self._previous = current
         return emitted
+
+    @property
+    def previous(self) -> list:
+        """The previous evaluation's distinct rows: the state IStream and DStream compare with."""
+        return list(self._previous.values())
+
+    def restore(self, rows: list) -> None:
+        self._previous = {}
+        for row in rows:
+            self._previous.setdefault(self.key(row), row)

@@ -260,3 +260,34 @@ def test_registered_queries_get_ids_from_their_names_and_describe_their_status()
     engine.tick()
     assert q.describe()["status"]["close_to_result_ms"]["p99"] == 1000.0
     assert parse_query(description["query"]).name == "http://example.org/oxygen-alert"
+
+
+def test_istream_and_dstream_compare_with_the_last_evaluation_before_a_restart(tmp_path):
+    config = EngineConfig(data_dir=tmp_path / "data")
+    clock = VirtualClock(T0)
+    store = StreamStore()
+    staged = store.stage_document("http://example.org/s", stream_text(20), ox.RdfFormat.TRIG, "s.trig").staged
+    window = "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"
+    engine = Engine(store, clock, config)
+    engine.register("PREFIX ex: <http://example.org/>\nSELECT ISTREAM ?o " + window, "new")
+    engine.register("PREFIX ex: <http://example.org/>\nCONSTRUCT DSTREAM { ?o a ex:Seen } " + window, "gone")
+
+    def advance(engine, until):
+        for t in range(clock.now() + S, until + 1, S):
+            store.publish("http://example.org/s", [e for e in staged if t - S < e.timestamp <= t])
+            store.advance_watermark("http://example.org/s", t)
+            clock.set(t)
+            engine.tick()
+
+    store.publish("http://example.org/s", [e for e in staged if e.timestamp == T0])
+    advance(engine, T0 + 4 * S)      # windows [-2, 2) and [0, 4): o0 o1, then o0 .. o3
+    del engine
+    engine = Engine(store, clock, config)
+    advance(engine, T0 + 6 * S)      # window [2, 6): o2 .. o5
+    new = engine.get("new").history.since()
+    gone = engine.get("gone").history.since()
+    assert [r["time"] for r in new] == ["2026-03-01T08:00:06Z"]
+    assert [b["o"] for b in new[0]["bindings"]] == ["<http://example.org/o4>", "<http://example.org/o5>"]
+    assert sorted(gone[0]["triples"]) == [
+        "<http://example.org/o%d> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://example.org/Seen> ." % i
+        for i in (0, 1)]
