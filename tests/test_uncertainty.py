@@ -1,6 +1,7 @@
 """rspu: functions against independent numerical references (scipy integration written out
 here, and Monte Carlo with a tolerance from its standard error), edge cases and errors."""
 import math
+import traceback
 
 import numpy as np
 import pyoxigraph as ox
@@ -226,3 +227,19 @@ def test_cache_answers_repeated_calls_within_an_evaluation_only():
     for _ in range(3):
         add(dist("N(0, 1)"), num(1))
     assert uncached.counts.computed == 3
+
+
+def test_a_bad_literal_raises_a_fresh_error_each_time():
+    # A cached exception object would keep the frames of every raise (and the query results
+    # they hold) alive, its traceback growing with each evaluation that reads the literal.
+    library = FunctionLibrary(cache=False)
+    bad = dist("N(oops)")
+    errors = []
+    for _ in range(3):
+        try:
+            library.distribution(bad)
+        except UncertaintyError as e:
+            errors.append(e)
+    assert len(errors) == 3 and len({id(e) for e in errors}) == 3
+    assert len(traceback.extract_tb(errors[2].__traceback__)) == len(traceback.extract_tb(errors[0].__traceback__))
+    assert str(errors[2]) == str(errors[0])

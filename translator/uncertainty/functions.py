@@ -56,7 +56,7 @@ class FunctionLibrary:
         self.cache_enabled = cache
         self.counts = CallCounts()
         self._caches: list[dict[tuple[str, ...], ox.Literal | None]] = []   # one per function
-        self._parsed: dict[str, Distribution | UncertaintyError] = {}
+        self._parsed: dict[str, Distribution | str] = {}   # a lexical form's parse, or why it failed
         self.table = {ox.NamedNode(RSPU + name): self._function(name, (name, *[None] * len(kinds)))
                       for name, (kinds, _) in self.operations.items()}
 
@@ -147,12 +147,14 @@ class FunctionLibrary:
             try:
                 parsed = self.families.parse(lexical)
             except UncertaintyError as e:
-                parsed = e
+                # The message, not the error: a cached exception keeps the frames of every
+                # raise alive (with the query results they hold) and its traceback grows.
+                parsed = str(e)
             if len(self._parsed) >= _PARSE_CACHE_LIMIT:
                 self._parsed.clear()
             self._parsed[lexical] = parsed
-        if isinstance(parsed, UncertaintyError):
-            raise parsed
+        if isinstance(parsed, str):
+            raise UncertaintyError(parsed)
         return parsed
 
     def value(self, term) -> Value:
