@@ -150,9 +150,7 @@ class FunctionLibrary:
                 # The message, not the error: a cached exception keeps the frames of every
                 # raise alive (with the query results they hold) and its traceback grows.
                 parsed = str(e)
-            if len(self._parsed) >= _PARSE_CACHE_LIMIT:
-                self._parsed.clear()
-            self._parsed[lexical] = parsed
+            self._remember_parse(lexical, parsed)
         if isinstance(parsed, str):
             raise UncertaintyError(parsed)
         return parsed
@@ -174,10 +172,13 @@ class FunctionLibrary:
         # With fusion off, a sum is usually compared next (lessThan(add(..), x)): remember
         # its parse.
         lexical = d.lexical()
+        self._remember_parse(lexical, d)
+        return ox.Literal(lexical, datatype=_DISTRIBUTION)
+
+    def _remember_parse(self, lexical: str, parsed: Distribution | str) -> None:
         if len(self._parsed) >= _PARSE_CACHE_LIMIT:
             self._parsed.clear()
-        self._parsed[lexical] = d
-        return ox.Literal(lexical, datatype=_DISTRIBUTION)
+        self._parsed[lexical] = parsed
 
 
 def _negate(x: Value) -> Value:
