@@ -1,25 +1,31 @@
-# The two commands of README.md. Both set up a virtual environment first (fresh machine:
-# Python 3.11+ with venv, Java 17 for Spark, and the package registry), so they are all a
-# newcomer needs. The tests also need Debian's chromium (.ci/run installs it).
+# The two commands of README.md. Each first installs what the system lacks (tools/system-setup:
+# Python venv, Java 17+ for Spark, and for the tests Debian's chromium), then a virtual
+# environment with the package, so they are all a newcomer needs on a fresh machine.
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test run bench clean
+.PHONY: test run bench clean system-run system-test
+
+system-run:
+	tools/system-setup run
+
+system-test:
+	tools/system-setup test
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,spark]'
+	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-test: $(STAMP)
+test: system-test $(STAMP)
 	$(PY) -m pytest
 
-run: $(STAMP)
-	$(VENV)/bin/rspstar serve --config config/default.toml --data data --port 8000
+run: system-run $(STAMP)
+	$(VENV)/bin/rspstar serve --data data --port 8000
 
-bench: $(STAMP)
+bench: system-run $(STAMP)
 	$(PY) bench/run_all.py
 
 clean:

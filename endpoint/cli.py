@@ -13,6 +13,7 @@ from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorEr
 from translator.temporal import parse_instant
 from translator.validate import compile_query
 
+from .config import DEFAULT_CONFIG
 from .errors import EndpointError, UsageError
 from .evaluation import EvaluationOptions
 from .replay import ReplayInput, replay
@@ -97,7 +98,7 @@ def cmd_check(args) -> int:
 
 def cmd_serve(args) -> int:
     from .serve import serve
-    return serve(Path(args.config), args.host, args.port, Path(args.data))
+    return serve(Path(args.config) if args.config else DEFAULT_CONFIG, args.host, args.port, Path(args.data))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(handler=cmd_replay)
 
     sv = sub.add_parser("serve", help="run the engine: store on disk, Spark ingestion, scheduler, HTTP API and dashboard")
-    sv.add_argument("--config", default="config/default.toml", help="TOML configuration (default: %(default)s)")
+    sv.add_argument("--config", help="TOML configuration (default: the embedded one, %s)" % DEFAULT_CONFIG)
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     sv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
     sv.add_argument("--data", default="data", help="data directory: store, queries, outboxes, checkpoints "

@@ -13,6 +13,11 @@ from .engine import DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, Engine, EngineCon
 from .errors import EndpointError
 
 
+# The embedded defaults (shipped inside the package): simulated streams, example queries and
+# their background data, so `rspstar serve` runs anywhere with no file of its own.
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "defaults" / "default.toml"
+
+
 class ConfigError(EndpointError):
     """A configuration file that cannot be used, naming the file and the key."""
 

@@ -118,7 +118,8 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     for skipped_runs in ("apscheduler.scheduler", "apscheduler.executors.default"):
         logging.getLogger(skipped_runs).setLevel(logging.ERROR)
     configure_process()
-    from store.ingestion import SparkIngestion, spark_session
+    from store.ingestion import SparkIngestion, find_java_home, spark_session
+    find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
 
     data_dir.mkdir(parents=True, exist_ok=True)
     config = load_config(config_path, data_dir / "engine")

@@ -25,6 +25,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -44,7 +46,8 @@ from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
 
-_JAVA_17 = "/usr/lib/jvm/java-17-openjdk-amd64"
+JAVA_MIN = 17
+_JAVA_VERSION = re.compile(r'version "(?:1\.)?(\d+)')
 _FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
 _LOG4J = """rootLogger.level = warn
 rootLogger.appenderRef.stdout.ref = console
@@ -56,6 +59,9 @@ appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 # Stopping a streaming query between batches makes Spark warn that it found no job to cancel.
 logger.dag.name = org.apache.spark.scheduler.DAGScheduler
 logger.dag.level = error
+# Spark runs on the JVM's own code paths when Hadoop's native library is absent, as it is here.
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
 """
 KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:spark-sql-kafka-0-10_2.13 "
               "matching your Spark version, with its kafka-clients dependency). Put the jars in a folder and "
@@ -87,11 +93,43 @@ class SourceConfig:
     options: dict[str, str] = field(default_factory=dict)
 
 
+def _java_major(java: Path) -> int | None:
+    try:
+        done = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = _JAVA_VERSION.search(done.stderr + done.stdout)
+    return int(found.group(1)) if found else None
+
+
+def find_java_home() -> Path:
+    """A Java home whose `java` is 17 or newer: JAVA_HOME, else the `java` on the PATH, else
+    the newest under /usr/lib/jvm. IngestionError in one line when there is none."""
+    candidates = []
+    if os.environ.get("JAVA_HOME"):
+        candidates.append(Path(os.environ["JAVA_HOME"]))
+    on_path = shutil.which("java")
+    if on_path:
+        candidates.append(Path(on_path).resolve().parent.parent)
+    jvms = Path("/usr/lib/jvm")
+    if jvms.is_dir():
+        candidates += sorted((p for p in jvms.iterdir() if p.is_dir()), reverse=True)
+    seen = []
+    for home in candidates:
+        major = _java_major(home / "bin" / "java")
+        if major is not None and major >= JAVA_MIN:
+            return home
+        if major is not None:
+            seen.append("Java %d at %s" % (major, home))
+    raise IngestionError("Spark needs Java %d or newer and found %s: install it (Debian/Ubuntu: "
+                         "apt-get install openjdk-17-jre-headless) or point JAVA_HOME at one"
+                         % (JAVA_MIN, ", ".join(seen) or "none"))
+
+
 def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) -> SparkSession:
-    """A Spark session set up as measured in notes/spark.md: Java 17, loopback, quiet logs,
+    """A Spark session set up as measured in notes/spark.md: Java 17+, loopback, quiet logs,
     no UI, a JVM tuned for start-up and small batches, UTC."""
-    if os.path.isdir(_JAVA_17):
-        os.environ["JAVA_HOME"] = _JAVA_17
+    os.environ["JAVA_HOME"] = str(find_java_home())
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
