@@ -21,15 +21,19 @@ def write(tmp_path):
     return _write
 
 
+# The repository's own copy of the conformance suite (test_conformance.py keeps it equal to
+# ../shared/conformance wherever that is present).
+CONFORMANCE = REPO / "tests" / "conformance"
+
+
 def conformance_cases() -> list[Path]:
-    cases = shared_dir() / "conformance" / "cases"
-    return sorted(p for p in cases.iterdir() if (p / "manifest.json").is_file()) if cases.is_dir() else []
+    return sorted(p for p in (CONFORMANCE / "cases").iterdir() if (p / "manifest.json").is_file())
 
 
 def compare_lines(expected, actual, ordered):
-    """The shared comparison rules of ../shared/conformance/compare.py."""
+    """The suite's comparison rules (conformance/compare.py)."""
     import importlib.util
-    spec = importlib.util.spec_from_file_location("conformance_compare", shared_dir() / "conformance" / "compare.py")
+    spec = importlib.util.spec_from_file_location("conformance_compare", CONFORMANCE / "compare.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.compare_lines(expected, actual, ordered)

@@ -1,13 +1,14 @@
-"""Every case under ../shared/conformance/cases, through `rspstar replay`, compared with the
-shared rules of compare.py. A case added there later is picked up with no code change."""
+"""Every case of the repository's conformance suite (tests/conformance, a copy of
+../shared/conformance plus the project's own cases), through `rspstar replay`, compared with
+the suite's rules in compare.py."""
 import json
 
 import pytest
 
-from conftest import compare_lines, conformance_cases, shared_dir
+from conftest import CONFORMANCE, compare_lines, conformance_cases, shared_dir
 from endpoint.cli import main
 
-CASES = shared_dir() / "conformance" / "cases"
+CASES = CONFORMANCE / "cases"
 
 
 def _cases():
@@ -15,8 +16,22 @@ def _cases():
 
 
 def test_the_conformance_suite_is_present():
-    assert CASES.is_dir(), "conformance cases not found at %s (set RSPSTAR_SHARED)" % CASES
     assert len(_cases()) >= 15
+    assert (CONFORMANCE / "compare.py").is_file()
+
+
+def test_the_suite_holds_every_shared_case_unchanged():
+    # Where ../shared/conformance is beside the checkout (CI lays it out so), a case or file
+    # added or changed there and not copied here fails; with nothing beside it, nothing differs.
+    shared = shared_dir() / "conformance"
+    problems = []
+    for path in sorted(p for p in shared.rglob("*") if p.is_file()) if shared.is_dir() else []:
+        ours = CONFORMANCE / path.relative_to(shared)
+        if not ours.is_file():
+            problems.append("missing here: %s" % ours.relative_to(CONFORMANCE))
+        elif ours.read_bytes() != path.read_bytes():
+            problems.append("differs from %s: %s" % (path, ours.relative_to(CONFORMANCE)))
+    assert not problems, "copy ../shared/conformance into tests/conformance:\n" + "\n".join(problems)
 
 
 def replay_arguments(case_dir, manifest, out):
