@@ -309,13 +309,17 @@ class Engine:
 
     def _append_output_element(self, stream: str, instant: int, evaluation: Evaluation,
                                complete_until: int | None) -> None:
-        """A CONSTRUCT evaluation becomes one element of the output stream (timestamp = the
-        evaluation instant), which other queries can window over."""
-        graph = "urn:rspstar:output:%s:%d" % (quote(stream, safe=""), instant)
-        name = ox.NamedNode(graph)
-        quads = [ox.Quad(t.subject, t.predicate, t.object, name) for t in evaluation.triples]
-        literal = ox.Literal(format_instant(instant), datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime"))
-        self.store.add_elements(stream, [Element(graph, instant, literal, quads)])
+        """A CONSTRUCT evaluation that constructs triples becomes one element of the output
+        stream (timestamp = the evaluation instant), which other queries can window over. An
+        evaluation with no triples adds no element (an empty named graph is no graph in RDF),
+        but still moves the stream's watermark."""
+        if evaluation.triples:
+            graph = "urn:rspstar:output:%s:%d" % (quote(stream, safe=""), instant)
+            name = ox.NamedNode(graph)
+            quads = [ox.Quad(t.subject, t.predicate, t.object, name) for t in evaluation.triples]
+            literal = ox.Literal(format_instant(instant),
+                                 datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime"))
+            self.store.add_elements(stream, [Element(graph, instant, literal, quads)])
         # Nothing earlier than the query's next instant can appear in its output any more.
         self.store.advance_watermark(stream, complete_until if complete_until is not None else instant + 1)
 

@@ -10,7 +10,8 @@ micro-batch's trigger time, or a fixed clock) is the observation's event time.
   measurement uncertainty `N(0, σ²)` as `rspu:distribution`) and a temperature sensor (°C);
   rows alternate between the two streams.
 - `homecare` (seed 000): patients' heart rate, breathing rate, oxygen saturation, location and
-  activity, five streams, each value annotated with a confidence.
+  activity, five streams, each value annotated with a confidence; patient 0 plays seed 000's
+  low-emergency scenario for the first 50 s of every two minutes.
 - `sensors`: plain observations (sensor, value), one stream; the benchmarks' workload (a).
 """
 from __future__ import annotations
@@ -73,20 +74,35 @@ _HC_KINDS = ("heartrate", "breathingrate", "oxygensaturation", "location", "acti
 _HC_GRAPH = ("concat('" + SIM + "{source}/', element_at(array(" + ", ".join("'%s'" % k for k in _HC_KINDS)
              + "), cast({kind} AS int) + 1), '/', value)")
 _HC_PATIENT = "pmod(value, {size})"
-_HC_CONFIDENCE = "cast(0.5 + pmod(hash(value, 9), 50) / 100.0 AS double)"
+# Seed 000's scenario, played now and then so the low-emergency example query has something to
+# find: patient 0 sits, with a high heart rate and slow breathing read with high confidence,
+# for the first EPISODE_SECONDS of every EPISODE_CYCLE_SECONDS of event time (UTC).
+EPISODE_CYCLE_SECONDS = 120
+EPISODE_SECONDS = 50
+_HC_EPISODE = "(pmod(value, {size}) = 0 AND pmod(unix_seconds(timestamp), %d) < %d)" % (
+    EPISODE_CYCLE_SECONDS, EPISODE_SECONDS)
+
+
+def _episode(during: str, otherwise: str) -> str:
+    return "CASE WHEN %s THEN %s ELSE %s END" % (_HC_EPISODE, during, otherwise)
+
+
+_HC_CONFIDENCE = "cast(%s AS double)" % _episode("0.8 + pmod(hash(value, 9), 20) / 100.0",
+                                                  "0.5 + pmod(hash(value, 9), 50) / 100.0")
 _HC_VALUES = [
     ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/heartRate> %s {{| <" + SIM
-     + "homecare/confidence> %.2f |}} .", "55 + pmod(hash(value, 4), 70)"),
+     + "homecare/confidence> %.2f |}} .", _episode("95 + pmod(hash(value, 4), 20)", "55 + pmod(hash(value, 4), 70)")),
     ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/breathingRate> %s {{| <" + SIM
-     + "homecare/confidence> %.2f |}} .", "8 + pmod(hash(value, 5), 20)"),
+     + "homecare/confidence> %.2f |}} .", _episode("8 + pmod(hash(value, 5), 4)", "8 + pmod(hash(value, 5), 20)")),
     ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/oxygenSaturation> %s {{| <" + SIM
      + "homecare/confidence> %.2f |}} .", "86 + pmod(hash(value, 6), 14)"),
     ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/location> <" + SIM + "homecare/%s> {{| <" + SIM
      + "homecare/confidence> %.2f |}} .",
-     "element_at(array('livingroom', 'kitchen', 'bedroom', 'bathroom', 'outside'), 1 + pmod(hash(value, 7), 5))"),
+     _episode("'livingroom'",
+              "element_at(array('livingroom', 'kitchen', 'bedroom', 'bathroom', 'outside'), 1 + pmod(hash(value, 7), 5))")),
     ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/activity> <" + SIM + "homecare/%s> {{| <" + SIM
      + "homecare/confidence> %.2f |}} .",
-     "element_at(array('sitting', 'walking', 'sleeping', 'cooking'), 1 + pmod(hash(value, 8), 4))"),
+     _episode("'sitting'", "element_at(array('sitting', 'walking', 'sleeping', 'cooking'), 1 + pmod(hash(value, 8), 4))")),
 ]
 HOMECARE = Scenario(
     "homecare",

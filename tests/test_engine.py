@@ -186,6 +186,11 @@ WHERE { WINDOW ex:b { GRAPH ?g { ?o a ex:Big } } }""", "downstream")
     assert counts == [("2026-03-01T08:00:04Z", integer % 0), ("2026-03-01T08:00:08Z", integer % 1),
                       ("2026-03-01T08:00:12Z", integer % 4)]
     assert all(r["trigger"] == "watermark" for r in downstream.history.since())
+    # Upstream evaluated six times; those at :02 and :04 constructed nothing and added no
+    # element, yet moved the output stream's watermark.
+    assert engine.get("upstream").status.evaluations == 6
+    assert store.streams()["http://example.org/big"].ingested == 4
+    assert store.watermark("http://example.org/big") == T0 + 14 * S
 
 
 def test_max_delay_triggers_an_evaluation_when_a_stream_stalls():
