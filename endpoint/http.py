@@ -31,6 +31,7 @@ from translator.validate import oxigraph_syntax_error
 from .clock import Clock, WallClock
 from .engine import Engine, EngineConfig
 from .errors import EndpointError
+from .service_description import service_description
 from .http_errors import (
     BadRequest, NotAcceptable, ServiceUnavailable, Unauthorized, UnsupportedMediaType, error_body, status_for,
 )
@@ -48,6 +49,8 @@ GRAPH_TYPES = {
     "application/n-triples": ox.RdfFormat.N_TRIPLES,
     "application/trig": ox.RdfFormat.TRIG,
     "application/n-quads": ox.RdfFormat.N_QUADS,
+    "application/rdf+xml": ox.RdfFormat.RDF_XML,
+    "application/ld+json": ox.RdfFormat.JSON_LD,
 }
 SSE_HEARTBEAT_SECONDS = 15.0
 
@@ -155,6 +158,8 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
                 raise UnsupportedMediaType("POST /sparql takes application/sparql-query or a form, not %r" % mimetype)
             default_graphs = request.args.getlist("default-graph-uri") + request.form.getlist("default-graph-uri")
             named_graphs = request.args.getlist("named-graph-uri") + request.form.getlist("named-graph-uri")
+        if not text and request.method == "GET" and not request.args:
+            return describe_service()
         if not text:
             raise BadRequest("missing the query (parameter 'query')")
         accept = request.accept_mimetypes
@@ -169,10 +174,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
             # raised here would carry them (in its traceback) to the request thread.
             try:
                 if isinstance(result, ox.QueryTriples):
-                    media = accept.best_match(list(GRAPH_TYPES)) if accept else "text/turtle"
-                    if media is None:
-                        raise NotAcceptable("graphs are served as %s" % ", ".join(GRAPH_TYPES))
-                    return result.serialize(format=GRAPH_TYPES[media]), media
+                    return serialize_graph(list(result), accept)
                 media = accept.best_match(list(RESULT_TYPES)) if accept else "application/sparql-results+json"
                 if media is None:
                     raise NotAcceptable("results are served as %s" % ", ".join(RESULT_TYPES))
@@ -186,6 +188,13 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         except concurrent.futures.TimeoutError:
             # Oxigraph cannot be interrupted: the worker finishes on its own, the client is told now.
             raise QueryTimeout("the query ran past its time limit of %g s" % settings.query_timeout) from None
+        return Response(body, mimetype=media)
+
+    def describe_service() -> Response:
+        base = request.host_url.rstrip("/")
+        triples = service_description(base + "/sparql", base + "/update", list(RESULT_TYPES.keys() - {"application/json"})
+                                      + list(GRAPH_TYPES))
+        body, media = serialize_graph(triples, request.accept_mimetypes)
         return Response(body, mimetype=media)
 
     @app.route("/update", methods=["POST"])
@@ -330,6 +339,24 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         return Response(prometheus_text(services.engine), mimetype="text/plain; version=0.0.4")
 
     return app
+
+
+def serialize_graph(triples: list[ox.Triple], accept) -> tuple[bytes, str]:
+    """Triples in the media type the client prefers (Turtle when it names none). JSON-LD has
+    no triple terms: a graph holding some goes to the client's next choice, or is a 406."""
+    if not accept:
+        return ox.serialize(triples, format=ox.RdfFormat.TURTLE), "text/turtle"
+    ranked = sorted(((accept.quality(media), -k, media) for k, media in enumerate(GRAPH_TYPES)
+                     if accept.quality(media) > 0), reverse=True)
+    has_triple_terms = any(isinstance(t.subject, ox.Triple) or isinstance(t.object, ox.Triple) for t in triples)
+    for _, _, media in ranked:
+        if GRAPH_TYPES[media] is ox.RdfFormat.JSON_LD and has_triple_terms:
+            continue
+        return ox.serialize(triples, format=GRAPH_TYPES[media]), media
+    if ranked:
+        raise NotAcceptable("this graph holds triple terms, which JSON-LD cannot carry; ask for one of %s"
+                            % ", ".join(m for m in GRAPH_TYPES if GRAPH_TYPES[m] is not ox.RdfFormat.JSON_LD))
+    raise NotAcceptable("graphs are served as %s" % ", ".join(GRAPH_TYPES))
 
 
 def check_stream_body(data: bytes, fmt) -> None:

@@ -6,6 +6,7 @@ import threading
 
 import pyoxigraph as ox
 import pytest
+import rdflib
 import requests
 from werkzeug.serving import make_server
 
@@ -73,12 +74,54 @@ def test_select_in_every_results_format(client, accept, media, fragment):
     ("application/n-triples", "application/n-triples", "<http://example.org/in>"),
     ("application/trig", "application/trig", "<http://example.org/in>"),
     ("application/n-quads", "application/n-quads", "<http://example.org/in>"),
+    ("application/rdf+xml", "application/rdf+xml", 'rdf:about="http://example.org/s1"'),
+    ("application/ld+json", "application/ld+json", '"@id":"http://example.org/s1"'),
 ])
 def test_construct_in_every_graph_format(client, accept, media, fragment):
     response = client.post("/sparql", data=CONSTRUCT, content_type="application/sparql-query",
                            headers={"Accept": accept} if accept else {})
     assert response.status_code == 200 and response.mimetype == media
     assert fragment in response.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("media,rdflib_format", [("application/rdf+xml", "xml"), ("application/ld+json", "json-ld")])
+def test_construct_as_sparqlwrapper_asks_for_it_reads_in_another_parser(client, media, rdflib_format):
+    # SPARQLWrapper asks for RDF/XML by default and parses it with rdflib.
+    response = client.post("/sparql", data={"query": CONSTRUCT}, headers={"Accept": media + ", */*;q=0.1"})
+    assert response.status_code == 200 and response.mimetype == media
+    graph = rdflib.Graph().parse(data=response.get_data(as_text=True), format=rdflib_format)
+    assert set(graph) == {(rdflib.URIRef("http://example.org/s1"), rdflib.URIRef("http://example.org/in"),
+                           rdflib.URIRef("http://example.org/kitchen"))}
+
+
+def test_triple_terms_go_to_the_next_graph_format_json_ld_cannot_carry_them(client):
+    query = "CONSTRUCT { ?r ex:about ?t } WHERE { ?r rdf:reifies ?t }"
+    query = ("PREFIX ex: <http://example.org/> PREFIX rdf: <http://www.w3.org/1999/02/22-rdf-syntax-ns#> " + query)
+    only = client.post("/sparql", data={"query": query}, headers={"Accept": "application/ld+json"})
+    assert only.status_code == 406 and "triple terms" in only.get_json()["message"]
+    fallback = client.post("/sparql", data={"query": query}, headers={"Accept": "application/ld+json, text/turtle;q=0.5"})
+    assert fallback.status_code == 200 and fallback.mimetype == "text/turtle"
+    assert "<<(" in fallback.get_data(as_text=True)
+
+
+SD = rdflib.Namespace("http://www.w3.org/ns/sparql-service-description#")
+
+
+@pytest.mark.parametrize("accept,media,rdflib_format", [
+    (None, "text/turtle", "turtle"), ("application/ld+json", "application/ld+json", "json-ld"),
+])
+def test_a_bare_get_answers_with_the_service_description(client, accept, media, rdflib_format):
+    response = client.get("/sparql", headers={"Accept": accept} if accept else {})
+    assert response.status_code == 200 and response.mimetype == media
+    graph = rdflib.Graph().parse(data=response.get_data(as_text=True), format=rdflib_format)
+    service = rdflib.URIRef("http://localhost/sparql")
+    assert (service, SD.endpoint, service) in graph
+    assert (service, SD.supportedLanguage, SD.SPARQL11Query) in graph
+    assert (rdflib.URIRef("http://localhost/update"), SD.supportedLanguage, SD.SPARQL11Update) in graph
+    formats = {str(o).rsplit("/", 1)[1] for o in graph.objects(service, SD.resultFormat)}
+    assert {"SPARQL_Results_JSON", "SPARQL_Results_XML", "Turtle", "RDF_XML", "JSON-LD"} <= formats
+    functions = {str(o) for o in graph.objects(service, SD.extensionFunction)}
+    assert functions == {"http://w3id.org/rsp/rspu#" + n for n in ("add", "subtract", "greaterThan", "lessThan", "between")}
 
 
 def test_triple_terms_in_json_results(client):
@@ -107,7 +150,8 @@ def test_update_changes_background_data_with_a_token(client, engine):
 # Each route with good and bad inputs: (method, path, kwargs, expected status).
 ROUTES = [
     ("get", "/sparql", {"query_string": {"query": SELECT}}, 200),
-    ("get", "/sparql", {}, 400),
+    ("get", "/sparql", {}, 200),
+    ("get", "/sparql", {"query_string": {"query": ""}}, 400),
     ("get", "/sparql", {"query_string": {"query": "SELECT * WHERE { ?s ?p }"}}, 400),
     ("get", "/sparql", {"query_string": {"query": SELECT}, "headers": {"Accept": "image/png"}}, 406),
     ("post", "/sparql", {"data": SELECT, "content_type": "application/sparql-query"}, 200),
