@@ -80,10 +80,12 @@ def load_config(path: Path, data_dir: Path | None = None) -> Config:
 
 
 def register_configured(engine: Engine, config: Config) -> list[str]:
-    """Register the configured queries not already registered (a restart restores queries
-    from the data directory first). Returns the ids registered now."""
+    """Register the configured queries that are neither registered (a restart restores
+    queries from the data directory first) nor were deleted through the API (the data
+    directory remembers that: a user's deletion outlives restarts). Returns the ids
+    registered now."""
     registered = []
-    known = {q.id for q in engine.queries()}
+    known = {q.id for q in engine.queries()} | engine.removed_ids
     for entry in config.queries:
         if entry.id is not None and entry.id in known:
             continue

@@ -150,7 +150,12 @@ class Engine:
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed
+        # Ids removed through `remove`, remembered in the data directory so that a query
+        # deleted by a user is not registered again from the configuration at the next start.
+        self.removed_ids: set[str] = set()
         if config.data_dir is not None:
+            removed = config.data_dir / "removed-queries.json"
+            self.removed_ids = set(json.loads(removed.read_text())) if removed.exists() else set()
             config.data_dir.mkdir(parents=True, exist_ok=True)
             for spec in self._load_specs():
                 self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
@@ -178,16 +183,20 @@ class Engine:
             if query_id in self._queries:
                 raise DuplicateQuery("a query with id %r is already registered" % query_id)
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
+            history_file = None if self.config.data_dir is None else self.config.data_dir / "history" / (query_id + ".jsonl")
             http_sinks = [HttpSink(query_id, url, self.config.data_dir / "outbox", self.post) for url in sinks]
             evaluator = QueryEvaluator(query, self.store, evaluation_options)
             if resume_r2s is not None:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
             registered = RegisteredQuery(spec, query, evaluator, http_sinks,
-                                         ResultHistory(self.config.history_limit), start)
+                                         ResultHistory(self.config.history_limit, history_file), start)
             self._queries[query_id] = registered
             if persist:
                 self._save_specs()
+                if query_id in self.removed_ids:
+                    self.removed_ids.discard(query_id)
+                    self._save_removed()
         log.info("registered query %s (%s, windows: %s)", query_id, query.form.value,
                  ", ".join(query.windows) or "none")
         for listener in self.listeners:
@@ -205,8 +214,10 @@ class Engine:
         with self._lock:
             if query_id not in self._queries:
                 raise UnknownQuery("no query with id %r" % query_id)
-            del self._queries[query_id]
+            self._queries.pop(query_id).history.discard()
             self._save_specs()
+            self.removed_ids.add(query_id)
+            self._save_removed()
         for listener in self.listeners:
             listener("removed", query_id)
 
@@ -229,6 +240,10 @@ class Engine:
         if path is None:
             return
         replace_text(path, json.dumps([asdict(q.spec) for q in self._queries.values()], indent=2))
+
+    def _save_removed(self) -> None:
+        if self.config.data_dir is not None:
+            replace_text(self.config.data_dir / "removed-queries.json", json.dumps(sorted(self.removed_ids)))
 
     def _load_specs(self) -> list[QuerySpec]:
         path = self._specs_path()

@@ -109,6 +109,13 @@ def progress_line(engine: Engine) -> str:
     return " | ".join(parts)
 
 
+def report_progress(engine: Engine) -> None:
+    """Every PROGRESS_SECONDS: a line on the console, and the stream counters saved (a crash
+    loses at most this long of their increments)."""
+    log.info(progress_line(engine))
+    engine.store.save_stats()
+
+
 def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apscheduler", "werkzeug", "py4j"):
@@ -141,7 +148,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     app = create_app(engine, http_settings(config, landing), ingestion_status=ingestion.status)
     server = make_server(host, port, app, threaded=True)
     scheduler = LiveScheduler(engine)
-    scheduler.scheduler.add_job(lambda: log.info(progress_line(engine)), "interval", seconds=PROGRESS_SECONDS,
+    scheduler.scheduler.add_job(lambda: report_progress(engine), "interval", seconds=PROGRESS_SECONDS,
                                 id="console:progress", max_instances=1, coalesce=True)
 
     stopping = threading.Event()

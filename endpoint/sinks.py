@@ -24,6 +24,8 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from store.landing import replace_text
+from translator.errors import TemporalValueError
+from translator.temporal import parse_instant
 
 from .errors import EndpointError
 
@@ -49,15 +51,48 @@ def check_sink_allowed(url: str, allowed: list[str]) -> None:
 
 
 class ResultHistory:
-    """The latest records of a query, for polling (`since` an instant, at most `limit`)."""
+    """The latest records of a query, for polling (`since` an instant, at most `limit`).
 
-    def __init__(self, limit: int = 1000):
+    With a `path`, records are appended to that JSON-lines file as they come and the latest
+    `limit` are read back from it, so a restart keeps what users look at; the file is cut
+    back to `limit` lines whenever it reaches twice that."""
+
+    def __init__(self, limit: int = 1000, path: Path | None = None):
         self._records: collections.deque = collections.deque(maxlen=limit)
         self._lock = threading.Lock()
+        self._path = path
+        self._lines = 0
+        if path is not None and path.exists():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            self._lines = len(lines)
+            for line in lines:
+                try:
+                    record = json.loads(line)
+                    self._records.append((parse_instant(record["time"]), record))
+                except (ValueError, KeyError, TypeError, TemporalValueError):
+                    continue   # a line cut short by a crash
+        elif path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
 
     def append(self, time: int, record: dict) -> None:
         with self._lock:
             self._records.append((time, record))
+            if self._path is None:
+                return
+            if self._lines + 1 >= 2 * self._records.maxlen:
+                replace_text(self._path, "".join(json.dumps(r, sort_keys=True) + "\n" for _, r in self._records))
+                self._lines = len(self._records)
+            else:
+                with self._path.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(record, sort_keys=True) + "\n")
+                self._lines += 1
+
+    def discard(self) -> None:
+        """Forget the records and their file (the query is gone)."""
+        with self._lock:
+            self._records.clear()
+            if self._path is not None:
+                self._path.unlink(missing_ok=True)
 
     def since(self, instant: int | None = None, limit: int | None = None) -> list[dict]:
         with self._lock:

@@ -73,7 +73,16 @@ class BatchWriter:
         self.quarantine_dir = quarantine_dir
         self.allowed_lateness = allowed_lateness
         self.timestamp_predicate = timestamp_predicate
+        # Counted from the quarantine folder's reasons, so the count outlives restarts.
         self.quarantined: dict[str, int] = {}
+        for reason in quarantine_dir.glob("%s-*.reason.json" % file_safe(source)) if quarantine_dir.is_dir() else []:
+            try:
+                described = json.loads(reason.read_text(encoding="utf-8"))
+            except ValueError:
+                continue
+            if described.get("source") == source:
+                stream = described.get("stream")
+                self.quarantined[stream] = self.quarantined.get(stream, 0) + 1
         self._lock = threading.Lock()
 
     def marker(self, batch_id: int) -> ox.Quad:

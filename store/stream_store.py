@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
+import logging
 import shutil
 import threading
 import time
@@ -35,6 +37,9 @@ from .rdf_input import (
     Element, instant_of, parse_rdf, read_elements, scan_document,
 )
 from .vocabulary import PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph
+
+log = logging.getLogger(__name__)
+STATS_FILE = "streams.json"
 
 
 class OptimisticLoadFailed(StoreError):
@@ -91,6 +96,34 @@ class StreamStore:
         self.watermark_listeners: list[Callable[[str, int], None]] = []
         if path:
             self._rebuild_index()
+            self._restore_stats()
+
+    # -- counters on disk ---------------------------------------------------------------------
+    # Ingested, evicted and late counts and watermarks are not in the elements themselves: an
+    # on-disk store keeps them in `path/STATS_FILE`, written by `save_stats` (at each close and
+    # whenever the engine asks) and read back at open.
+    def save_stats(self) -> None:
+        if self.path is None:
+            return
+        with self._lock:
+            saved = {s: {"ingested": st.ingested, "evicted": st.evicted, "late": st.late, "watermark": st.watermark}
+                     for s, st in self._stats.items()}
+        replace_text(Path(self.path) / STATS_FILE, json.dumps(saved, sort_keys=True))
+
+    def _restore_stats(self) -> None:
+        path = Path(self.path) / STATS_FILE
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        except ValueError:
+            log.warning("ignoring unreadable stream counters in %s", path)
+            return
+        for stream, counts in saved.items():
+            stats = self._stats.setdefault(stream, StreamStats())
+            stats.ingested = max(int(counts.get("ingested", 0)), stats.elements)
+            stats.evicted = int(counts.get("evicted", 0))
+            stats.late = int(counts.get("late", 0))
+            if counts.get("watermark") is not None:
+                stats.watermark = max(int(counts["watermark"]), stats.watermark or int(counts["watermark"]))
 
     # -- store files: generations -------------------------------------------------------------
     # On disk the store lives in `path/gen-N`, `path/CURRENT` naming the live one. A rebuild
@@ -446,6 +479,7 @@ class StreamStore:
         with self._lock:
             if isinstance(self.oxigraph, ox.Store):
                 if self.path:
+                    self.save_stats()
                     self.oxigraph.flush()
                 self.oxigraph = _Closed()
 

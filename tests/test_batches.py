@@ -62,6 +62,9 @@ def test_bad_input_is_quarantined_and_the_rest_of_the_batch_lands(tmp_path):
     data = [p.read_text() for p in (tmp_path / "quarantine").glob("*.data")]
     assert "<http://example.org/broken> <http://example.org/v> ." in data
     assert w.quarantined == {STREAM: 2}
+    # A restarted writer counts what its source's quarantine already holds (another source's not).
+    assert writer(tmp_path).quarantined == {STREAM: 2}
+    assert BatchWriter(StreamStore(), "socket", tmp_path / "quarantine").quarantined == {}
 
 
 def test_json_envelopes(tmp_path):

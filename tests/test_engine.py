@@ -9,6 +9,7 @@ import pytest
 
 from conftest import compare_lines, conformance_cases
 from endpoint.clock import VirtualClock
+from endpoint.config import load_config, register_configured
 from endpoint.engine import DuplicateQuery, Engine, EngineConfig, InvalidQueryId, UnknownQuery
 from endpoint.sinks import SinkNotAllowed
 from store.rdf_input import format_for_path
@@ -289,10 +290,56 @@ def test_istream_and_dstream_compare_with_the_last_evaluation_before_a_restart(t
     del engine
     engine = Engine(store, clock, config)
     advance(engine, T0 + 6 * S)      # window [2, 6): o2 .. o5
-    new = engine.get("new").history.since()
-    gone = engine.get("gone").history.since()
+    # The history outlives the restart; what came after it is the evaluation at :06.
+    assert [r["time"] for r in engine.get("new").history.since()] == [
+        "2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z", "2026-03-01T08:00:06Z"]
+    new = engine.get("new").history.since(T0 + 4 * S)
+    gone = engine.get("gone").history.since(T0 + 4 * S)
     assert [r["time"] for r in new] == ["2026-03-01T08:00:06Z"]
     assert [b["o"] for b in new[0]["bindings"]] == ["<http://example.org/o4>", "<http://example.org/o5>"]
     assert sorted(gone[0]["triples"]) == [
         "<http://example.org/o%d> <http://www.w3.org/1999/02/22-rdf-syntax-ns#type> <http://example.org/Seen> ." % i
         for i in (0, 1)]
+
+
+def test_the_result_history_survives_restarts_and_stays_bounded(tmp_path):
+    config = EngineConfig(data_dir=tmp_path / "data", history_limit=3, max_delay=0)
+    clock = VirtualClock(T0)
+    store = StreamStore()
+    store.publish("http://example.org/s", store.stage_document("http://example.org/s", stream_text(20),
+                                                               ox.RdfFormat.TRIG, "s.trig").staged)
+    query = "PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S] " \
+            "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"
+    engine = Engine(store, clock, config)
+    engine.register(query, "q")
+    for t in range(1, 11):
+        clock.set(T0 + t * S)
+        engine.tick()
+    kept = engine.get("q").history.since()
+    assert [r["time"] for r in kept] == ["2026-03-01T08:00:%02dZ" % s for s in (8, 9, 10)]
+    history_file = tmp_path / "data" / "history" / "q.jsonl"
+    assert len(history_file.read_text().splitlines()) < 2 * 3
+    with history_file.open("a") as out:
+        out.write('{"time": "2026-03-01T08:00:1')        # a line cut short by a crash
+    restarted = Engine(store, clock, config)
+    assert restarted.get("q").history.since() == kept
+    restarted.remove("q")
+    assert not history_file.exists()
+
+
+def test_a_configured_query_deleted_through_the_api_stays_deleted(tmp_path):
+    (tmp_path / "q.rq").write_text("PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s "
+                                   "[RANGE PT1S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
+    (tmp_path / "engine.toml").write_text('[[queries]]\nid = "configured"\nfile = "q.rq"\n')
+    config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
+    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(engine, config) == ["configured"]
+    engine.remove("configured")
+    restarted = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(restarted, config) == [] and restarted.queries() == []
+    # Registering it again through the API undoes the deletion: it is the user's query again.
+    restarted.register(config.queries[0].text, "configured")
+    restarted.remove("configured")
+    restarted.register(config.queries[0].text, "configured")
+    again = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert [q.id for q in again.queries()] == ["configured"] and register_configured(again, config) == []

@@ -117,6 +117,20 @@ def test_reopening_a_store_on_disk_rebuilds_the_index(tmp_path):
     assert reopened.background_graphs() == ["http://bg"]
 
 
+def test_reopening_a_store_on_disk_keeps_the_stream_counters(tmp_path):
+    store = StreamStore(str(tmp_path / "db"))
+    elements = read_elements(ANNOTATED, "hr.trig").elements
+    store.add_elements("http://s", elements[1:])
+    store.advance_watermark("http://s", T0 + 5 * S)
+    store.add_elements("http://s", elements[:1])          # below the watermark: late
+    store.evict_before("http://s", elements[1].timestamp)
+    before = store.streams()["http://s"]
+    assert (before.ingested, before.evicted, before.late) == (3, 1, 1)
+    store.close()
+    reopened = StreamStore(str(tmp_path / "db"))
+    assert reopened.streams()["http://s"] == before
+
+
 def test_background_syntax_error_names_source_line_and_column_and_changes_nothing():
     store = StreamStore()
     with pytest.raises(RdfInputError) as info:
