@@ -313,11 +313,13 @@ class Engine:
         status.results_emitted += len(evaluation.rows) if evaluation.boolean is None else 1
         record = evaluation.record()
         record["trigger"] = trigger
+        latency = self.clock.now() - instant
+        record["latency_ms"] = round(latency / 1000, 1)   # close to result, in clock time
         registered.history.append(instant, record)
         registered.feed.publish(record)
         for sink in registered.http_sinks:
             sink.enqueue(record)
-        status.latencies.append(self.clock.now() - instant)
+        status.latencies.append(latency)
         query = registered.query
         if query.output_stream and query.form is QueryForm.CONSTRUCT:
             self._append_output_element(query.output_stream, instant, evaluation, registered.next_instant)

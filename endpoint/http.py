@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import hmac
+import importlib.resources
 import json
 import queue
 import re
@@ -37,6 +38,7 @@ from .http_errors import (
 )
 
 STATIC = Path(__file__).resolve().parent / "static"
+PLOTLY_JS = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
 RESULT_TYPES = {
     "application/sparql-results+json": ox.QueryResultsFormat.JSON,
     "application/json": ox.QueryResultsFormat.JSON,
@@ -321,6 +323,13 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     @app.route("/", methods=["GET"])
     def dashboard():
         return app.send_static_file("index.html")
+
+    @app.route("/static/vendor/plotly.min.js", methods=["GET"])
+    def plotly_js():
+        # The charting library comes from the installed plotly package, never from a CDN.
+        response = Response(PLOTLY_JS.read_bytes(), mimetype="text/javascript")
+        response.headers["Cache-Control"] = "public, max-age=86400"
+        return response
 
     @app.route("/openapi.json", methods=["GET"])
     def openapi():

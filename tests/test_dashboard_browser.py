@@ -1,6 +1,7 @@
-"""The dashboard in headless Chromium (Debian's `chromium`, installed by .ci/run) against a
-running server: a registered query's results appear, the chart draws, a screenshot is saved
-under tests/artifacts/."""
+"""The dashboard in headless Chromium (Debian's `chromium`, installed by tools/system-setup)
+against a running server: a registered query's results appear with distributions written as a
+person reads them, the plotly charts draw (values with their bands, results per evaluation,
+close-to-result latency), and a screenshot is saved under tests/artifacts/."""
 import re
 import shutil
 import subprocess
@@ -36,8 +37,10 @@ def server():
     store.publish("http://example.org/s", store.stage_document(
         "http://example.org/s", "\n".join(lines).encode(), ox.RdfFormat.TRIG, "s.trig").staged)
     engine = Engine(store, VirtualClock(T0), EngineConfig(max_delay=0))
-    engine.register("PREFIX ex: <http://example.org/> SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:s "
-                    "[RANGE PT4S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "demo")
+    engine.register("PREFIX ex: <http://example.org/> PREFIX rspu: <http://w3id.org/rsp/rspu#> "
+                    "SELECT ?o ?v ?d FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] "
+                    "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v "
+                    'BIND(STRDT(CONCAT("N(", STR(?v), ", 0.25)"), rspu:distribution) AS ?d) } } }', "demo")
     http = make_server("127.0.0.1", 0, create_app(engine), threaded=True)
     thread = threading.Thread(target=http.serve_forever, daemon=True)
     thread.start()
@@ -65,12 +68,17 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
     page = chromium(tmp_path, "--dump-dom", url)
     assert page.count('class="result"') == 4   # the latest window [6 s, 10 s) holds four observations
     assert "2026-03-01T08:00:10Z" in page
-    points = int(re.search(r'<svg id="chart"[^>]*data-points="(\d+)"', page).group(1))
-    assert points == 18                 # 2 + 4 + 4 + 4 + 4 values of ?v
-    assert re.search(r'<polyline class="line" points="[^"]+"', page)
+    assert "<td>N(μ=13, σ²=0.25)</td>" in page and "rspu#distribution" not in page   # o6: 10 + 42 mod 13
+    values = re.search(r'<div id="chart-values"[^>]*>', page).group(0)
+    # ?d comes first among the numeric variables: 2 + 4 + 4 + 4 + 4 distributions, with bands.
+    assert 'data-points="18"' in values and 'data-banded="true"' in values and "js-plotly-plot" in values
+    assert page.count('class="errorbar"') == 18
+    for chart in ("chart-results", "chart-latency"):
+        assert re.search(r'<div id="%s"[^>]*js-plotly-plot' % chart, page)
+    assert page.count('class="point"') >= 18 + 5   # the values, and a latency marker per evaluation
 
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / "dashboard.png"
     screenshot.unlink(missing_ok=True)
-    chromium(tmp_path, "--window-size=1280,1100", "--screenshot=%s" % screenshot, url)
+    chromium(tmp_path, "--window-size=1400,1300", "--screenshot=%s" % screenshot, url)
     assert screenshot.stat().st_size > 10_000

@@ -1,13 +1,15 @@
-// rspstar dashboard: registered queries, their status, latest results and a live chart.
-// Plain JavaScript against the engine's own API (no libraries, nothing from a CDN).
+// rspstar dashboard: registered queries, their status, sources, latest results and charts.
+// Plain JavaScript against the engine's own API; charts by plotly.js, served by the engine
+// from the plotly package (nothing from a CDN).
 "use strict";
 
 const NUMERIC = /^"([^"]*)"\^\^<http:\/\/www\.w3\.org\/2001\/XMLSchema#(double|float|decimal|integer|int|long|short|byte|nonNegativeInteger|positiveInteger|negativeInteger|nonPositiveInteger|unsignedInt|unsignedLong|unsignedShort|unsignedByte)>$/;
-const DISTRIBUTION = /^"N\(\s*([^,]+),[^)]*\)"\^\^<http:\/\/w3id\.org\/rsp\/rspu#distribution>$/;
+const DISTRIBUTION = /^"([A-Z]+)\(([^)]*)\)"\^\^<http:\/\/w3id\.org\/rsp\/rspu#distribution>$/;
 const MAX_POINTS = 2000;
 // ?refresh=poll polls for new results instead of holding a server-sent events connection
 // (for proxies that buffer event streams, and for headless browsers on a time budget).
 const POLL = new URLSearchParams(location.search).get("refresh") === "poll";
+const PLOT_CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 
 const state = { selected: null, records: [], source: null, variable: null, poller: null };
 
@@ -20,18 +22,45 @@ function el(tag, text, attrs) {
   return node;
 }
 
-// A number from an N-Triples term: numeric literals, and the mean of a normal distribution.
-function numberOf(term) {
+function short(x) { return Number(x.toPrecision(4)).toString(); }
+
+// An rspu:distribution literal (N, U, or NU: a normal plus uniforms) as a person reads it,
+// with its mean and a band: ±2 standard deviations, or a uniform's range.
+function distributionOf(term) {
+  const m = typeof term === "string" && DISTRIBUTION.exec(term);
+  if (!m) return null;
+  const p = m[2].split(",").map(Number);
+  if (p.some(x => !Number.isFinite(x))) return null;
+  if (m[1] === "U" && p.length === 2) {
+    return { mean: (p[0] + p[1]) / 2, low: p[0], high: p[1], label: `U(${short(p[0])}, ${short(p[1])})` };
+  }
+  if ((m[1] === "N" && p.length === 2) || (m[1] === "NU" && p.length >= 2 && p.length % 2 === 0)) {
+    let mean = p[0], variance = p[1];
+    const parts = m[1] === "N" || p[1] > 0 ? [`N(μ=${short(p[0])}, σ²=${short(p[1])})`] : (p[0] ? [short(p[0])] : []);
+    for (let k = 2; k < p.length; k += 2) {
+      mean += (p[k] + p[k + 1]) / 2;
+      variance += (p[k + 1] - p[k]) ** 2 / 12;
+      parts.push(`U(${short(p[k])}, ${short(p[k + 1])})`);
+    }
+    const sd = Math.sqrt(variance);
+    return { mean, low: mean - 2 * sd, high: mean + 2 * sd, label: parts.join(" + ") };
+  }
+  return null;
+}
+
+// A value to chart from an N-Triples term: a number, or a distribution's mean and band.
+function valueOf(term) {
   if (typeof term !== "string") return null;
-  let m = NUMERIC.exec(term);
-  if (m) return Number(m[1]);
-  m = DISTRIBUTION.exec(term);
-  return m ? Number(m[1]) : null;
+  const m = NUMERIC.exec(term);
+  if (m) return { mean: Number(m[1]) };
+  return distributionOf(term);
 }
 
 function shortTerm(term) {
   const m = NUMERIC.exec(term);
   if (m) return m[1];
+  const d = distributionOf(term);
+  if (d) return d.label;
   return term.replace(/^<(.*)>$/, "$1");
 }
 
@@ -51,6 +80,22 @@ async function refreshHealth() {
   }
 }
 
+async function refreshSources() {
+  let sources;
+  try { sources = (await getJSON("/streams")).sources; } catch (e) { return; }
+  const body = $("#sources tbody");
+  body.replaceChildren();
+  const names = Object.keys(sources).sort();
+  $("#sources-section").hidden = !names.length;
+  for (const name of names) {
+    const s = sources[name];
+    const quarantined = Object.values(s.quarantined || {}).reduce((a, b) => a + b, 0);
+    body.append(el("tr"));
+    body.lastChild.append(el("td", name), el("td", s.active ? "running" : "down", { class: s.active ? "" : "down" }),
+      el("td", s.last_batch ?? "–", { class: "num" }), el("td", quarantined, { class: "num" }));
+  }
+}
+
 async function refreshQueries() {
   let queries;
   try { queries = (await getJSON("/queries")).queries; } catch (e) { return; }
@@ -59,11 +104,14 @@ async function refreshQueries() {
   for (const q of queries) {
     const s = q.status;
     const row = el("tr", null, { class: "selectable" + (q.id === state.selected ? " selected" : ""), "data-id": q.id });
+    const latency = s.close_to_result_ms ? `${s.close_to_result_ms.p50} / ${s.close_to_result_ms.p99}` : "–";
     row.append(el("td", q.id), el("td", q.form + (q.r2s !== "RSTREAM" ? " " + q.r2s : "")),
       el("td", q.windows.map(w => `${w.range}/${w.step} on ${w.stream.split("/").slice(-2).join("/")}`).join(", ")),
       el("td", s.state, { class: s.state === "failed" ? "failed" : "", title: s.last_error || "" }),
-      el("td", s.evaluations), el("td", s.results_emitted), el("td", s.last_evaluation || "–"),
-      el("td", s.next_close || "–"), el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–"));
+      el("td", s.evaluations, { class: "num" }), el("td", s.results_emitted, { class: "num" }),
+      el("td", s.missed_runs, { class: "num" }), el("td", s.last_evaluation || "–", { class: "time" }),
+      el("td", s.next_close || "–", { class: "time" }),
+      el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–", { class: "num" }), el("td", latency, { class: "num" }));
     row.addEventListener("click", () => select(q.id));
     body.append(row);
   }
@@ -112,7 +160,7 @@ function numericVariables() {
   const names = new Set();
   for (const record of state.records) {
     for (const row of record.bindings || []) {
-      for (const [name, term] of Object.entries(row)) if (numberOf(term) !== null) names.add(name);
+      for (const [name, term] of Object.entries(row)) if (valueOf(term) !== null) names.add(name);
     }
   }
   return [...names].sort();
@@ -123,8 +171,8 @@ function render() {
   const picker = $("#variable");
   if (!state.variable || !variables.includes(state.variable)) state.variable = variables[0] || null;
   picker.replaceChildren(...variables.map(v => el("option", v, v === state.variable ? { selected: "" } : {})));
-  picker.onchange = () => { state.variable = picker.value; drawChart(); };
-  drawChart();
+  picker.onchange = () => { state.variable = picker.value; drawCharts(); };
+  drawCharts();
   renderLatest();
 }
 
@@ -156,58 +204,53 @@ function renderLatest() {
   }
 }
 
-function drawChart() {
-  const svg = $("#chart");
-  svg.replaceChildren();
+function layout(title, yTitle) {
+  return { title: { text: title, font: { size: 13 } }, margin: { l: 56, r: 16, t: 32, b: 40 },
+           xaxis: { type: "date", title: { text: "evaluation time (UTC)" } }, yaxis: { title: { text: yTitle } },
+           showlegend: false, hovermode: "closest" };
+}
+
+function drawCharts() {
+  if (typeof Plotly === "undefined") return;
+  const variable = state.variable;
   const points = [];
   for (const record of state.records) {
-    const t = Date.parse(record.time);
     for (const row of record.bindings || []) {
-      const v = numberOf(row[state.variable]);
-      if (v !== null && Number.isFinite(v)) points.push([t, v]);
+      const v = variable ? valueOf(row[variable]) : null;
+      if (v && Number.isFinite(v.mean)) points.push({ time: record.time, ...v, label: shortTerm(row[variable]) });
     }
   }
   points.splice(0, Math.max(0, points.length - MAX_POINTS));
-  svg.setAttribute("data-points", String(points.length));
-  const ns = "http://www.w3.org/2000/svg";
-  const W = 800, H = 240, pad = 36;
-  const axis = document.createElementNS(ns, "path");
-  axis.setAttribute("class", "axis");
-  axis.setAttribute("d", `M${pad} ${H - pad} H${W - 8} M${pad} 8 V${H - pad}`);
-  svg.append(axis);
-  if (!points.length) return;
-  const ts = points.map(p => p[0]), vs = points.map(p => p[1]);
-  const t0 = Math.min(...ts), t1 = Math.max(...ts), v0 = Math.min(...vs), v1 = Math.max(...vs);
-  const x = t => pad + (t1 === t0 ? 0.5 : (t - t0) / (t1 - t0)) * (W - pad - 8);
-  const y = v => H - pad - (v1 === v0 ? 0.5 : (v - v0) / (v1 - v0)) * (H - pad - 8);
-  // The line follows each evaluation's mean; every value is a dot.
-  const byTime = new Map();
-  for (const [t, v] of points) byTime.set(t, (byTime.get(t) || []).concat([v]));
-  const means = [...byTime.entries()].map(([t, vals]) => [t, vals.reduce((a, b) => a + b, 0) / vals.length]);
-  const line = document.createElementNS(ns, "polyline");
-  line.setAttribute("class", "line");
-  line.setAttribute("points", means.map(p => `${x(p[0]).toFixed(1)},${y(p[1]).toFixed(1)}`).join(" "));
-  svg.append(line);
-  for (const p of points.slice(-200)) {
-    const dot = document.createElementNS(ns, "circle");
-    dot.setAttribute("class", "dot");
-    dot.setAttribute("cx", x(p[0]).toFixed(1));
-    dot.setAttribute("cy", y(p[1]).toFixed(1));
-    dot.setAttribute("r", "2");
-    svg.append(dot);
-  }
-  const label = (text, lx, ly, anchor) => {
-    const node = document.createElementNS(ns, "text");
-    node.textContent = text;
-    node.setAttribute("x", lx); node.setAttribute("y", ly);
-    if (anchor) node.setAttribute("text-anchor", anchor);
-    svg.append(node);
+  const banded = points.some(p => p.low !== undefined);
+  const values = {
+    type: "scatter", mode: "markers", name: "?" + variable, x: points.map(p => p.time), y: points.map(p => p.mean),
+    text: points.map(p => p.label), hovertemplate: "%{x}<br>%{text}<extra></extra>", marker: { size: 5, color: "#1a73e8" },
   };
-  label(v1.toPrecision(4), 2, 14);
-  label(v0.toPrecision(4), 2, H - pad);
-  label(new Date(t0).toISOString().slice(11, 19), pad, H - 18);
-  label(new Date(t1).toISOString().slice(11, 19), W - 8, H - 18, "end");
-  label("?" + state.variable, W / 2, 16, "middle");
+  if (banded) {
+    values.error_y = { type: "data", symmetric: false, color: "rgba(26,115,232,0.35)", thickness: 3, width: 0,
+                       array: points.map(p => p.high === undefined ? 0 : p.high - p.mean),
+                       arrayminus: points.map(p => p.low === undefined ? 0 : p.mean - p.low) };
+  }
+  const byTime = new Map();
+  for (const p of points) byTime.set(p.time, (byTime.get(p.time) || []).concat([p.mean]));
+  const means = { type: "scatter", mode: "lines", name: "mean", x: [...byTime.keys()],
+                  y: [...byTime.values()].map(vs => vs.reduce((a, b) => a + b, 0) / vs.length),
+                  line: { color: "#0b3d91", width: 1.5 }, hoverinfo: "skip" };
+  const chart = $("#chart-values");
+  chart.dataset.points = String(points.length);
+  chart.dataset.banded = String(banded);
+  Plotly.react(chart, [means, values],
+    layout(variable ? `?${variable} per evaluation` + (banded ? " (distributions: mean and ±2σ, or a uniform's range)" : "")
+                    : "no numeric variable yet", variable ? "?" + variable : ""), PLOT_CONFIG);
+
+  const times = state.records.map(r => r.time);
+  Plotly.react($("#chart-results"), [{ type: "bar", x: times, marker: { color: "#5f8dd3" },
+    y: state.records.map(r => r.boolean !== undefined ? Number(r.boolean) : (r.bindings || r.triples || []).length) }],
+    layout("results per evaluation", "results"), PLOT_CONFIG);
+  const timed = state.records.filter(r => r.latency_ms !== undefined);
+  Plotly.react($("#chart-latency"), [{ type: "scatter", mode: "lines+markers", marker: { size: 4 },
+    x: timed.map(r => r.time), y: timed.map(r => r.latency_ms), line: { color: "#c26401" } }],
+    layout("close to result", "ms"), PLOT_CONFIG);
 }
 
 $("#register").addEventListener("submit", async event => {
@@ -233,5 +276,7 @@ $("#register").addEventListener("submit", async event => {
 
 refreshHealth();
 refreshQueries();
+refreshSources();
 setInterval(refreshHealth, 5000);
 setInterval(refreshQueries, 3000);
+setInterval(refreshSources, 5000);
