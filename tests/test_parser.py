@@ -105,6 +105,9 @@ WHERE { OPTIONAL { { SELECT ?x WHERE { WINDOW ex:w { GRAPH ?g { ?x ?p ?o } } } }
     (P + "DESCRIBE ?x WHERE { }", 3, 1, "DESCRIBE is not supported"),
     (P + "SELECT * WHERE { ?a nope:b ?c }", 3, 21, "undeclared prefix 'nope:'"),
     (P + "SELECT * WHERE { ?a ?b ?c ", 3, 16, "never closed"),
+    (P + "SELECT * WHERE { ?a ?b ?c\n  FILTER((?c > 3)\n}", 4, 9, "'(' is never closed (found '}')"),
+    (P + "SELECT * WHERE { ?a ?b ?c BIND((?c AS ?d) }", 3, 31, "'(' is never closed"),
+    (P + "SELECT * WHERE { ?a ?b ?c FILTER(?c > [ }", 3, 39, "'[' is never closed"),
     (P + 'SELECT * WHERE { ?a ?b "open }', 3, 24, "unterminated string"),
 ])
 def test_errors_have_positions(text, line, column, fragment):

@@ -27,6 +27,8 @@ _HEADER_ONLY = {"REGISTER", "COMPUTED", "RSTREAM", "ISTREAM", "DSTREAM", "FROM",
 _PATH_START_PUNCT = ("^", "!", "(")
 
 
+_CLOSER_OF = {"(": ")", "{": "}", "[": "]", "<<": ">>", "<<(": ")>>"}
+
 class _Parser:
     def __init__(self, text: str):
         self.source = SourceText(text)
@@ -303,8 +305,7 @@ class _Parser:
             if tok.kind == VAR:
                 names.add(self.advance().text[1:])
             elif tok.is_punct("("):
-                self.advance()
-                self.scan_balanced(lambda t: t.is_punct(")"))
+                self.scan_balanced(lambda t: t.is_punct(")"), self.advance())
                 close = self.expect_punct(")", "to close the projected expression")
                 as_tok, var_tok = self.tokens[self.i - 3], self.tokens[self.i - 2]
                 if not (as_tok.is_keyword("AS") and var_tok.kind == VAR):
@@ -442,8 +443,7 @@ class _Parser:
         self.advance()
         tok = self.peek()
         if tok.is_punct("("):
-            self.advance()
-            self.scan_balanced(lambda t: t.is_punct(")"))
+            self.scan_balanced(lambda t: t.is_punct(")"), self.advance())
             self.expect_punct(")", "to close the FILTER expression")
         elif tok.is_keyword("NOT", "EXISTS"):
             if tok.is_keyword("NOT"):
@@ -456,8 +456,7 @@ class _Parser:
             self.group()
         elif tok.kind in (NAME, IRI, PNAME) and self.peek(1).is_punct("("):
             self.advance()
-            self.advance()
-            self.scan_balanced(lambda t: t.is_punct(")"))
+            self.scan_balanced(lambda t: t.is_punct(")"), self.advance())
             self.expect_punct(")", "to close the FILTER call")
         else:
             raise self.error("expected '(' or a function call after FILTER, found %s" % self.describe(tok))
@@ -467,8 +466,8 @@ class _Parser:
     def bind(self) -> Bind:
         start = self.i
         self.advance()
-        self.expect_punct("(", "after BIND")
-        self.scan_balanced(lambda t: t.is_punct(")"))
+        opened = self.expect_punct("(", "after BIND")
+        self.scan_balanced(lambda t: t.is_punct(")"), opened)
         close = self.expect_punct(")", "to close BIND")
         as_tok, var_tok = self.tokens[self.i - 3], self.tokens[self.i - 2]
         if not (as_tok.is_keyword("AS") and var_tok.kind == VAR):
@@ -487,20 +486,20 @@ class _Parser:
     def variables_in(self, start: int, end: int) -> frozenset[str]:
         return frozenset(t.text[1:] for t in self.tokens[start:end] if t.kind == VAR)
 
-    def scan_balanced(self, stop) -> None:
+    def scan_balanced(self, stop, opened: Token | None = None) -> None:
         """Advance over verbatim tokens until `stop(token)` holds at nesting depth 0, parsing the
-        groups of EXISTS on the way (they may hold GRAPH or WINDOW patterns)."""
-        depth = 0
-        opener = None
+        groups of EXISTS on the way (they may hold GRAPH or WINDOW patterns). `opened` is the
+        bracket the caller already consumed, which `stop` closes: left open, it is the error."""
+        openers: list[Token] = [] if opened is None else [opened]
         while True:
             tok = self.peek()
             if tok.kind == EOF:
-                if depth and opener is not None:
-                    raise self.error("%r is never closed" % opener.text, opener)
+                if openers and (len(openers) > 1 or not stop(tok)):
+                    raise self.error("%r is never closed" % openers[-1].text, openers[-1])
                 if stop(tok):
                     return
                 raise self.error("unexpected end of query")
-            if depth == 0 and stop(tok):
+            if len(openers) == (opened is not None) and stop(tok):
                 return
             if tok.is_keyword("EXISTS") and self.peek(1).is_punct("{"):
                 self.advance()
@@ -508,14 +507,15 @@ class _Parser:
                 continue
             if tok.is_keyword(*_HEADER_ONLY) or tok.is_keyword("WINDOW", "GRAPH"):
                 raise self.error("misplaced %s" % tok.text.upper())
-            if tok.is_punct("(", "{", "[", "<<", "<<("):
-                if depth == 0:
-                    opener = tok
-                depth += 1
-            elif tok.is_punct(")", "}", "]", ">>", ")>>"):
-                if depth == 0:
+            if tok.is_punct(*_CLOSER_OF):
+                openers.append(tok)
+            elif tok.is_punct(*_CLOSER_OF.values()):
+                if not openers:
                     raise self.error("unbalanced %r" % tok.text)
-                depth -= 1
+                if tok.text != _CLOSER_OF[openers[-1].text]:
+                    # Name the bracket left open, not the closer that gave it away.
+                    raise self.error("%r is never closed (found %r)" % (openers[-1].text, tok.text), openers[-1])
+                openers.pop()
             self.advance()
 
     def expression_parts(self, start: int, end: int) -> list:
