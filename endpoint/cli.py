@@ -141,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     except (EndpointError, StoreError, TranslatorError) as e:
         print("rspstar %s: %s" % (args.command, e), file=sys.stderr)
         return EXIT_INPUT_ERROR
+    except BrokenPipeError:
+        # The reader stopped reading (`rspstar replay ... | head -1`): what it wanted it has.
+        # Standard output goes nowhere from here, so the interpreter's final flush is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

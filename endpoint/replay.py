@@ -12,8 +12,10 @@ from store.errors import RdfInputError
 from store.rdf_input import format_for_path
 from store.stream_store import OptimisticLoadFailed, StagedElement, StreamStore
 from translator.model import ContinuousQuery
+from translator.temporal import format_instant
 from translator.validate import compile_query
 
+from .errors import UsageError
 from .evaluation import Evaluation, EvaluationOptions, QueryEvaluator
 
 
@@ -37,6 +39,13 @@ class Replay:
     def __init__(self, spec: ReplayInput, query: ContinuousQuery | None = None):
         self.spec = spec
         self.query = query or compile_query(spec.query_text)
+        unread = [stream for stream, _ in spec.streams if stream not in self.query.streams]
+        if unread:
+            raise UsageError("the query reads no stream <%s> (it reads %s)" % (
+                unread[0], ", ".join("<%s>" % s for s in sorted(self.query.streams)) or "none"))
+        if spec.start > spec.end:
+            raise UsageError("the replay starts after it ends (from %s, to %s)"
+                             % (format_instant(spec.start), format_instant(spec.end)))
         try:
             self.store, pending = self._stage(optimistic=True)
         except OptimisticLoadFailed:
@@ -53,13 +62,10 @@ class Replay:
         if spec.background is not None:
             store.load_background(spec.background.read_bytes(), format_for_path(spec.background),
                                   str(spec.background))
-        read_streams = set(self.query.streams)
         # (timestamp, stream order, document position, ...): elements sharing a timestamp are
         # published in document order and never compared themselves.
         pending: list[tuple[int, int, int, str, StagedElement]] = []
         for order, (stream, path) in enumerate(spec.streams):
-            if stream not in read_streams:
-                continue
             stage = store.stage_document_optimistically if optimistic else store.stage_document
             result = stage(stream, path.read_bytes(), format_for_path(path), str(path))
             if result.untimed_graphs:

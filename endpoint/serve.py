@@ -96,17 +96,16 @@ def http_settings(config: Config, landing: Path | None) -> HttpSettings:
 
 
 def progress_line(engine: Engine) -> str:
+    """One short console line: streams, then each query's evaluations/results (and its state
+    when it is not running); the dashboard and GET /queries have the rest."""
     streams = engine.store.streams()
     ingested = sum(s.ingested for s in streams.values())
-    queries = engine.queries()
-    parts = ["%d streams, %d elements ingested, %d held" % (len(streams), ingested,
-                                                             sum(s.elements for s in streams.values()))]
-    for q in queries:
-        status = q.status
-        parts.append("%s: %s, %d evaluations, %d results%s" % (
-            q.id, status.state, status.evaluations, status.results_emitted,
-            "" if status.last_evaluation is None else ", last %s" % format_instant(status.last_evaluation)))
-    return " | ".join(parts)
+    held = sum(s.elements for s in streams.values())
+    queries = ", ".join("%s %d/%d%s" % (q.id, q.status.evaluations, q.status.results_emitted,
+                                        "" if q.status.state == "running" else " " + q.status.state.upper())
+                        for q in engine.queries())
+    return "%d streams, %d elements ingested, %d held | evaluations/results: %s" % (
+        len(streams), ingested, held, queries or "no queries")
 
 
 def report_progress(engine: Engine) -> None:

@@ -59,6 +59,25 @@ def test_unknown_option_and_bad_instant_are_usage_errors(write, capsys):
     assert "--from" in capsys.readouterr().err
 
 
+def test_a_stream_the_query_never_reads_and_a_backward_range_are_refused(write, capsys):
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    assert main(["replay", str(q), "--stream", "http://example.org/typo=%s" % s, *RANGE]) == 2
+    assert "the query reads no stream <http://example.org/typo> (it reads <http://example.org/s>)" \
+        in capsys.readouterr().err
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s,
+                 "--from", "2026-03-01T08:00:04Z", "--to", "2026-03-01T08:00:00Z"]) == 2
+    assert "starts after it ends" in capsys.readouterr().err
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(write):
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    command = "%s -m endpoint.cli replay %s --stream http://example.org/s=%s --from 2026-03-01T08:00:00Z " \
+              "--to 2026-03-01T09:00:00Z | head -1" % (sys.executable, q, s)
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "" and json.loads(done.stdout)["time"] == "2026-03-01T08:00:02Z"
+
+
 def test_non_empty_report_policy_skips_empty_evaluations(write, tmp_path):
     q, s = write("q.rq", QUERY), write("s.trig", STREAM)
     out = tmp_path / "out.jsonl"

@@ -1,0 +1,29 @@
+"""`rspstar serve`'s pieces that run without Spark: the embedded default configuration and
+its example queries, and the console progress line."""
+from endpoint.clock import VirtualClock
+from endpoint.config import DEFAULT_CONFIG, load_config, register_configured
+from endpoint.engine import Engine, EngineConfig
+from endpoint.serve import progress_line
+from store.stream_store import StreamStore
+from translator.temporal import parse_instant
+
+T0 = parse_instant("2026-03-01T08:00:00Z")
+
+
+def test_the_embedded_configuration_registers_every_example_query(tmp_path):
+    config = load_config(DEFAULT_CONFIG, tmp_path / "engine")
+    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(engine, config) == ["oxygen-warning", "tvs-warning", "homecare-low-emergency"]
+    for name in config.raw["background"]["files"]:
+        assert (DEFAULT_CONFIG.parent / name).is_file()
+    assert config.engine.max_delay == 3_000_000
+
+
+def test_the_progress_line_is_short_and_names_failed_queries():
+    config = load_config(DEFAULT_CONFIG)
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
+    register_configured(engine, config)
+    engine.get("tvs-warning").status.state = "failed"
+    line = progress_line(engine)
+    assert len(line) < 160, line
+    assert line.endswith("oxygen-warning 0/0, tvs-warning 0/0 FAILED, homecare-low-emergency 0/0")
