@@ -124,7 +124,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     for skipped_runs in ("apscheduler.scheduler", "apscheduler.executors.default"):
         logging.getLogger(skipped_runs).setLevel(logging.ERROR)
     configure_process()
-    from store.ingestion import SparkIngestion, find_java_home, spark_session
+    from store.ingestion import SparkIngestion, find_java_home, spark_session, stop_session
     find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -166,9 +166,11 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
         log.info("dashboard and API on http://%s:%d/ (data in %s)", host, server.server_port, data_dir)
         server.serve_forever()
     finally:
-        scheduler.shutdown()
-        ingestion.stop()
-        spark.stop()
-        store.close()
+        try:
+            scheduler.shutdown()
+            ingestion.stop()
+            stop_session(spark)
+        finally:
+            store.close()
         log.info("stopped cleanly")
     return 0

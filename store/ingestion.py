@@ -34,6 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from py4j.protocol import Py4JError
+# A JVM that is gone shows as Py4JError, or as the connection error py4j meets converting it.
+_JVM_GONE = (Py4JError, ConnectionError)
 from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -303,18 +306,37 @@ class SparkIngestion:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every query between batches (stopping inside a JVM call can crash the stream
-        thread, notes/spark.md)."""
-        for query in self.queries.values():
-            deadline = time.monotonic() + timeout
-            while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-                time.sleep(0.05)
-            query.stop()
-        self.queries.clear()
+        thread, notes/spark.md). A JVM already gone (a signal sent to the whole process
+        group) leaves nothing to stop: what it committed is in the store."""
+        try:
+            for query in self.queries.values():
+                deadline = time.monotonic() + timeout
+                while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                query.stop()
+        except _JVM_GONE:
+            log.warning("Spark's JVM stopped before its streaming queries did")
+        finally:
+            self.queries.clear()
+
+    def _active(self, name: str) -> bool:
+        try:
+            return name in self.queries and self.queries[name].isActive
+        except _JVM_GONE:
+            return False
 
     def status(self) -> dict:
         return {name: {"last_batch": self.batches[name], "quarantined": dict(self.writers[name].quarantined),
-                       "active": name in self.queries and self.queries[name].isActive}
+                       "active": self._active(name)}
                 for name in self.writers}
+
+
+def stop_session(session: SparkSession) -> None:
+    """Stop Spark, whether or not its JVM is still there."""
+    try:
+        session.stop()
+    except _JVM_GONE:
+        log.warning("Spark's JVM had already stopped")
 
 
 def _cause(message: str) -> str:
