@@ -105,18 +105,17 @@ def _java_major(java: Path) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def find_java_home() -> Path:
+def find_java_home(installed: Path = Path("/usr/lib/jvm")) -> Path:
     """A Java home whose `java` is 17 or newer: JAVA_HOME, else the `java` on the PATH, else
-    the newest under /usr/lib/jvm. IngestionError in one line when there is none."""
+    the newest under `installed`. IngestionError in one line when there is none."""
     candidates = []
     if os.environ.get("JAVA_HOME"):
         candidates.append(Path(os.environ["JAVA_HOME"]))
     on_path = shutil.which("java")
     if on_path:
         candidates.append(Path(on_path).resolve().parent.parent)
-    jvms = Path("/usr/lib/jvm")
-    if jvms.is_dir():
-        candidates += sorted((p for p in jvms.iterdir() if p.is_dir()), reverse=True)
+    if installed.is_dir():
+        candidates += sorted((p for p in installed.iterdir() if p.is_dir()), reverse=True)
     seen = []
     for home in candidates:
         major = _java_major(home / "bin" / "java")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from store.ingestion import IngestionError, SourceConfig, SparkIngestion, spark_session  # noqa: E402
+from store.ingestion import IngestionError, SourceConfig, SparkIngestion, find_java_home, spark_session  # noqa: E402
 from store.landing import file_safe  # noqa: E402
 from store.simulator import HOMECARE, TVS  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
@@ -260,3 +260,26 @@ def test_kill_9_between_store_write_and_commit_then_restart_loses_and_duplicates
     assert sorted(store.elements_in(STREAM, T0, T0 + 10 * S)) == ["http://example.org/e%d" % i for i in range(4)]
     assert len(list(store.oxigraph.quads_for_pattern(None, REIFIES, None, None))) == 4
     assert ingestion.status()["landing"]["quarantined"] == {}
+
+
+def fake_java(home: Path, version: str) -> Path:
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text('#!/bin/sh\necho \'openjdk version "%s" 2020-01-01\' >&2\n' % version)
+    java.chmod(0o755)
+    return home
+
+
+def test_java_is_found_by_version_and_a_missing_or_old_one_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path / "old", "11.0.2")))
+    installed = tmp_path / "jvm"
+    installed.mkdir()
+    with pytest.raises(IngestionError, match=r"Spark needs Java 17 or newer and found Java 11 at .*old: install it"):
+        find_java_home(installed)
+    monkeypatch.delenv("JAVA_HOME")
+    with pytest.raises(IngestionError, match="found none"):
+        find_java_home(installed)
+    fake_java(installed / "java-8", "1.8.0_392")
+    newer = fake_java(installed / "java-21", "21.0.5")
+    assert find_java_home(installed) == newer
