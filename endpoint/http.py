@@ -25,6 +25,7 @@ from store.landing import drop_file
 from store.rdf_input import scan_document
 from store.stream_store import StreamStore
 from translator.errors import TemporalValueError, TranslatorError
+from translator.nesting import check_nesting
 from translator.temporal import format_instant, parse_instant
 from translator.uncertainty import FunctionLibrary
 from translator.validate import oxigraph_syntax_error
@@ -164,6 +165,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
             return describe_service()
         if not text:
             raise BadRequest("missing the query (parameter 'query')")
+        check_nesting(text)
         accept = request.accept_mimetypes
         functions = FunctionLibrary()
 
@@ -210,6 +212,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
             raise UnsupportedMediaType("POST /update takes application/sparql-update or a form")
         if not text:
             raise BadRequest("missing the update (parameter 'update')")
+        check_nesting(text)
         try:
             services.store.update_background(text)
         except SyntaxError as e:

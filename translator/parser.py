@@ -16,6 +16,7 @@ from .syntax import (
     SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern, resolve_iri,
 )
 from .temporal import parse_duration, parse_instant
+from .nesting import check_nesting
 from .tokens import (
     BNODE, EOF, IRI, LANGTAG, NAME, NUMBER, PNAME, STRING, VAR, SourceText, Token, tokenize,
 )
@@ -772,4 +773,5 @@ def parse_query(text: str) -> ContinuousQuery:
 
     The result is only structurally checked; `validate.validated_query` also has Oxigraph
     check the SPARQL that the rewrite produces."""
+    check_nesting(text)
     return _Parser(text).parse()
