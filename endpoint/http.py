@@ -22,7 +22,7 @@ from werkzeug.exceptions import HTTPException
 
 from store.errors import QueryTimeout, RdfInputError, StoreError
 from store.landing import drop_file
-from store.rdf_input import scan_document
+from store.rdf_input import read_envelope, scan_document
 from store.stream_store import StreamStore
 from translator.errors import TemporalValueError, TranslatorError
 from translator.nesting import check_nesting
@@ -373,19 +373,13 @@ def serialize_graph(triples: list[ox.Triple], accept) -> tuple[bytes, str]:
 
 def check_stream_body(data: bytes, fmt) -> None:
     """Refuse a posted stream body that would only be quarantined later: RDF must parse and
-    JSON lines must be objects (the element rules themselves are checked at ingestion)."""
+    every JSON line must be a well-formed envelope (the store's own check, naming the field)."""
     if fmt is not None:
         scan_document(data, fmt, "request body")
         return
     for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            envelope = json.loads(line)
-        except ValueError as e:
-            raise RdfInputError("not JSON: %s" % e, "request body", number, None) from None
-        if not isinstance(envelope, dict) or not isinstance(envelope.get("data"), str):
-            raise RdfInputError('an envelope is a JSON object with a "data" string', "request body", number, None)
+        if line.strip():
+            read_envelope(line, "request body", number)
 
 
 def _option(text: str) -> tuple[str, str]:

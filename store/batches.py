@@ -31,7 +31,7 @@ from translator.temporal import parse_instant
 
 from .errors import RdfInputError
 from .landing import file_safe
-from .rdf_input import Element, processing_time_literal, read_elements
+from .rdf_input import Element, processing_time_literal, read_elements, read_envelope
 from .stream_store import StreamStore
 from .vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
@@ -99,8 +99,12 @@ class BatchWriter:
                 return report
             by_stream: dict[str, list[Element]] = {}
             for payload in _group_lines(payloads):
-                for stream, element in self._elements(payload, report):
-                    by_stream.setdefault(stream, []).append(element)
+                try:
+                    for stream, element in self._elements(payload, report):
+                        by_stream.setdefault(stream, []).append(element)
+                except Exception as e:  # no input may stop the source: set it aside, go on
+                    log.exception("%s: unexpected failure reading %s", self.source, payload.origin)
+                    self._quarantine(payload, report, payload.line, "unexpected: %s: %s" % (type(e).__name__, e))
             seen: set[str] = set()
             by_stream = {s: self._drop_taken(s, e, report, seen) for s, e in by_stream.items()}
             for stream, elements in by_stream.items():
@@ -162,18 +166,16 @@ class BatchWriter:
     def _envelope(self, payload: Payload, report: BatchReport):
         """`{"stream": IRI, "time": dateTime, "graph": IRI (optional), "data": Turtle/TriG}`."""
         try:
-            envelope = json.loads(payload.text)
-            if not isinstance(envelope, dict) or not isinstance(envelope.get("data"), str):
-                raise ValueError('an envelope is a JSON object with a "data" string')
-            stream = envelope.get("stream") or payload.stream
-            instant = parse_instant(envelope["time"]) if "time" in envelope else payload.ingest_time
-        except (ValueError, KeyError, TypeError, TemporalValueError) as e:
-            self._quarantine(payload, report, payload.line, "bad envelope: %s" % e)
+            envelope = read_envelope(payload.text, payload.origin, payload.line)
+        except RdfInputError as e:
+            self._quarantine(payload, report, payload.line, "bad envelope: %s" % e.message)
             return None
-        graph = envelope.get("graph") or "urn:rspstar:element:%s" % hashlib.blake2b(
+        stream = envelope.stream or payload.stream
+        instant = envelope.instant if envelope.instant is not None else payload.ingest_time
+        graph = envelope.graph or "urn:rspstar:element:%s" % hashlib.blake2b(
             ("%s\x00%s\x00%s" % (payload.origin, payload.line, payload.text)).encode(), digest_size=16).hexdigest()
         try:
-            quads = list(ox.parse(envelope["data"].encode("utf-8"), format=ox.RdfFormat.TRIG,
+            quads = list(ox.parse(envelope.data.encode("utf-8"), format=ox.RdfFormat.TRIG,
                                   rename_blank_nodes=True))
         except SyntaxError as e:
             self._quarantine(payload, report, payload.line, "data: %s" % e)
@@ -182,7 +184,7 @@ class BatchWriter:
             self._quarantine(payload, report, payload.line, "data: an envelope's data is one graph (no GRAPH blocks)")
             return None
         name = ox.NamedNode(graph)
-        literal = ox.Literal(envelope["time"], datatype=_DATETIME) if "time" in envelope \
+        literal = ox.Literal(envelope.time, datatype=_DATETIME) if envelope.time is not None \
             else processing_time_literal(instant)
         return stream, Element(graph, instant, literal, [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
 

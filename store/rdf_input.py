@@ -9,6 +9,7 @@ makes them; re-ingesting the same input is prevented by batch markers, not by bl
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 
 import pyoxigraph as ox
@@ -185,3 +186,54 @@ def skolem_iri(source: str, ordinal: int) -> str:
     """The stable name of the `ordinal`-th blank graph name of `source`."""
     digest = hashlib.blake2b(("%s\x00%d" % (source, ordinal)).encode(), digest_size=12).hexdigest()
     return SKOLEM_PREFIX + digest
+
+
+# Graph names under this prefix are the engine's own (timestamps, batch markers, output
+# stream elements, generated element names): input may not name a graph with one.
+RESERVED_PREFIX = "urn:rspstar:"
+
+
+@dataclass
+class Envelope:
+    """One JSON-lines stream element: `{"stream"?, "time"?, "graph"?, "data"}`."""
+    stream: str | None
+    instant: int | None
+    time: str | None
+    graph: str | None
+    data: str
+
+
+def read_envelope(text: str, source: str, line: int | None) -> Envelope:
+    """Check every field of a JSON envelope; RdfInputError names the line and the field."""
+    def fail(message: str):
+        raise RdfInputError(message, source, line)
+
+    try:
+        envelope = json.loads(text)
+    except ValueError as e:
+        fail("not JSON: %s" % e)
+    if not isinstance(envelope, dict):
+        fail("an envelope is a JSON object, got %s" % type(envelope).__name__)
+    if not isinstance(envelope.get("data"), str):
+        fail('field "data": the element\'s content as a string of N-Triples or Turtle is required')
+    fields = {}
+    for name in ("stream", "graph", "time"):
+        value = envelope.get(name)
+        if value is not None and not isinstance(value, str):
+            fail('field "%s": a string is required, got %s' % (name, json.dumps(value)[:80]))
+        fields[name] = value
+    for name in ("stream", "graph"):
+        if fields[name] is not None:
+            try:
+                ox.NamedNode(fields[name])
+            except ValueError:
+                fail('field "%s": not an IRI: %s' % (name, json.dumps(fields[name])[:120]))
+    if fields["graph"] is not None and fields["graph"].startswith(RESERVED_PREFIX):
+        fail('field "graph": names under %s are reserved by the engine' % RESERVED_PREFIX)
+    instant = None
+    if fields["time"] is not None:
+        try:
+            instant = parse_instant(fields["time"])
+        except TemporalValueError as e:
+            fail('field "time": %s' % e)
+    return Envelope(fields["stream"], instant, fields["time"], fields["graph"], envelope["data"])

@@ -1,6 +1,8 @@
 """Micro-batches into the store: exactly once, quarantine, envelopes, watermarks, late data."""
 import json
 
+import pytest
+
 import pyoxigraph as ox
 
 from store.batches import BatchWriter, Payload
@@ -87,6 +89,49 @@ def test_json_envelopes(tmp_path):
     # The same envelope read again (a replay of the source) mints the same graph name.
     assert writer(tmp_path / "again").write(1, rows[:1]).stored == {"http://example.org/other": 1}
     assert writer(tmp_path / "again2").store.is_taken(minted[0]) is False
+
+
+POISON_ENVELOPES = [
+    ({"time": 5}, 'field "time": a string is required, got 5'),
+    ({"time": ["2026-03-01T08:00:00Z"]}, 'field "time": a string is required'),
+    ({"graph": "not an iri"}, 'field "graph": not an IRI'),
+    ({"graph": 5}, 'field "graph": a string is required'),
+    ({"stream": 5}, 'field "stream": a string is required'),
+    ({"graph": "urn:rspstar:batches"}, 'field "graph": names under urn:rspstar: are reserved'),
+    ({"graph": "urn:rspstar:timestamps:x"}, 'field "graph": names under urn:rspstar: are reserved'),
+    ({"data": 7}, 'field "data"'),
+]
+
+
+@pytest.mark.parametrize("fields,reason", POISON_ENVELOPES)
+def test_a_poison_envelope_is_quarantined_with_its_field_and_the_rest_of_the_batch_lands(tmp_path, fields, reason):
+    w = writer(tmp_path)
+    envelope = {"time": "2026-03-01T08:00:01Z", "data": "<http://a> <http://b> <http://c> ."}
+    envelope.update(fields)
+    good = json.dumps({"time": "2026-03-01T08:00:02Z", "graph": "http://example.org/ok",
+                       "data": "<http://a> <http://b> <http://c> ."})
+    rows = [Payload(STREAM, "jsonl", "in.jsonl", text, T0, line=k + 1) for k, text in enumerate([json.dumps(envelope), good])]
+    report = w.write(1, rows)
+    assert report.stored == {STREAM: 1} and sum(report.quarantined.values()) == 1
+    reasons = [json.loads(p.read_text()) for p in (tmp_path / "quarantine").glob("*.reason.json")]
+    assert len(reasons) == 1 and reason in reasons[0]["reason"] and reasons[0]["line"] == 1
+    assert w.store.elements_in(STREAM, T0, T0 + 10 * S) == ["http://example.org/ok"]
+
+
+def test_an_unexpected_failure_on_one_payload_quarantines_it_and_the_rest_lands(tmp_path, monkeypatch):
+    w = writer(tmp_path)
+    real = w._elements
+
+    def flaky(payload, report):
+        if payload.origin == "bad.trig":
+            raise RuntimeError("something nobody foresaw")
+        return real(payload, report)
+
+    monkeypatch.setattr(w, "_elements", flaky)
+    report = w.write(1, [Payload(STREAM, "trig", "bad.trig", trig(1), T0), Payload(STREAM, "trig", "good.trig", trig(2), T0)])
+    assert report.stored == {STREAM: 1} and report.quarantined == {STREAM: 1}
+    [reason] = [json.loads(p.read_text()) for p in (tmp_path / "quarantine").glob("*.reason.json")]
+    assert reason["reason"] == "unexpected: RuntimeError: something nobody foresaw"
 
 
 def test_late_elements_are_stored_counted_and_reported(tmp_path):

@@ -330,3 +330,19 @@ def test_dashboard_and_its_assets_are_served(client):
     plotly = client.get("/static/vendor/plotly.min.js")
     assert plotly.status_code == 200 and plotly.mimetype == "text/javascript" and b"plotly.js v" in plotly.data[:200]
     assert not re.search(rb'src="https?://', page.data)      # nothing from a CDN
+
+
+@pytest.mark.parametrize("fields,reason", [
+    ({"time": 5}, 'field "time": a string is required, got 5'),
+    ({"graph": "not an iri"}, 'field "graph": not an IRI'),
+    ({"graph": "urn:rspstar:batches"}, "reserved by the engine"),
+])
+def test_a_poison_envelope_post_is_refused_with_its_line_and_field(client, tmp_path, fields, reason):
+    good = json.dumps({"time": "2026-03-01T08:00:01Z", "data": "<http://a> <http://b> <http://c> ."})
+    bad = json.dumps(dict({"time": "2026-03-01T08:00:02Z", "data": "<http://a> <http://b> <http://c> ."}, **fields))
+    response = client.post("/streams", query_string={"stream": "http://test.example/p"}, data=good + "\n" + bad + "\n",
+                           content_type="application/x-ndjson", headers=AUTH)
+    assert response.status_code == 400
+    body = response.get_json()
+    assert reason in body["message"] and body["line"] == 2
+    assert not (tmp_path / "landing").exists() or not any((tmp_path / "landing").rglob("*.jsonl"))

@@ -71,6 +71,17 @@ def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path
     assert ingestion.status()["landing"]["quarantined"] == {STREAM: 3}
     assert store.watermark(STREAM) == T0 + 4 * S
 
+def test_a_poison_envelope_does_not_stop_the_source(spark, tmp_path):
+    # {"time": 5} used to raise inside the batch function, which terminated the Spark query.
+    store = StreamStore()
+    drop(tmp_path / "landing", "poison.jsonl",
+         json.dumps({"time": 5, "data": "<http://a> <http://b> <http://c> ."}) + "\n")
+    drop(tmp_path / "landing", "a.trig", trig(1, 2))
+    ingestion = run(spark, store, tmp_path, [files_source(tmp_path)])
+    assert store.streams()[STREAM].ingested == 2
+    assert ingestion.status()["landing"]["quarantined"] == {STREAM: 1}
+
+
 def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twice(spark, tmp_path):
     land = tmp_path / "landing"
     drop(land, "a.trig", trig(0, 1))
