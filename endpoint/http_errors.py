@@ -1,7 +1,7 @@
 """Every HTTP status the server answers an error with, chosen here and only here."""
 from __future__ import annotations
 
-from store.errors import DuplicateElementError, QueryTimeout, RdfInputError, StoreError
+from store.errors import DuplicateElementError, QueryTimeout, RdfInputError, ReservedGraphError, StoreError
 from translator.errors import QuerySyntaxError, TranslatorError
 
 from .engine import DuplicateQuery, InvalidQueryId, UnknownQuery
@@ -41,6 +41,7 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (ServiceUnavailable, 503),
     (QuerySyntaxError, 400),
     (RdfInputError, 400),
+    (ReservedGraphError, 400),
     (SinkNotAllowed, 400),
     (InvalidQueryId, 400),
     (UsageError, 400),

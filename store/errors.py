@@ -31,3 +31,8 @@ class DuplicateElementError(StoreError):
 
 class QueryTimeout(StoreError):
     """A query ran past its time limit."""
+
+
+class ReservedGraphError(StoreError):
+    """A write (a SPARQL Update) that would touch a stream element, a timestamp graph or
+    another graph the engine keeps for itself."""

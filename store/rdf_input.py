@@ -18,7 +18,7 @@ from translator.errors import TemporalValueError
 from translator.temporal import format_instant, parse_instant
 
 from .errors import RdfInputError
-from .vocabulary import PROV_GENERATED_AT_TIME, SKOLEM_PREFIX
+from .vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
 
 _XSD_DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
 _EXTENSIONS = {
@@ -186,11 +186,6 @@ def skolem_iri(source: str, ordinal: int) -> str:
     """The stable name of the `ordinal`-th blank graph name of `source`."""
     digest = hashlib.blake2b(("%s\x00%d" % (source, ordinal)).encode(), digest_size=12).hexdigest()
     return SKOLEM_PREFIX + digest
-
-
-# Graph names under this prefix are the engine's own (timestamps, batch markers, output
-# stream elements, generated element names): input may not name a graph with one.
-RESERVED_PREFIX = "urn:rspstar:"
 
 
 @dataclass

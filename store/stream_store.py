@@ -31,12 +31,14 @@ import pyoxigraph as ox
 
 from translator.temporal import parse_instant
 
-from .errors import DuplicateElementError, RdfInputError, StoreError
+from .errors import DuplicateElementError, RdfInputError, ReservedGraphError, StoreError
 from .landing import replace_text
 from .rdf_input import (
     Element, instant_of, parse_rdf, read_elements, scan_document,
 )
-from .vocabulary import PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph
+from .vocabulary import (
+    PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
+)
 
 log = logging.getLogger(__name__)
 STATS_FILE = "streams.json"
@@ -440,17 +442,36 @@ class StreamStore:
             self._background |= graphs
         return len(quads)
 
-    def update_background(self, sparql: str) -> None:
-        """Run a SPARQL Update meant for background data (SyntaxError from Oxigraph
-        propagates); the background graph list is refreshed afterwards."""
+    def update_background(self, sparql: str) -> int:
+        """Run a SPARQL Update over the background data alone (SyntaxError from Oxigraph
+        propagates). The update runs on a copy of the background graphs, so stream elements,
+        timestamps and batch markers are out of its reach (`CLEAR NAMED` clears background
+        graphs only); a result that names one of those graphs, or one under the engine's
+        reserved prefix, is refused with ReservedGraphError and nothing changes. Returns the
+        number of quads added and removed."""
         with self._lock:
+            before = {q for q in self.oxigraph.quads_for_pattern(None, None, None, None)
+                      if isinstance(q.graph_name, ox.DefaultGraph) or q.graph_name.value in self._background}
+            scratch = ox.Store()
+            scratch.extend(before)
+            scratch.update(sparql)
+            after = set(scratch)
+            for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
+                name = graph.value
+                if name in self._stream_of or name in self._staged or name.startswith(RESERVED_PREFIX):
+                    raise ReservedGraphError("the update writes graph <%s>, which is %s; updates change "
+                                             "background data only" % (name, "a stream element" if name in
+                                                                       self._stream_of or name in self._staged
+                                                                       else "reserved by the engine"))
             try:
-                self._write("update", sparql)
+                for quad in before - after:
+                    self._write("remove", quad)
+                for quad in after - before:
+                    self._write("add", quad)
             except OSError as e:
                 raise StoreError("store write failed: %s" % e) from e
-            self._background = {g.value for g in self.oxigraph.named_graphs()
-                                if isinstance(g, ox.NamedNode) and g.value not in self._stream_of
-                                and g.value not in self._staged and not is_internal_graph(g.value)}
+            self._background = {q.graph_name.value for q in after if isinstance(q.graph_name, ox.NamedNode)}
+            return len(before ^ after)
 
     def background_graphs(self) -> list[str]:
         with self._lock:

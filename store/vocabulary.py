@@ -17,6 +17,12 @@ BATCHES_GRAPH = "urn:rspstar:batches"
 SKOLEM_PREFIX = "urn:rspstar:genid:"
 
 
+# Graph names under this prefix are the engine's own (timestamps, batch markers, output
+# stream elements, generated and skolemized element names): neither posted input nor an
+# update may name a graph with one.
+RESERVED_PREFIX = "urn:rspstar:"
+
+
 def timestamps_graph(stream: str) -> str:
     return TIMESTAMPS_PREFIX + quote(stream, safe="")
 

@@ -346,3 +346,15 @@ def test_a_poison_envelope_post_is_refused_with_its_line_and_field(client, tmp_p
     body = response.get_json()
     assert reason in body["message"] and body["line"] == 2
     assert not (tmp_path / "landing").exists() or not any((tmp_path / "landing").rglob("*.jsonl"))
+
+
+def test_an_update_touching_engine_graphs_is_a_400_and_clear_named_spares_the_streams(client, engine):
+    staged = engine.store.stage_document("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s.trig").staged
+    engine.store.publish("http://example.org/s", staged)
+    refused = client.post("/update", data="INSERT DATA { GRAPH <urn:rspstar:batches> { <http://a> <http://b> 1 } }",
+                          content_type="application/sparql-update", headers=AUTH)
+    assert refused.status_code == 400 and "reserved by the engine" in refused.get_json()["message"]
+    cleared = client.post("/update", data="CLEAR NAMED", content_type="application/sparql-update", headers=AUTH)
+    assert cleared.status_code == 204
+    assert engine.store.elements_in("http://example.org/s", T0, T0 + S) == ["http://example.org/e0"]
+    assert engine.store.background_graphs() == []

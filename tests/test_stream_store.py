@@ -2,7 +2,7 @@
 import pyoxigraph as ox
 import pytest
 
-from store.errors import DuplicateElementError, RdfInputError
+from store.errors import DuplicateElementError, RdfInputError, ReservedGraphError
 from store.rdf_input import read_elements
 from store.stream_store import StreamStore
 from store.vocabulary import SKOLEM_PREFIX, timestamps_graph
@@ -223,3 +223,29 @@ def test_background_data_cannot_write_into_a_staged_element():
         store.load_background(b"<http://a> <http://b> <http://c> <%s> ." % staged[-1].graph.encode(),
                               ox.RdfFormat.N_QUADS, "bg.nq")
     assert quads_of(store) == before
+
+
+def test_updates_reach_background_data_only():
+    store = StreamStore()
+    elements = read_elements(ANNOTATED, "hr.trig").elements
+    store.add_elements("http://s", elements)
+    store.load_background(b"<http://a> <http://b> <http://c> <http://bg> .\n<http://a> <http://b> <http://d> .",
+                          ox.RdfFormat.N_QUADS, "bg.nq")
+    outside = [q for q in store.oxigraph if not isinstance(q.graph_name, ox.DefaultGraph)
+               and q.graph_name.value != "http://bg"]
+    store.update_background("CLEAR NAMED")
+    store.update_background("DELETE WHERE { GRAPH ?g { ?s ?p ?o } }")
+    assert store.background_graphs() == []
+    assert sorted(map(str, (q for q in store.oxigraph if not isinstance(q.graph_name, ox.DefaultGraph)))) \
+        == sorted(map(str, outside))
+    assert len(store.elements_in("http://s", T0, T0 + 10 * S)) == 3
+    store.update_background("INSERT DATA { GRAPH <http://bg2> { <http://x> <http://y> 1 } }")
+    assert store.background_graphs() == ["http://bg2"]
+    before = sorted(map(str, store.oxigraph))
+    for update in ("INSERT DATA { GRAPH <%s> { <http://x> <http://y> 2 } }" % elements[0].graph,
+                   "INSERT DATA { GRAPH <urn:rspstar:batches> { <http://x> <http://y> 3 } }",
+                   "INSERT DATA { GRAPH <http://bg2> { <http://x> <http://y> 4 } "
+                   "GRAPH <urn:rspstar:timestamps:x> { <http://x> <http://y> 4 } }"):
+        with pytest.raises(ReservedGraphError, match="updates change background data only"):
+            store.update_background(update)
+    assert sorted(map(str, store.oxigraph)) == before
