@@ -34,7 +34,7 @@ from .sinks import EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowe
 
 log = logging.getLogger(__name__)
 
-_QUERY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MAX_DELAY = 2_000_000
 DEFAULT_IDLE_RETENTION = 600_000_000
 
@@ -177,8 +177,8 @@ class Engine:
         if sinks and self.config.data_dir is None:
             raise EndpointError("HTTP sinks need a data directory for their outbox")
         query_id = query_id or self._derive_id(query)
-        if not _QUERY_ID.match(query_id):
-            raise InvalidQueryId("query id %r: use 1-64 letters, digits, '.', '_' or '-'" % query_id)
+        if not isinstance(query_id, str) or not _QUERY_ID.fullmatch(query_id):
+            raise InvalidQueryId("query id %s: use 1-64 letters, digits, '.', '_' or '-'" % json.dumps(query_id)[:80])
         with self._lock:
             if query_id in self._queries:
                 raise DuplicateQuery("a query with id %r is already registered" % query_id)
@@ -206,7 +206,7 @@ class Engine:
     def _derive_id(self, query: ContinuousQuery) -> str:
         if query.name:
             candidate = re.sub(r"[^A-Za-z0-9._-]+", "-", query.name.rstrip("/").rsplit("/", 1)[-1]).strip("-.")
-            if candidate and _QUERY_ID.match(candidate) and candidate not in self._queries:
+            if candidate and _QUERY_ID.fullmatch(candidate) and candidate not in self._queries:
                 return candidate
         return "q-" + uuid.uuid4().hex[:12]
 

@@ -56,6 +56,7 @@ GRAPH_TYPES = {
     "application/ld+json": ox.RdfFormat.JSON_LD,
 }
 SSE_HEARTBEAT_SECONDS = 15.0
+MAX_RESULTS_LIMIT = 1_000_000
 
 
 class SparqlSyntaxError(BadRequest):
@@ -125,7 +126,10 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException):
         body = {"error": error.name, "message": error.description}
-        return Response(json.dumps(body), status=error.code, mimetype="application/json")
+        response = Response(json.dumps(body), status=error.code, mimetype="application/json")
+        if getattr(error, "valid_methods", None):
+            response.headers["Allow"] = ", ".join(error.valid_methods)
+        return response
 
     @app.after_request
     def cors(response: Response) -> Response:
@@ -166,6 +170,11 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         if not text:
             raise BadRequest("missing the query (parameter 'query')")
         check_nesting(text)
+        for graph in default_graphs + named_graphs:
+            try:
+                ox.NamedNode(graph)
+            except ValueError:
+                raise BadRequest("default-graph-uri and named-graph-uri take IRIs, got %r" % graph[:120]) from None
         accept = request.accept_mimetypes
         functions = FunctionLibrary()
 
@@ -228,7 +237,15 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
             if not isinstance(body, dict) or not isinstance(body.get("query"), str):
                 raise BadRequest('a JSON body needs {"query": "..."} (optional: id, sinks, options)')
             text, query_id = body["query"], body.get("id")
-            sinks, options = list(body.get("sinks", [])), dict(body.get("options", {}))
+            sinks, options = body.get("sinks", []), body.get("options", {})
+            if query_id is not None and not isinstance(query_id, str):
+                raise BadRequest('"id" must be a string, got %s' % json.dumps(query_id)[:80])
+            if not isinstance(sinks, list) or not all(isinstance(s, str) for s in sinks):
+                raise BadRequest('"sinks" must be a list of URL strings')
+            if not isinstance(options, dict) or not all(isinstance(v, (str, bool, int, float))
+                                                        for v in options.values()):
+                raise BadRequest('"options" must be an object of KEY: value (a string, number or boolean)')
+            options = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
         elif request.mimetype in ("application/sparql-query", "text/plain", "application/rsp-ql"):
             text, query_id = request.get_data(as_text=True), request.args.get("id")
             sinks = request.args.getlist("sink")
@@ -260,12 +277,12 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         registered = services.engine.get(query_id)
         since = request.args.get("since")
         try:
-            instant = parse_instant(since) if since else None
+            instant = parse_instant(since) if since is not None else None
         except TemporalValueError as e:
             raise BadRequest("since: %s" % e) from None
         limit = request.args.get("limit")
-        if limit is not None and not limit.isdigit():
-            raise BadRequest("limit must be a non-negative integer, got %r" % limit)
+        if limit is not None and not (limit.isascii() and limit.isdigit() and int(limit) <= MAX_RESULTS_LIMIT):
+            raise BadRequest("limit must be an integer from 0 to %d, got %r" % (MAX_RESULTS_LIMIT, limit[:40]))
         records = registered.history.since(instant, int(limit) if limit is not None else None)
         return Response("".join(json.dumps(r, sort_keys=True) + "\n" for r in records),
                         mimetype="application/x-ndjson")

@@ -188,6 +188,19 @@ ROUTES = [
     ("get", "/health", {}, 200),
     ("get", "/metrics", {}, 200),
     ("get", "/no-such-route", {}, 404),
+    # Each of these answered 500 before.
+    ("post", "/queries", {"json": {"query": RSPQL, "id": 5}, "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"query": RSPQL, "id": ["a"]}, "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"query": RSPQL, "sinks": 5}, "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"query": RSPQL, "sinks": [5]}, "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"query": RSPQL, "options": ["h4"]}, "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"query": RSPQL, "options": "h4=false"}, "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"query": RSPQL, "options": {"h4": None}}, "headers": AUTH}, 400),
+    ("post", "/queries", {"json": {"query": RSPQL, "options": {"h4": False}}, "headers": AUTH}, 201),
+    ("post", "/queries", {"json": {"query": RSPQL, "id": "a\n"}, "headers": AUTH}, 400),
+    ("get", "/sparql", {"query_string": {"query": SELECT, "default-graph-uri": "not an iri"}}, 400),
+    ("get", "/sparql", {"query_string": {"query": SELECT, "named-graph-uri": "<x>"}}, 400),
+    ("get", "/queries/nope/results", {"query_string": {"limit": "²"}}, 404),
 ]
 
 
@@ -358,3 +371,17 @@ def test_an_update_touching_engine_graphs_is_a_400_and_clear_named_spares_the_st
     assert cleared.status_code == 204
     assert engine.store.elements_in("http://example.org/s", T0, T0 + S) == ["http://example.org/e0"]
     assert engine.store.background_graphs() == []
+
+
+def test_results_parameters_are_checked(client):
+    client.post("/queries", query_string={"id": "q1"}, data=RSPQL, content_type="application/sparql-query", headers=AUTH)
+    for params in ({"limit": "²"}, {"limit": "9999999999999999999"}, {"since": ""}, {"limit": "-1"}):
+        response = client.get("/queries/q1/results", query_string=params)
+        assert response.status_code == 400, params
+    assert client.get("/queries/q1/results", query_string={"limit": "1000000"}).status_code == 200
+
+
+def test_a_method_not_allowed_says_which_are():
+    response = create_app().test_client().put("/queries")
+    assert response.status_code == 405
+    assert set(response.headers["Allow"].split(", ")) >= {"GET", "POST"}
