@@ -63,6 +63,7 @@ def load_config(path: Path, data_dir: Path | None = None) -> Config:
         max_delay=_duration(engine_table, "max_delay", DEFAULT_MAX_DELAY, where),
         history_limit=int(engine_table.get("history", 1000)),
         idle_retention=_duration(engine_table, "idle_retention", DEFAULT_IDLE_RETENTION, where),
+        federation_allowed=list(raw.get("federation", {}).get("allowed", [])),
     )
     queries = []
     for k, entry in enumerate(raw.get("queries", [])):

@@ -25,6 +25,7 @@ from store.rdf_input import Element
 from store.stream_store import StreamStore
 from translator.model import ContinuousQuery, QueryForm
 from translator.temporal import format_instant
+from translator.federation import check_federation
 from translator.validate import compile_query
 
 from .clock import Clock
@@ -136,6 +137,7 @@ class EngineConfig:
     max_delay: int = DEFAULT_MAX_DELAY
     history_limit: int = 1000
     idle_retention: int = DEFAULT_IDLE_RETENTION
+    federation_allowed: list[str] = field(default_factory=list)   # origins SERVICE and LOAD may reach
 
 
 class Engine:
@@ -172,6 +174,7 @@ class Engine:
         options = dict(options or {})
         evaluation_options = EvaluationOptions.from_pairs(options)
         query = compile_query(text)
+        check_federation(text, self.config.federation_allowed)
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:

@@ -25,6 +25,7 @@ from store.landing import drop_file
 from store.rdf_input import read_envelope, scan_document
 from store.stream_store import StreamStore
 from translator.errors import TemporalValueError, TranslatorError
+from translator.federation import check_federation
 from translator.nesting import check_nesting
 from translator.temporal import format_instant, parse_instant
 from translator.uncertainty import FunctionLibrary
@@ -170,6 +171,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         if not text:
             raise BadRequest("missing the query (parameter 'query')")
         check_nesting(text)
+        check_federation(text, services.engine.config.federation_allowed)
         for graph in default_graphs + named_graphs:
             try:
                 ox.NamedNode(graph)
@@ -222,6 +224,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         if not text:
             raise BadRequest("missing the update (parameter 'update')")
         check_nesting(text)
+        check_federation(text, services.engine.config.federation_allowed)
         try:
             services.store.update_background(text)
         except SyntaxError as e:

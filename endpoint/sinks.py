@@ -25,6 +25,7 @@ import requests
 
 from store.landing import replace_text
 from translator.errors import TemporalValueError
+from translator.federation import origin_allowed, origin_of
 from translator.temporal import parse_instant
 
 from .errors import EndpointError
@@ -41,11 +42,10 @@ class SinkNotAllowed(EndpointError):
 
 def check_sink_allowed(url: str, allowed: list[str]) -> None:
     """Sinks may only point at the origins (scheme://host:port) listed in the configuration."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    origin = origin_of(url)
+    if origin is None:
         raise SinkNotAllowed("sink %r is not an http(s) URL" % url)
-    origin = "%s://%s" % (parts.scheme, parts.netloc)
-    if origin not in {a.rstrip("/") for a in allowed}:
+    if not origin_allowed(url, allowed):
         raise SinkNotAllowed("sink %s is not in the allow-list (sinks.allowed in the configuration: %s)"
                              % (origin, ", ".join(allowed) or "empty"))
 
@@ -148,7 +148,9 @@ Poster = Callable[[str, bytes, dict], int]
 
 
 def post_with_requests(url: str, body: bytes, headers: dict) -> int:
-    return requests.post(url, data=body, headers=headers, timeout=5).status_code
+    # A redirect is not followed (it could lead off the allow-list): its 3xx status counts as
+    # not delivered, and the record waits in the outbox.
+    return requests.post(url, data=body, headers=headers, timeout=5, allow_redirects=False).status_code
 
 
 class HttpSink:

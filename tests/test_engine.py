@@ -233,7 +233,7 @@ def test_registration_refuses_bad_queries_sinks_and_ids(tmp_path):
 def test_a_failing_query_is_marked_failed_and_the_others_keep_running():
     clock = VirtualClock(T0)
     store = StreamStore()
-    engine = Engine(store, clock, EngineConfig(max_delay=0))
+    engine = Engine(store, clock, EngineConfig(max_delay=0, federation_allowed=["http://127.0.0.1:9"]))
     broken = engine.register("""PREFIX ex: <http://example.org/>
 SELECT * FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
 WHERE { { SERVICE <http://127.0.0.1:9/sparql> { ?a ?b ?c } } UNION { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } } }""",

@@ -1,0 +1,69 @@
+"""What a query or update may fetch from elsewhere: SERVICE calls and LOAD.
+
+Oxigraph carries out SERVICE and LOAD by itself, so a request that names them makes the
+engine reach out to whatever address the request names. Both are refused unless their
+target's origin is in a configured allow-list (the same rule as HTTP sinks); a SERVICE whose
+target is a variable cannot be checked and is refused too."""
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from .errors import TranslatorError
+from .tokens import IRI, NAME, PNAME, VAR, SourceText, tokenize
+
+
+class FederationNotAllowed(TranslatorError):
+    """A SERVICE or LOAD whose target is not allowed, with its position."""
+
+    def __init__(self, message: str, line: int, column: int):
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+
+    def __str__(self) -> str:
+        return "%d:%d: %s" % (self.line, self.column, self.message)
+
+
+def origin_of(url: str) -> str | None:
+    """scheme://host:port of an http(s) URL, None for anything else."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return "%s://%s" % (parts.scheme, parts.netloc)
+
+
+def origin_allowed(url: str, allowed: list[str]) -> bool:
+    origin = origin_of(url)
+    return origin is not None and origin in {a.rstrip("/") for a in allowed}
+
+
+def check_federation(text: str, allowed: list[str]) -> None:
+    """FederationNotAllowed at the first SERVICE or LOAD whose target is not allowed."""
+    source = SourceText(text)
+    tokens = tokenize(source)
+    prefixes: dict[str, str] = {}
+    for k, token in enumerate(tokens):
+        if token.is_keyword("PREFIX") and k + 2 < len(tokens) and tokens[k + 1].kind == PNAME \
+                and tokens[k + 2].kind == IRI:
+            prefixes[tokens[k + 1].text] = tokens[k + 2].text[1:-1]
+        if token.kind != NAME or not token.is_keyword("SERVICE", "LOAD"):
+            continue
+        target_at = k + 2 if k + 1 < len(tokens) and tokens[k + 1].is_keyword("SILENT") else k + 1
+        target = tokens[target_at] if target_at < len(tokens) else None
+        keyword = token.text.upper()
+        if target is not None and target.kind == IRI:
+            url = target.text[1:-1]
+        elif target is not None and target.kind == PNAME and target.text.split(":", 1)[0] + ":" in prefixes:
+            prefix, local = target.text.split(":", 1)
+            url = prefixes[prefix + ":"] + local
+        elif target is not None and target.kind == VAR:
+            raise FederationNotAllowed("%s with a variable target cannot be checked against the allow-list"
+                                       % keyword, *source.position(target.offset))
+        else:
+            continue   # not a SERVICE or LOAD call: the query parser says what is wrong
+        if not origin_allowed(url, allowed):
+            raise FederationNotAllowed(
+                "%s <%s>: the engine only reaches origins in the federation allow-list (%s)"
+                % (keyword, url, ", ".join(allowed) or "empty: SERVICE and LOAD are off"),
+                *source.position(target.offset))
