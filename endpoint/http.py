@@ -36,7 +36,7 @@ from .engine import Engine, EngineConfig
 from .errors import EndpointError
 from .service_description import service_description
 from .http_errors import (
-    BadRequest, NotAcceptable, ServiceUnavailable, Unauthorized, UnsupportedMediaType, error_body, status_for,
+    BadRequest, Forbidden, NotAcceptable, ServiceUnavailable, Unauthorized, UnsupportedMediaType, error_body, status_for,
 )
 
 STATIC = Path(__file__).resolve().parent / "static"
@@ -143,10 +143,16 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
         return response
 
     def require_token() -> None:
+        """Every write: refused from a web page of another origin (unless CORS allows it),
+        and without the token when one is set."""
+        origin = request.headers.get("Origin")
+        if origin and origin.rstrip("/") != request.host_url.rstrip("/") and origin not in settings.cors_origins:
+            raise Forbidden("writes from pages of another origin (%s) are refused; list it in [http] cors_origins "
+                            "to allow it" % origin[:120])
         if settings.token is None:
             return
-        header = request.headers.get("Authorization", "")
-        if not (header.startswith("Bearer ") and hmac.compare_digest(header[7:].strip(), settings.token)):
+        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+        if not (scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), settings.token.encode())):
             raise Unauthorized("this request needs 'Authorization: Bearer <token>'")
 
     # -- SPARQL protocol -----------------------------------------------------------------------

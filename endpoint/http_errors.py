@@ -13,6 +13,10 @@ class Unauthorized(EndpointError):
     """A request that needs the configured bearer token and did not bring it."""
 
 
+class Forbidden(EndpointError):
+    """A write from a web page of another origin (a browser would send it with the user's access)."""
+
+
 class NotAcceptable(EndpointError):
     """No representation the client accepts."""
 
@@ -32,6 +36,7 @@ class ServiceUnavailable(EndpointError):
 # Most specific first: the first matching class decides.
 _STATUSES: list[tuple[type[BaseException], int]] = [
     (Unauthorized, 401),
+    (Forbidden, 403),
     (UnknownQuery, 404),
     (NotAcceptable, 406),
     (DuplicateQuery, 409),

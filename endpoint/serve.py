@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import secrets
 import signal
 import sys
 import threading
@@ -88,9 +90,27 @@ def load_background_once(store: StreamStore, config: Config) -> None:
         log.info("loaded %d background quads from %s", count, path)
 
 
-def http_settings(config: Config, landing: Path | None) -> HttpSettings:
+def write_token(config: Config, data_dir: Path) -> str | None:
+    """The bearer token writes need: `[http] token` when set (an empty string turns tokens
+    off), else the one in DATA/token, made and announced once at the first start."""
     table = config.raw.get("http", {})
-    return HttpSettings(token=table.get("token"), cors_origins=list(table.get("cors_origins", [])),
+    if "token" in table:
+        return str(table["token"]) or None
+    path = data_dir / "token"
+    if path.exists():
+        return path.read_text(encoding="utf-8").strip()
+    token = secrets.token_urlsafe(24)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(token + "\n")
+    log.info("writes (registration, deletion, updates, stream posts) need 'Authorization: Bearer %s' "
+             "(kept in %s; set [http] token = \"\" to turn tokens off)", token, path)
+    return token
+
+
+def http_settings(config: Config, landing: Path | None, token: str | None) -> HttpSettings:
+    table = config.raw.get("http", {})
+    return HttpSettings(token=token, cors_origins=list(table.get("cors_origins", [])),
                         query_timeout=float(table.get("query_timeout", 30)),
                         max_body=int(table.get("max_body", 16 * 1024 * 1024)), landing_dir=landing)
 
@@ -144,7 +164,8 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
                                data_dir / "recording")
     landing = next((Path(s.path) for s in sources if s.kind == "files"), None)
-    app = create_app(engine, http_settings(config, landing), ingestion_status=ingestion.status)
+    app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
+                     ingestion_status=ingestion.status)
     server = make_server(host, port, app, threaded=True)
     scheduler = LiveScheduler(engine)
     scheduler.scheduler.add_job(lambda: report_progress(engine), "interval", seconds=PROGRESS_SECONDS,

@@ -385,3 +385,25 @@ def test_a_method_not_allowed_says_which_are():
     response = create_app().test_client().put("/queries")
     assert response.status_code == 405
     assert set(response.headers["Allow"].split(", ")) >= {"GET", "POST"}
+
+
+def test_cross_origin_writes_are_refused_even_without_a_token(engine):
+    # A page on any web site could otherwise drive an engine on localhost through the browser.
+    client = create_app(engine, HttpSettings(cors_origins=["http://dash.test"])).test_client()
+    evil = {"Origin": "http://evil.example"}
+    assert client.post("/update", data={"update": "CLEAR ALL"}, headers=evil).status_code == 403
+    assert client.post("/queries", data=RSPQL, content_type="text/plain", headers=evil).status_code == 403
+    assert engine.queries() == []
+    same = client.post("/queries", data=RSPQL, content_type="text/plain", query_string={"id": "mine"},
+                       headers={"Origin": "http://localhost"})
+    assert same.status_code == 201
+    allowed = client.delete("/queries/mine", headers={"Origin": "http://dash.test"})
+    assert allowed.status_code == 204
+    assert client.get("/sparql", query_string={"query": SELECT}, headers=evil).status_code == 200   # reads stay open
+
+
+def test_the_auth_scheme_is_case_insensitive(client):
+    update = {"data": "INSERT DATA { <http://a> <http://b> 1 }", "content_type": "application/sparql-update"}
+    assert client.post("/update", headers={"Authorization": "bearer " + TOKEN}, **update).status_code == 204
+    assert client.post("/update", headers={"Authorization": "BEARER " + TOKEN}, **update).status_code == 204
+    assert client.post("/update", headers={"Authorization": "Basic " + TOKEN}, **update).status_code == 401

@@ -3,7 +3,7 @@ its example queries, and the console progress line."""
 from endpoint.clock import VirtualClock
 from endpoint.config import DEFAULT_CONFIG, load_config, register_configured
 from endpoint.engine import Engine, EngineConfig
-from endpoint.serve import progress_line
+from endpoint.serve import progress_line, write_token
 from store.stream_store import StreamStore
 from translator.temporal import parse_instant
 
@@ -27,3 +27,14 @@ def test_the_progress_line_is_short_and_names_failed_queries():
     line = progress_line(engine)
     assert len(line) < 160, line
     assert line.endswith("oxygen-warning 0/0, tvs-warning 0/0 FAILED, homecare-low-emergency 0/0")
+
+
+def test_a_write_token_is_made_once_at_the_first_start_unless_configured(tmp_path):
+    config = load_config(DEFAULT_CONFIG)
+    token = write_token(config, tmp_path)
+    assert len(token) >= 32 and (tmp_path / "token").stat().st_mode & 0o077 == 0
+    assert write_token(config, tmp_path) == token                    # the same after a restart
+    config.raw["http"]["token"] = ""
+    assert write_token(config, tmp_path) is None                     # explicitly off
+    config.raw["http"]["token"] = "chosen"
+    assert write_token(config, tmp_path) == "chosen"
