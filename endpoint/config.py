@@ -9,7 +9,9 @@ from pathlib import Path
 from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from translator.temporal import parse_duration
 
-from .engine import DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, Engine, EngineConfig
+from .engine import (
+    DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, DEFAULT_MAX_RANGE, DEFAULT_MAX_REPORTS_PER_SECOND, Engine, EngineConfig,
+)
 from .errors import EndpointError
 
 
@@ -64,6 +66,8 @@ def load_config(path: Path, data_dir: Path | None = None) -> Config:
         history_limit=int(engine_table.get("history", 1000)),
         idle_retention=_duration(engine_table, "idle_retention", DEFAULT_IDLE_RETENTION, where),
         federation_allowed=list(raw.get("federation", {}).get("allowed", [])),
+        max_range=_duration(engine_table, "max_range", DEFAULT_MAX_RANGE, where),
+        max_reports_per_second=float(engine_table.get("max_reports_per_second", DEFAULT_MAX_REPORTS_PER_SECOND)),
     )
     queries = []
     for k, entry in enumerate(raw.get("queries", [])):

@@ -24,7 +24,7 @@ from store.landing import replace_text
 from store.rdf_input import Element
 from store.stream_store import StreamStore
 from translator.model import ContinuousQuery, QueryForm
-from translator.temporal import format_instant
+from translator.temporal import format_duration, format_instant
 from translator.federation import check_federation
 from translator.validate import compile_query
 
@@ -38,6 +38,8 @@ log = logging.getLogger(__name__)
 _QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 DEFAULT_MAX_DELAY = 2_000_000
 DEFAULT_IDLE_RETENTION = 600_000_000
+DEFAULT_MAX_RANGE = 86_400_000_000          # a day: what a window holds stays in the store
+DEFAULT_MAX_REPORTS_PER_SECOND = 10.0
 
 
 class UnknownQuery(EndpointError):
@@ -46,6 +48,10 @@ class UnknownQuery(EndpointError):
 
 class DuplicateQuery(EndpointError):
     """A query with this id is already registered."""
+
+
+class QueryOverLimits(EndpointError):
+    """A query whose windows or report rate pass the engine's configured limits."""
 
 
 class InvalidQueryId(EndpointError):
@@ -115,6 +121,7 @@ class RegisteredQuery:
         self.next_instant = query.next_report_instant(start)
         self.status.next_close = self.next_instant
         self.lock = threading.Lock()
+        self.removed = False        # set by Engine.remove: an evaluation loop stops at the next instant
 
     @property
     def id(self) -> str:
@@ -138,6 +145,8 @@ class EngineConfig:
     history_limit: int = 1000
     idle_retention: int = DEFAULT_IDLE_RETENTION
     federation_allowed: list[str] = field(default_factory=list)   # origins SERVICE and LOAD may reach
+    max_range: int = DEFAULT_MAX_RANGE                  # µs, the longest window RANGE
+    max_reports_per_second: float = DEFAULT_MAX_REPORTS_PER_SECOND   # evaluations a query may ask for
 
 
 class Engine:
@@ -175,6 +184,7 @@ class Engine:
         evaluation_options = EvaluationOptions.from_pairs(options)
         query = compile_query(text)
         check_federation(text, self.config.federation_allowed)
+        self._check_limits(query)
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
@@ -206,6 +216,23 @@ class Engine:
             listener("registered", query_id)
         return registered
 
+    def _check_limits(self, query: ContinuousQuery) -> None:
+        """Refuse windows longer than `max_range` (they pin what the store holds) and report
+        instants more frequent than `max_reports_per_second` (each one is evaluated, none is
+        skipped, so a query asking for more could never keep up)."""
+        for window in query.windows.values():
+            if window.range > self.config.max_range:
+                raise QueryOverLimits("window <%s>: RANGE %s is longer than the engine's limit of %s (max_range)"
+                                      % (window.iri, format_duration(window.range),
+                                         format_duration(self.config.max_range)))
+        periods = [query.computed_every] if query.computed_every is not None else \
+            [w.step for w in query.windows.values()]
+        rate = sum(1_000_000 / period for period in periods)
+        if rate > self.config.max_reports_per_second:
+            raise QueryOverLimits("the query asks for %.6g evaluations per second (STEP or COMPUTED EVERY); the "
+                                  "engine's limit is %g (max_reports_per_second)"
+                                  % (rate, self.config.max_reports_per_second))
+
     def _derive_id(self, query: ContinuousQuery) -> str:
         if query.name:
             candidate = re.sub(r"[^A-Za-z0-9._-]+", "-", query.name.rstrip("/").rsplit("/", 1)[-1]).strip("-.")
@@ -217,7 +244,9 @@ class Engine:
         with self._lock:
             if query_id not in self._queries:
                 raise UnknownQuery("no query with id %r" % query_id)
-            self._queries.pop(query_id).history.discard()
+            removed = self._queries.pop(query_id)
+            removed.removed = True
+            removed.history.discard()
             self._save_specs()
             self.removed_ids.add(query_id)
             self._save_removed()
@@ -276,7 +305,8 @@ class Engine:
             return 0
         ran = 0
         try:
-            while registered.status.state == "running" and registered.next_instant is not None:
+            while registered.status.state == "running" and registered.next_instant is not None \
+                    and not registered.removed:
                 instant = registered.next_instant
                 trigger = self.due(registered, instant)
                 if trigger is None:

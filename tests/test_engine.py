@@ -1,6 +1,7 @@
 """The continuous-query engine on a virtual clock: conformance through live sinks, sink
 outages across a restart, output-stream chaining, completeness triggers, bad input."""
 import json
+import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -10,7 +11,7 @@ import pytest
 from conftest import compare_lines, conformance_cases
 from endpoint.clock import VirtualClock
 from endpoint.config import load_config, register_configured
-from endpoint.engine import DuplicateQuery, Engine, EngineConfig, InvalidQueryId, UnknownQuery
+from endpoint.engine import DuplicateQuery, Engine, EngineConfig, InvalidQueryId, QueryOverLimits, UnknownQuery
 from endpoint.sinks import SinkNotAllowed
 from store.rdf_input import format_for_path
 from store.stream_store import StreamStore
@@ -343,3 +344,38 @@ def test_a_configured_query_deleted_through_the_api_stays_deleted(tmp_path):
     restarted.register(config.queries[0].text, "configured")
     again = Engine(StreamStore(), VirtualClock(T0), config.engine)
     assert [q.id for q in again.queries()] == ["configured"] and register_configured(again, config) == []
+
+
+@pytest.mark.parametrize("window,fragment", [
+    ("[RANGE PT10S STEP PT0.000001S]", "asks for 1e+06 evaluations per second"),
+    ("[RANGE P99999999D STEP PT10S]", "RANGE PT8639999913600S is longer than the engine's limit of PT86400S"),
+    ("[RANGE PT10S STEP PT0.1S] FROM NAMED WINDOW ex:w2 ON ex:s [RANGE PT10S STEP PT0.5S]",
+     "asks for 12 evaluations per second"),
+])
+def test_windows_past_the_limits_are_refused_at_registration(window, fragment):
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
+    text = "PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s %s " \
+           "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }" % window
+    with pytest.raises(QueryOverLimits, match=re.escape(fragment)):
+        engine.register(text, "q")
+    assert engine.queries() == []
+    # Within configured limits the same query registers.
+    roomy = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_range=10**20, max_reports_per_second=2e6))
+    roomy.register(text, "q")
+
+
+def test_a_deleted_query_stops_at_once():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    registered = engine.register(QUERY, "q")
+    evaluate = registered.evaluator.evaluate
+    calls = []
+
+    def evaluate_then_delete(instant):
+        calls.append(instant)
+        engine.remove("q")
+        return evaluate(instant)
+
+    registered.evaluator.evaluate = evaluate_then_delete
+    engine.clock.set(T0 + 60 * S)                  # thirty instants are due
+    engine.tick()
+    assert len(calls) == 1
