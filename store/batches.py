@@ -33,7 +33,7 @@ from .errors import RdfInputError
 from .landing import file_safe
 from .rdf_input import Element, processing_time_literal, read_elements, read_envelope
 from .stream_store import StreamStore
-from .vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
+from .vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME, is_internal_graph
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +193,10 @@ class BatchWriter:
         quarantined: merging them would change another element."""
         fresh = []
         for element in elements:
-            if element.graph in seen or self.store.is_taken(element.graph):
+            if is_internal_graph(element.graph):
+                self._quarantine(Payload(stream, "element", element.graph, "", 0), report, None,
+                                 "graph <%s> is reserved by the engine" % element.graph)
+            elif element.graph in seen or self.store.is_taken(element.graph):
                 self._quarantine(Payload(stream, "element", element.graph, "", 0), report, None,
                                  "graph <%s> is already stored or repeated in the batch (sent twice?)" % element.graph)
             else:

@@ -118,6 +118,17 @@ def test_a_poison_envelope_is_quarantined_with_its_field_and_the_rest_of_the_bat
     assert w.store.elements_in(STREAM, T0, T0 + 10 * S) == ["http://example.org/ok"]
 
 
+@pytest.mark.parametrize("graph", ["urn:rspstar:batches", "urn:rspstar:timestamps:x"])
+def test_a_document_naming_an_engine_graph_is_quarantined_and_the_rest_lands(tmp_path, graph):
+    w = writer(tmp_path)
+    poison = ('<%s> <http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:01Z"^^'
+              '<http://www.w3.org/2001/XMLSchema#dateTime> .\n<%s> { <http://a> <http://b> <http://c> . }\n' % (graph, graph))
+    report = w.write(1, [Payload(STREAM, "trig", "poison.trig", poison, T0), Payload(STREAM, "trig", "good.trig", trig(2), T0)])
+    assert report.stored == {STREAM: 1} and report.quarantined == {STREAM: 1}
+    [reason] = [json.loads(p.read_text()) for p in (tmp_path / "quarantine").glob("*.reason.json")]
+    assert reason["reason"] == "graph <%s> is reserved by the engine" % graph
+
+
 def test_an_unexpected_failure_on_one_payload_quarantines_it_and_the_rest_lands(tmp_path, monkeypatch):
     w = writer(tmp_path)
     real = w._elements
