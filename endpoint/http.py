@@ -367,14 +367,19 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     # -- health and metrics ---------------------------------------------------------------------
     @app.route("/health", methods=["GET"])
     def health():
+        # A source that stopped ingesting makes the engine unhealthy (503): its data is lost
+        # to every query until it runs again.
         queries = services.engine.queries()
-        return {"status": "ok", "queries": len(queries),
+        down = sorted(name for name, source in services.ingestion_status().items() if not source.get("active"))
+        body = {"status": "degraded" if down else "ok", "queries": len(queries),
                 "failed_queries": [q.id for q in queries if q.status.state == "failed"],
-                "streams": len(services.store.streams())}
+                "sources_down": down, "streams": len(services.store.streams())}
+        return Response(json.dumps(body), status=503 if down else 200, mimetype="application/json")
 
     @app.route("/metrics", methods=["GET"])
     def metrics():
-        return Response(prometheus_text(services.engine), mimetype="text/plain; version=0.0.4")
+        return Response(prometheus_text(services.engine, services.ingestion_status()),
+                        mimetype="text/plain; version=0.0.4")
 
     return app
 
@@ -419,7 +424,7 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def prometheus_text(engine: Engine) -> str:
+def prometheus_text(engine: Engine, sources: dict) -> str:
     lines = []
 
     def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
@@ -447,4 +452,6 @@ def prometheus_text(engine: Engine) -> str:
     metric("rspstar_evaluation_seconds", "summary", "Evaluation time.", latency)
     metric("rspstar_sink_backlog", "gauge", "Records waiting in HTTP sink outboxes.",
            [({"query": q.id, "sink": s.url}, s.state.pending) for q in queries for s in q.http_sinks])
+    metric("rspstar_source_up", "gauge", "1 while a source's streaming query runs, 0 when it has stopped.",
+           [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])
     return "\n".join(lines) + "\n"

@@ -46,7 +46,7 @@ def engine(tmp_path):
 def client(engine, tmp_path):
     app = create_app(engine, HttpSettings(token=TOKEN, cors_origins=["http://dash.test"], max_body=4096,
                                           query_timeout=5, landing_dir=tmp_path / "landing"),
-                     ingestion_status=lambda: {"landing": {"quarantined": {"http://example.org/s": 2}}})
+                     ingestion_status=lambda: {"landing": {"quarantined": {"http://example.org/s": 2}, "active": True}})
     return app.test_client()
 
 
@@ -407,3 +407,15 @@ def test_the_auth_scheme_is_case_insensitive(client):
     assert client.post("/update", headers={"Authorization": "bearer " + TOKEN}, **update).status_code == 204
     assert client.post("/update", headers={"Authorization": "BEARER " + TOKEN}, **update).status_code == 204
     assert client.post("/update", headers={"Authorization": "Basic " + TOKEN}, **update).status_code == 401
+
+
+def test_a_source_that_is_down_makes_health_503_and_shows_in_metrics(engine):
+    sources = {"sim": {"active": True, "quarantined": {}}, "landing": {"active": False, "quarantined": {}}}
+    client = create_app(engine, HttpSettings(), ingestion_status=lambda: sources).test_client()
+    health = client.get("/health")
+    assert health.status_code == 503
+    assert health.get_json()["status"] == "degraded" and health.get_json()["sources_down"] == ["landing"]
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'rspstar_source_up{source="landing"} 0.0' in metrics and 'rspstar_source_up{source="sim"} 1.0' in metrics
+    sources["landing"]["active"] = True
+    assert client.get("/health").status_code == 200

@@ -72,9 +72,10 @@ async function getJSON(url) {
 
 async function refreshHealth() {
   try {
-    const health = await getJSON("/health");
+    const health = await (await fetch("/health", { headers: { Accept: "application/json" } })).json();
     $("#health").textContent = `${health.status} · ${health.queries} queries · ${health.streams} streams` +
-      (health.failed_queries.length ? ` · failed: ${health.failed_queries.join(", ")}` : "");
+      (health.failed_queries.length ? ` · failed: ${health.failed_queries.join(", ")}` : "") +
+      (health.sources_down && health.sources_down.length ? ` · sources down: ${health.sources_down.join(", ")}` : "");
   } catch (e) {
     $("#health").textContent = "unreachable";
   }
