@@ -6,7 +6,6 @@ global state and tests run several apps side by side.
 """
 from __future__ import annotations
 
-import concurrent.futures
 import hmac
 import importlib.resources
 import json
@@ -20,7 +19,7 @@ import pyoxigraph as ox
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from store.errors import QueryTimeout, RdfInputError, StoreError
+from store.errors import StoreError
 from store.landing import drop_file
 from store.rdf_input import read_envelope, scan_document
 from store.stream_store import StreamStore
@@ -28,9 +27,9 @@ from translator.errors import TemporalValueError, TranslatorError
 from translator.federation import check_federation
 from translator.nesting import check_nesting
 from translator.temporal import format_instant, parse_instant
-from translator.uncertainty import FunctionLibrary
 from translator.validate import oxigraph_syntax_error
 
+from .adhoc import GRAPH_TYPES, RESULT_TYPES, AdhocQueries, Job, QueryRefused, negotiate, serialize_graph
 from .clock import Clock, WallClock
 from .engine import Engine, EngineConfig
 from .errors import EndpointError
@@ -41,21 +40,6 @@ from .http_errors import (
 
 STATIC = Path(__file__).resolve().parent / "static"
 PLOTLY_JS = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
-RESULT_TYPES = {
-    "application/sparql-results+json": ox.QueryResultsFormat.JSON,
-    "application/json": ox.QueryResultsFormat.JSON,
-    "application/sparql-results+xml": ox.QueryResultsFormat.XML,
-    "text/csv": ox.QueryResultsFormat.CSV,
-    "text/tab-separated-values": ox.QueryResultsFormat.TSV,
-}
-GRAPH_TYPES = {
-    "text/turtle": ox.RdfFormat.TURTLE,
-    "application/n-triples": ox.RdfFormat.N_TRIPLES,
-    "application/trig": ox.RdfFormat.TRIG,
-    "application/n-quads": ox.RdfFormat.N_QUADS,
-    "application/rdf+xml": ox.RdfFormat.RDF_XML,
-    "application/ld+json": ox.RdfFormat.JSON_LD,
-}
 SSE_HEARTBEAT_SECONDS = 15.0
 MAX_RESULTS_LIMIT = 1_000_000
 
@@ -79,6 +63,7 @@ class HttpSettings:
     token: str | None = None                      # bearer token for writes; None: writes open
     cors_origins: list[str] = field(default_factory=list)
     query_timeout: float = 30.0                   # seconds for /sparql
+    query_workers: int = 2                        # /sparql queries evaluated at once
     max_body: int = 16 * 1024 * 1024              # bytes
     landing_dir: Path | None = None               # where POST /streams drops data for Spark
 
@@ -96,7 +81,7 @@ class Services:
     engine: Engine
     store: StreamStore
     settings: HttpSettings
-    executor: concurrent.futures.ThreadPoolExecutor
+    adhoc: AdhocQueries
     ingestion_status: Callable[[], dict]
 
 
@@ -108,8 +93,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     if engine is None:
         engine = Engine(store or StreamStore(), clock or WallClock(), config or EngineConfig())
     services = Services(engine, engine.store, settings,
-                        concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="sparql"),
-                        ingestion_status)
+                        AdhocQueries(engine.store, settings.query_timeout, settings.query_workers), ingestion_status)
     app = Flask("rspstar", static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body
     app.extensions["rspstar"] = services
@@ -183,39 +167,21 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
                 ox.NamedNode(graph)
             except ValueError:
                 raise BadRequest("default-graph-uri and named-graph-uri take IRIs, got %r" % graph[:120]) from None
-        accept = request.accept_mimetypes
-        functions = FunctionLibrary()
-
-        def run() -> tuple[bytes, str]:
-            try:
-                result = services.store.query(text, default_graphs or None, functions.table, named_graphs or None)
-            except SyntaxError as e:
-                raise _sparql_syntax_error(e) from None
-            # Oxigraph's results may only be dropped on the thread that made them: an error
-            # raised here would carry them (in its traceback) to the request thread.
-            try:
-                if isinstance(result, ox.QueryTriples):
-                    return serialize_graph(list(result), accept)
-                media = accept.best_match(list(RESULT_TYPES)) if accept else "application/sparql-results+json"
-                if media is None:
-                    raise NotAcceptable("results are served as %s" % ", ".join(RESULT_TYPES))
-                return result.serialize(format=RESULT_TYPES[media]), media
-            finally:
-                del result
-
-        future = services.executor.submit(run)
+        job = Job(text, tuple(default_graphs), tuple(named_graphs), negotiate(request.accept_mimetypes))
         try:
-            body, media = future.result(timeout=settings.query_timeout)
-        except concurrent.futures.TimeoutError:
-            # Oxigraph cannot be interrupted: the worker finishes on its own, the client is told now.
-            raise QueryTimeout("the query ran past its time limit of %g s" % settings.query_timeout) from None
+            body, media = services.adhoc.run(job)
+        except QueryRefused as e:
+            raise (SparqlSyntaxError(e.message, e.line, e.column) if e.kind == "syntax" else NotAcceptable(e.message))
         return Response(body, mimetype=media)
 
     def describe_service() -> Response:
         base = request.host_url.rstrip("/")
         triples = service_description(base + "/sparql", base + "/update", list(RESULT_TYPES.keys() - {"application/json"})
                                       + list(GRAPH_TYPES))
-        body, media = serialize_graph(triples, request.accept_mimetypes)
+        try:
+            body, media = serialize_graph(triples, negotiate(request.accept_mimetypes).graphs)
+        except QueryRefused as e:
+            raise NotAcceptable(e.message) from None
         return Response(body, mimetype=media)
 
     @app.route("/update", methods=["POST"])
@@ -382,24 +348,6 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
                         mimetype="text/plain; version=0.0.4")
 
     return app
-
-
-def serialize_graph(triples: list[ox.Triple], accept) -> tuple[bytes, str]:
-    """Triples in the media type the client prefers (Turtle when it names none). JSON-LD has
-    no triple terms: a graph holding some goes to the client's next choice, or is a 406."""
-    if not accept:
-        return ox.serialize(triples, format=ox.RdfFormat.TURTLE), "text/turtle"
-    ranked = sorted(((accept.quality(media), -k, media) for k, media in enumerate(GRAPH_TYPES)
-                     if accept.quality(media) > 0), reverse=True)
-    has_triple_terms = any(isinstance(t.subject, ox.Triple) or isinstance(t.object, ox.Triple) for t in triples)
-    for _, _, media in ranked:
-        if GRAPH_TYPES[media] is ox.RdfFormat.JSON_LD and has_triple_terms:
-            continue
-        return ox.serialize(triples, format=GRAPH_TYPES[media]), media
-    if ranked:
-        raise NotAcceptable("this graph holds triple terms, which JSON-LD cannot carry; ask for one of %s"
-                            % ", ".join(m for m in GRAPH_TYPES if GRAPH_TYPES[m] is not ox.RdfFormat.JSON_LD))
-    raise NotAcceptable("graphs are served as %s" % ", ".join(GRAPH_TYPES))
 
 
 def check_stream_body(data: bytes, fmt) -> None:

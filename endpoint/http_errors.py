@@ -4,6 +4,7 @@ from __future__ import annotations
 from store.errors import DuplicateElementError, QueryTimeout, RdfInputError, ReservedGraphError, StoreError
 from translator.errors import QuerySyntaxError, TranslatorError
 
+from .adhoc import QueryCrashed
 from .engine import DuplicateQuery, InvalidQueryId, QueryOverLimits, UnknownQuery
 from .errors import EndpointError, UsageError
 from .sinks import SinkNotAllowed
@@ -50,6 +51,7 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (SinkNotAllowed, 400),
     (InvalidQueryId, 400),
     (QueryOverLimits, 400),
+    (QueryCrashed, 400),
     (UsageError, 400),
     (BadRequest, 400),
     (TranslatorError, 400),

@@ -26,7 +26,7 @@ from store.rdf_input import format_for_path
 from store.stream_store import StreamStore
 from store.vocabulary import BATCHES_GRAPH
 from translator.errors import TemporalValueError
-from translator.temporal import format_instant, parse_duration
+from translator.temporal import parse_duration
 
 from .clock import WallClock
 from .config import Config, ConfigError, load_config, register_configured
@@ -112,6 +112,7 @@ def http_settings(config: Config, landing: Path | None, token: str | None) -> Ht
     table = config.raw.get("http", {})
     return HttpSettings(token=token, cors_origins=list(table.get("cors_origins", [])),
                         query_timeout=float(table.get("query_timeout", 30)),
+                        query_workers=int(table.get("query_workers", 2)),
                         max_body=int(table.get("max_body", 16 * 1024 * 1024)), landing_dir=landing)
 
 
@@ -188,6 +189,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
         server.serve_forever()
     finally:
         try:
+            app.extensions["rspstar"].adhoc.close()
             scheduler.shutdown()
             ingestion.stop()
             stop_session(spark)

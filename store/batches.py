@@ -26,8 +26,6 @@ from typing import Iterable
 
 import pyoxigraph as ox
 
-from translator.errors import TemporalValueError
-from translator.temporal import parse_instant
 
 from .errors import RdfInputError
 from .landing import file_safe

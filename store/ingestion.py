@@ -35,8 +35,6 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from py4j.protocol import Py4JError
-# A JVM that is gone shows as Py4JError, or as the connection error py4j meets converting it.
-_JVM_GONE = (Py4JError, ConnectionError)
 from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -48,6 +46,8 @@ from .simulator import SCENARIOS
 from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
+# A JVM that is gone shows as Py4JError, or as the connection error py4j meets converting it.
+_JVM_GONE = (Py4JError, ConnectionError)
 
 JAVA_MIN = 17
 _JAVA_VERSION = re.compile(r'version "(?:1\.)?(\d+)')

@@ -205,6 +205,12 @@ class StreamStore:
                 return self.compact()
         return None
 
+    def generation_path(self) -> str | None:
+        """Where the live Oxigraph store is on disk (None in memory): another process may open
+        it read-only there."""
+        with self._lock:
+            return None if self.path is None else str(Path(self.path) / ("gen-%d" % self._generation))
+
     def disk_bytes(self) -> int:
         if self.path is None:
             return 0

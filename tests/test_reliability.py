@@ -3,8 +3,16 @@ run with it (a child process), and each answered with a clear 4xx."""
 import json
 import subprocess
 import sys
+import threading
+import time
+
+import pyoxigraph as ox
 
 from conftest import REPO
+from endpoint.clock import WallClock
+from endpoint.engine import Engine, EngineConfig
+from endpoint.http import HttpSettings, create_app
+from store.stream_store import StreamStore
 
 # The whole app, driven by Flask's test client inside a child process: a segfault there
 # shows as the child's exit status instead of killing pytest.
@@ -53,3 +61,33 @@ def test_nesting_that_real_queries_use_still_parses():
     results = through_the_app([["get", "/sparql", {"query_string": {"query": nested}}],
                                ["get", "/sparql", {"query_string": {"query": strings}}]])
     assert [status for status, _ in results] == [200, 200]
+
+
+def test_slow_queries_are_stopped_and_do_not_starve_other_clients(tmp_path):
+    # Five copies of a query that runs for minutes used to hold every worker thread, and
+    # every /sparql request (even ASK {}) got 503 until they finished.
+    store = StreamStore(str(tmp_path / "store"))
+    store.load_background("\n".join('<http://s%d> <http://p> "%d" <http://g%d> .' % (i, i, i) for i in range(400)),
+                          ox.RdfFormat.N_QUADS, "bg.nq")
+    app = create_app(Engine(store, WallClock(), EngineConfig()), HttpSettings(query_timeout=1.0, query_workers=2))
+    adhoc = app.extensions["rspstar"].adhoc
+    assert adhoc.wait_ready()
+    client = app.test_client()
+    slow = ("SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?a { ?s1 ?p1 ?o1 } GRAPH ?b { ?s2 ?p2 ?o2 } "
+            "GRAPH ?c { ?s3 ?p3 ?o3 } }")
+    statuses = []
+    threads = [threading.Thread(target=lambda: statuses.append(
+        app.test_client().get("/sparql", query_string={"query": slow}).status_code)) for _ in range(5)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        assert statuses == [503] * 5
+        started = time.monotonic()
+        assert client.get("/sparql", query_string={"query": "ASK {}"}).status_code == 200
+        assert time.monotonic() - started < 15
+        assert all(w.process.is_alive() for w in adhoc._all) and len(adhoc._all) == 2
+    finally:
+        adhoc.close()
+        store.close()

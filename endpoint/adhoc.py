@@ -1,0 +1,287 @@
+"""Ad-hoc SPARQL queries (`/sparql`), evaluated where a runaway cannot hurt the engine.
+
+Oxigraph cannot cancel a query, and a query its parser chokes on can take the process down.
+With the store on disk, each ad-hoc query therefore runs in one of a few worker processes
+over `Store.read_only` of the live store (it sees the engine's writes, flushed or not, and
+opens in milliseconds): a query past its time limit has its worker killed and replaced, so it
+stops using CPU at once, and a worker that dies takes only its own query with it. An
+in-memory store cannot be shared with another process; its queries run on threads.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import multiprocessing
+import queue
+import threading
+import time
+from dataclasses import dataclass
+
+import pyoxigraph as ox
+
+from store.errors import QueryTimeout, StoreError
+from store.stream_store import StreamStore
+from translator.uncertainty import FunctionLibrary
+from translator.validate import oxigraph_syntax_error
+
+from .errors import EndpointError
+
+log = logging.getLogger(__name__)
+WORKER_START_SECONDS = 120.0
+READ_ONLY_ATTEMPTS = 3
+# A request waits this much longer than the time limit for a free worker: stopping a runaway
+# query costs its worker, and the replacement takes a moment to start.
+WORKER_WAIT_GRACE_SECONDS = 10.0
+
+RESULT_TYPES = {
+    "application/sparql-results+json": ox.QueryResultsFormat.JSON,
+    "application/json": ox.QueryResultsFormat.JSON,
+    "application/sparql-results+xml": ox.QueryResultsFormat.XML,
+    "text/csv": ox.QueryResultsFormat.CSV,
+    "text/tab-separated-values": ox.QueryResultsFormat.TSV,
+}
+GRAPH_TYPES = {
+    "text/turtle": ox.RdfFormat.TURTLE,
+    "application/n-triples": ox.RdfFormat.N_TRIPLES,
+    "application/trig": ox.RdfFormat.TRIG,
+    "application/n-quads": ox.RdfFormat.N_QUADS,
+    "application/rdf+xml": ox.RdfFormat.RDF_XML,
+    "application/ld+json": ox.RdfFormat.JSON_LD,
+}
+
+
+class QueryRefused(EndpointError):
+    """An ad-hoc query that was evaluated and refused: a syntax error (with its position) or
+    no representation the client accepts (`not_acceptable`)."""
+
+    def __init__(self, kind: str, message: str, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.line = line
+        self.column = column
+
+
+class QueryCrashed(EndpointError):
+    """The worker evaluating a query died (the engine itself is unharmed)."""
+
+
+@dataclass(frozen=True)
+class Negotiated:
+    """What the client accepts: one media type for solutions and booleans (None: nothing
+    fits), and the graph media types it accepts, best first."""
+    results: str | None
+    graphs: tuple[str, ...]
+
+
+def negotiate(accept) -> Negotiated:
+    """From werkzeug's Accept header object (empty: the defaults)."""
+    if not accept:
+        return Negotiated("application/sparql-results+json", ("text/turtle",))
+    ranked = sorted(((accept.quality(media), -k, media) for k, media in enumerate(GRAPH_TYPES)
+                     if accept.quality(media) > 0), reverse=True)
+    return Negotiated(accept.best_match(list(RESULT_TYPES)), tuple(media for _, _, media in ranked))
+
+
+def serialize_graph(triples: list[ox.Triple], accepted: tuple[str, ...]) -> tuple[bytes, str]:
+    """Triples in the first accepted media type that can carry them. JSON-LD has no triple
+    terms: a graph holding some goes to the client's next choice, or is refused."""
+    has_triple_terms = any(isinstance(t.subject, ox.Triple) or isinstance(t.object, ox.Triple) for t in triples)
+    for media in accepted:
+        if GRAPH_TYPES[media] is ox.RdfFormat.JSON_LD and has_triple_terms:
+            continue
+        return ox.serialize(triples, format=GRAPH_TYPES[media]), media
+    if accepted:
+        raise QueryRefused("not_acceptable", "this graph holds triple terms, which JSON-LD cannot carry; ask for one "
+                           "of %s" % ", ".join(m for m in GRAPH_TYPES if GRAPH_TYPES[m] is not ox.RdfFormat.JSON_LD))
+    raise QueryRefused("not_acceptable", "graphs are served as %s" % ", ".join(GRAPH_TYPES))
+
+
+@dataclass(frozen=True)
+class Job:
+    text: str
+    default_graphs: tuple[str, ...]
+    named_graphs: tuple[str, ...]
+    accepted: Negotiated
+
+
+def evaluate(query, job: Job) -> tuple[bytes, str]:
+    """Run `job` with `query` (a store's query method) and serialize what it gives; raises
+    QueryRefused. Oxigraph's results are dropped here, on the thread that made them."""
+    functions = FunctionLibrary()
+    kwargs = {"custom_functions": functions.table}
+    if job.default_graphs:
+        kwargs["default_graph"] = [ox.NamedNode(g) for g in job.default_graphs]
+    if job.named_graphs:
+        kwargs["named_graphs"] = [ox.NamedNode(g) for g in job.named_graphs]
+    try:
+        result = query(job.text, **kwargs)
+    except SyntaxError as e:
+        raise QueryRefused("syntax", *oxigraph_syntax_error(str(e))) from None
+    try:
+        if isinstance(result, ox.QueryTriples):
+            return serialize_graph(list(result), job.accepted.graphs)
+        if job.accepted.results is None:
+            raise QueryRefused("not_acceptable", "results are served as %s" % ", ".join(RESULT_TYPES))
+        return result.serialize(format=RESULT_TYPES[job.accepted.results]), job.accepted.results
+    finally:
+        del result
+
+
+def _worker_main(connection) -> None:
+    """A worker process: say it is ready, then evaluate jobs over the store at the path each
+    names, until the engine closes the connection."""
+    connection.send("ready")
+    while True:
+        try:
+            path, job = connection.recv()
+        except (EOFError, OSError):
+            return
+        connection.send(_evaluate_read_only(path, job))
+
+
+def _evaluate_read_only(path: str, job: Job) -> tuple:
+    """The outcome of `job` over a read-only view of the store at `path`. The engine may
+    compact files away while the view opens or reads them; a fresh view then reads the
+    files that replaced them, so such a failure is tried again a few times."""
+    for attempt in range(READ_ONLY_ATTEMPTS):
+        try:
+            store = ox.Store.read_only(path)
+            return ("ok",) + evaluate(store.query, job)
+        except QueryRefused as e:
+            return ("refused", e.kind, e.message, e.line, e.column)
+        except (OSError, RuntimeError) as e:
+            if attempt + 1 == READ_ONLY_ATTEMPTS:
+                return ("error", "%s: %s" % (type(e).__name__, e))
+        except Exception as e:  # reported to the client; the worker goes on
+            return ("error", "%s: %s" % (type(e).__name__, e))
+        finally:
+            store = None
+
+
+class _Worker:
+    def __init__(self, context):
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child,), daemon=True, name="rspstar-sparql")
+        self.process.start()
+        child.close()
+        self._killed = threading.Lock()
+
+    def ready(self, timeout: float) -> bool:
+        """Whether the process started and said so (its start-up must not count against
+        the first query it gets)."""
+        try:
+            return self.connection.poll(timeout) and self.connection.recv() == "ready"
+        except (EOFError, OSError):
+            return False
+
+    def kill(self) -> None:
+        if not self._killed.acquire(blocking=False):
+            return
+        self.process.kill()
+        self.process.join(timeout=10)
+        self.connection.close()
+
+
+class AdhocQueries:
+    """Evaluates `/sparql` queries within `timeout` seconds, `workers` at a time."""
+
+    def __init__(self, store: StreamStore, timeout: float, workers: int = 2):
+        self.store = store
+        self.timeout = timeout
+        self.workers = workers
+        self._closed = False
+        self._lock = threading.Lock()
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._all: set[_Worker] = set()
+        self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+        if store.generation_path() is None:
+            self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sparql")
+        else:
+            self._context = multiprocessing.get_context("spawn")
+            for _ in range(workers):
+                self._add_worker()
+
+    def _add_worker(self) -> None:
+        """Start a worker; it joins the idle ones once it is ready (on a thread of its own,
+        so a request that had to stop a worker does not wait for the new one)."""
+        worker = _Worker(self._context)
+        with self._lock:
+            if self._closed:
+                worker.kill()
+                return
+            self._all.add(worker)
+
+        def when_ready():
+            if worker.ready(WORKER_START_SECONDS):
+                self._idle.put(worker)
+            elif not self._closed:
+                log.error("a query worker did not start (exit %s)", worker.process.exitcode)
+                self._retire(worker)
+
+        threading.Thread(target=when_ready, daemon=True, name="rspstar-sparql-start").start()
+
+    def _retire(self, worker: _Worker) -> None:
+        with self._lock:
+            self._all.discard(worker)
+            closed = self._closed
+        worker.kill()
+        if not closed:
+            self._add_worker()
+
+    def run(self, job: Job) -> tuple[bytes, str]:
+        """(body, media type); QueryRefused, QueryTimeout or QueryCrashed otherwise."""
+        if self._threads is not None:
+            future = self._threads.submit(evaluate, lambda text, **kwargs: self.store.oxigraph.query(text, **kwargs), job)
+            try:
+                return future.result(timeout=self.timeout)
+            except concurrent.futures.TimeoutError:
+                # A thread cannot be stopped: it finishes on its own, the client is told now.
+                raise QueryTimeout("the query ran past its time limit of %g s" % self.timeout) from None
+        try:
+            worker = self._idle.get(timeout=self.timeout + WORKER_WAIT_GRACE_SECONDS)
+        except queue.Empty:
+            raise QueryTimeout("all %d query workers stayed busy for %g s"
+                               % (self.workers, self.timeout + WORKER_WAIT_GRACE_SECONDS)) from None
+        if worker is None:
+            raise QueryTimeout("the engine is stopping")
+        try:
+            worker.connection.send((self.store.generation_path(), job))
+            if not worker.connection.poll(self.timeout):
+                log.warning("an ad-hoc query ran past %g s; its worker is stopped", self.timeout)
+                self._retire(worker)
+                raise QueryTimeout("the query ran past its time limit of %g s and was stopped" % self.timeout)
+            outcome = worker.connection.recv()
+        except (EOFError, OSError):
+            if self._closed:
+                raise QueryTimeout("the engine is stopping") from None
+            code = worker.process.exitcode
+            self._retire(worker)
+            raise QueryCrashed("the query could not be evaluated: its worker process ended (exit %s)" % code) from None
+        self._idle.put(worker)
+        if outcome[0] == "ok":
+            return outcome[1], outcome[2]
+        if outcome[0] == "refused":
+            raise QueryRefused(*outcome[1:])
+        raise StoreError("the query failed: %s" % outcome[1])
+
+    def wait_ready(self, timeout: float = WORKER_START_SECONDS) -> bool:
+        """Wait until every worker has started (True), or `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while self._threads is None and self._idle.qsize() < self.workers:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
+
+    def close(self) -> None:
+        """Stop every worker at once, busy or not; requests waiting for one are told so."""
+        with self._lock:
+            self._closed = True
+            workers, self._all = list(self._all), set()
+        for worker in workers:
+            worker.kill()
+        for _ in range(self.workers):
+            self._idle.put(None)
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
