@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import requests
 
-from store.landing import replace_text
+from store.landing import bounded_name, replace_text
 from translator.errors import TemporalValueError
 from translator.federation import origin_allowed, origin_of
 from translator.temporal import parse_instant
@@ -161,7 +161,7 @@ class HttpSink:
         self.url = url
         self.post = post
         directory.mkdir(parents=True, exist_ok=True)
-        name = quote(query_id, safe="") + "-" + quote(url, safe="")
+        name = bounded_name(quote(query_id, safe="") + "-" + quote(url, safe=""))
         self.outbox = directory / (name + ".jsonl")
         self.cursor = directory / (name + ".cursor")
         self._lock = threading.Lock()

@@ -9,10 +9,21 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 
+# A file name has at most 255 bytes; an encoded stream IRI longer than this is named by a
+# digest instead, with the IRI in a hidden file beside the data (Spark skips hidden files).
+_MAX_ENCODED = 200
+_LONG_PREFIX = "~"
+_STREAM_FILE = ".stream"
+
+
 def landing_folder(root: Path, stream: str) -> Path:
-    """Where files for `stream` go: a subfolder named by the percent-encoded stream IRI (files
-    directly in the root belong to the source's own stream)."""
-    return root / quote(stream, safe="")
+    """Where files for `stream` go: a subfolder named by the percent-encoded stream IRI, or by
+    its digest when that is too long for a file name (files directly in the root belong to the
+    source's own stream)."""
+    encoded = quote(stream, safe="")
+    if len(encoded) <= _MAX_ENCODED:
+        return root / encoded
+    return root / (_LONG_PREFIX + hashlib.sha256(stream.encode("utf-8")).hexdigest()[:40])
 
 
 def stream_of_landing_file(root: Path, path: Path, default: str) -> str:
@@ -20,7 +31,12 @@ def stream_of_landing_file(root: Path, path: Path, default: str) -> str:
         relative = path.resolve().relative_to(root.resolve())
     except ValueError:
         return default
-    return unquote(relative.parts[0]) if len(relative.parts) > 1 else default
+    if len(relative.parts) < 2:
+        return default
+    folder = relative.parts[0]
+    if folder.startswith(_LONG_PREFIX):
+        return (root / folder / _STREAM_FILE).read_text(encoding="utf-8")
+    return unquote(folder)
 
 
 def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
@@ -28,6 +44,8 @@ def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
     names starting with '.'), fsync, then rename into place."""
     folder = landing_folder(root, stream)
     folder.mkdir(parents=True, exist_ok=True)
+    if folder.name.startswith(_LONG_PREFIX) and not (folder / _STREAM_FILE).exists():
+        replace_text(folder / _STREAM_FILE, stream)
     name = uuid.uuid4().hex + suffix
     tmp = folder / ("." + name + ".tmp")
     with open(tmp, "wb") as f:
@@ -54,7 +72,12 @@ def replace_text(path: Path, text: str) -> None:
 def file_safe(text: str) -> str:
     """`text` as a file name: other characters than letters, digits, '-', '_' and '.' become
     '_'; a long name is cut and keeps a digest of the whole, so names stay distinct."""
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in text)
-    if len(safe) <= 100:
-        return safe
-    return safe[:80] + "-" + hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+    return bounded_name("".join(c if c.isalnum() or c in "-_." else "_" for c in text), text, 100)
+
+
+def bounded_name(name: str, whole: str | None = None, limit: int = _MAX_ENCODED) -> str:
+    """`name` if it has at most `limit` characters, else its first part and a digest of
+    `whole` (the name itself by default), which keeps names distinct."""
+    if len(name) <= limit:
+        return name
+    return name[:limit - 20] + "-" + hashlib.blake2b((whole or name).encode(), digest_size=8).hexdigest()

@@ -419,3 +419,18 @@ def test_a_source_that_is_down_makes_health_503_and_shows_in_metrics(engine):
     assert 'rspstar_source_up{source="landing"} 0.0' in metrics and 'rspstar_source_up{source="sim"} 1.0' in metrics
     sources["landing"]["active"] = True
     assert client.get("/health").status_code == 200
+
+
+def test_stream_iris_and_sink_urls_longer_than_a_file_name_are_fine(engine, tmp_path):
+    # Both used to be file names as they were: errno 36, a 500.
+    from store.landing import stream_of_landing_file
+    client = create_app(engine, HttpSettings(landing_dir=tmp_path / "landing")).test_client()
+    stream = "http://example.org/" + "s" * 400
+    posted = client.post("/streams", query_string={"stream": stream}, data=STREAM, content_type="application/trig")
+    assert posted.status_code == 202
+    [dropped] = [p for p in (tmp_path / "landing").rglob("*.trig")]
+    assert stream_of_landing_file(tmp_path / "landing", dropped, "default") == stream
+    sink = "http://localhost:9/" + "a" * 400
+    registered = client.post("/queries", json={"query": RSPQL, "id": "long", "sinks": [sink]})
+    assert registered.status_code == 201
+    assert engine.get("long").describe()["sink_backlog"] == {sink: 0}
