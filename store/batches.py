@@ -22,13 +22,14 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 from typing import Iterable
 
 import pyoxigraph as ox
 
 
 from .errors import RdfInputError
-from .landing import file_safe
+from .landing import bounded_name, file_safe
 from .rdf_input import Element, processing_time_literal, read_elements, read_envelope
 from .stream_store import StreamStore
 from .vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME, is_internal_graph
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 FORMATS = {"trig": ox.RdfFormat.TRIG, "nquads": ox.RdfFormat.N_QUADS, "turtle": ox.RdfFormat.TURTLE}
 _COMMITTED = ox.NamedNode("urn:rspstar:committed")
 _DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
+_GENERATED_AT_TIME = ox.NamedNode(PROV_GENERATED_AT_TIME)
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class BatchReport:
     stored: dict[str, int] = field(default_factory=dict)   # per stream
     late: dict[str, int] = field(default_factory=dict)
     quarantined: dict[str, int] = field(default_factory=dict)
+    elements: dict[str, list[Element]] = field(default_factory=dict)   # what was stored, per stream
 
 
 class BatchWriter:
@@ -112,6 +115,7 @@ class BatchWriter:
                     # oldest element need none of it: they may run while it is stored.
                     self.store.advance_watermark(stream, min(e.timestamp for e in elements) - self.allowed_lateness)
             staged = self.store.stage_batch(by_stream, [marker], self.timestamp_predicate)
+            report.elements = {stream: elements for stream, elements in by_stream.items() if elements}
             for stream, elements in staged.items():
                 late_before = self.store.late_count(stream)
                 self.store.publish(stream, elements)
@@ -232,3 +236,24 @@ def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:
         else:
             grouped.append(p)
     return grouped
+
+
+def recording_path(directory: Path, stream: str) -> Path:
+    """One file per stream, named by its percent-encoded IRI (distinct streams, distinct
+    files; a digest where the name would be too long)."""
+    return directory / (bounded_name(quote(stream, safe="")) + ".nq")
+
+
+def record(directory: Path, elements: dict[str, list[Element]]) -> None:
+    """Append stored elements to their streams' recordings as N-Quads 1.2, each with its
+    timestamp triple: whatever the source's format, a recording replays with `rspstar replay`
+    into the same elements."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for stream, stream_elements in elements.items():
+        quads = []
+        for element in stream_elements:
+            quads.append(ox.Quad(ox.NamedNode(element.graph), _GENERATED_AT_TIME, element.timestamp_literal,
+                                 ox.DefaultGraph()))
+            quads.extend(element.quads)
+        with recording_path(directory, stream).open("ab") as out:
+            out.write(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))

@@ -39,8 +39,8 @@ from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .batches import BatchWriter, Payload
-from .landing import file_safe, stream_of_landing_file
+from .batches import BatchWriter, Payload, record
+from .landing import stream_of_landing_file
 from .errors import StoreError
 from .simulator import SCENARIOS
 from .stream_store import StreamStore
@@ -266,23 +266,12 @@ class SparkIngestion:
             report = writer.write(batch_id, payloads)
             self.batches[source.name] = batch_id
             if self.recording_dir is not None and not report.skipped:
-                self._record(payloads)
+                record(self.recording_dir, report.elements)
             if report.stored or report.quarantined:
                 log.debug("%s batch %d: stored %s, late %s, quarantined %s", source.name, batch_id,
                          report.stored, report.late, report.quarantined)
 
         return write
-
-    def _record(self, payloads: list[Payload]) -> None:
-        """Keep what was ingested, per stream, so a replay can be compared with the live run."""
-        self.recording_dir.mkdir(parents=True, exist_ok=True)
-        by_stream: dict[str, list[str]] = {}
-        for p in payloads:
-            by_stream.setdefault(p.stream, []).append(p.text)
-        for stream, texts in by_stream.items():
-            path = self.recording_dir / (file_safe(stream) + ".trig")
-            with path.open("a", encoding="utf-8") as f:
-                f.write("\n".join(texts) + "\n")
 
     def start(self, available_now: bool = False) -> None:
         for source in self.sources:

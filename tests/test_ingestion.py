@@ -10,7 +10,7 @@ import pyoxigraph as ox
 import pytest
 
 from store.ingestion import IngestionError, SourceConfig, SparkIngestion, find_java_home, spark_session  # noqa: E402
-from store.landing import file_safe  # noqa: E402
+from store.batches import recording_path  # noqa: E402
 from store.simulator import HOMECARE, TVS  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
@@ -47,6 +47,20 @@ def run(spark, store, tmp_path, sources, recording=None):
     ingestion.await_termination(120)
     return ingestion
 
+def assert_recording_replays_what_was_stored(recorded: Path, store: StreamStore) -> None:
+    """Read back, each stream's recording gives the elements the store holds, quad for quad."""
+    for stream, stats in store.streams().items():
+        path = recording_path(recorded, stream)
+        again = StreamStore()
+        again.publish(stream, again.stage_document(stream, path.read_bytes(), ox.RdfFormat.N_QUADS, str(path)).staged)
+        graphs = store.elements_in(stream, 0, 2**62)
+        assert again.elements_in(stream, 0, 2**62) == graphs and again.streams()[stream].ingested == stats.ingested
+        for graph in graphs:
+            name = ox.NamedNode(graph)
+            assert len(list(again.oxigraph.quads_for_pattern(None, None, None, name))) == \
+                len(list(store.oxigraph.quads_for_pattern(None, None, None, name)))
+
+
 def files_source(tmp_path, lateness=0):
     return SourceConfig("landing", "files", stream=STREAM, path=str(tmp_path / "landing"), allowed_lateness=lateness)
 
@@ -61,7 +75,8 @@ def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path
                                       "data": "<http://example.org/x4> <http://example.org/v> 4 ."}) + "\nnot json\n")
     drop(land, "d.trig", "@prefix ex: <http://example.org/> .\nex:g { ex:a ex:b }\n")
     store = StreamStore()
-    ingestion = run(spark, store, tmp_path, [files_source(tmp_path)])
+    ingestion = run(spark, store, tmp_path, [files_source(tmp_path)], recording=tmp_path / "recorded")
+    assert_recording_replays_what_was_stored(tmp_path / "recorded", store)
     graphs = store.elements_in(STREAM, T0, T0 + 10 * S)
     assert sorted(graphs) == sorted(["http://example.org/e0", "http://example.org/e1", "http://example.org/e2",
                                      "http://example.org/n3", "http://example.org/j4"])
@@ -141,14 +156,8 @@ def test_simulator_emits_annotated_observations_in_event_time(spark, tmp_path, s
     annotated = list(store.oxigraph.quads_for_pattern(None, REIFIES, None, None))
     expected_annotations = 10 if scenario is TVS else 20   # TVS: oxygen only; homecare: every value
     assert len(annotated) == expected_annotations
-    recorded = sorted(p.name for p in (tmp_path / "recorded").iterdir())
-    assert len(recorded) == streams
-    # What was recorded is what was stored: replaying it gives the same elements.
-    again = StreamStore()
-    for path in (tmp_path / "recorded").iterdir():
-        stream = [s for s in scenario.streams if path.name == file_safe(s) + ".trig"][0]
-        again.publish(stream, again.stage_document(stream, path.read_bytes(), ox.RdfFormat.TRIG, str(path)).staged)
-    assert {s: st.ingested for s, st in again.streams().items()} == {s: st.ingested for s, st in stats.items()}
+    assert len(list((tmp_path / "recorded").iterdir())) == streams
+    assert_recording_replays_what_was_stored(tmp_path / "recorded", store)
 
 def test_simulator_releases_rate_times_trigger_rows_stamped_at_the_batch_time(spark, tmp_path):
     # Without a fixed clock each micro-batch carries rate x trigger rows sampled at its trigger
@@ -208,7 +217,7 @@ def test_socket_source_reads_lines_and_quarantines_bad_ones(spark, tmp_path):
     threading.Thread(target=serve, daemon=True).start()
     store = StreamStore()
     source = SourceConfig("sock", "socket", stream=STREAM, host="127.0.0.1", port=port, trigger_seconds=0.2)
-    ingestion = SparkIngestion(spark, store, [source], tmp_path / "c", tmp_path / "q")
+    ingestion = SparkIngestion(spark, store, [source], tmp_path / "c", tmp_path / "q", tmp_path / "recorded")
     ingestion.start()
     try:
         deadline = time.monotonic() + 60
@@ -222,6 +231,7 @@ def test_socket_source_reads_lines_and_quarantines_bad_ones(spark, tmp_path):
         server.close()
     assert store.elements_in(STREAM, T0, T0 + 10 * S) == ["http://example.org/k1"]
     assert ingestion.status()["sock"]["quarantined"] == {STREAM: 1}
+    assert_recording_replays_what_was_stored(tmp_path / "recorded", store)
 
 
 CHILD = """

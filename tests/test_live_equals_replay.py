@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from conftest import REPO, compare_lines
+from store.batches import recording_path
 from translator.temporal import format_instant, parse_instant
 
 pytestmark = pytest.mark.slow
@@ -92,7 +93,7 @@ file = "q.rq"
     # element) over every evaluation after it, empty ones included.
     first, last = with_data[1]["time"], with_data[WANTED]["time"]
     compared = [r for r in live if parse_instant(first) <= parse_instant(r["time"]) <= parse_instant(last)]
-    recording = data / "recording" / "http___rspstar.example_stream_tvs_oxygen.trig"
+    recording = recording_path(data / "recording", "http://rspstar.example/stream/tvs/oxygen")
     assert recording.is_file(), sorted(p.name for p in (data / "recording").iterdir())
     assert any(s["stream"] == "http://rspstar.example/stream/tvs/oxygen" and s["quarantined"] == 0
                for s in streams["streams"])
