@@ -16,6 +16,7 @@ import secrets
 import signal
 import sys
 import threading
+import time
 from dataclasses import fields
 from pathlib import Path
 
@@ -171,6 +172,8 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     scheduler = LiveScheduler(engine)
     scheduler.scheduler.add_job(lambda: report_progress(engine), "interval", seconds=PROGRESS_SECONDS,
                                 id="console:progress", max_instances=1, coalesce=True)
+    scheduler.scheduler.add_job(lambda: ingestion.supervise(time.monotonic()), "interval", seconds=1,
+                                id="ingestion:supervise", max_instances=1, coalesce=True)
 
     stopping = threading.Event()
 

@@ -73,6 +73,18 @@ KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:
 _EXTENSION_FORMATS = {".trig": "trig", ".nq": "nquads", ".nquads": "nquads", ".jsonl": "jsonl", ".ttl": "turtle"}
 
 
+RESTART_FIRST_SECONDS = 1.0
+RESTART_MAX_SECONDS = 60.0
+
+
+@dataclass
+class SourceHealth:
+    restarts: int = 0
+    last_error: str | None = None
+    backoff: float = RESTART_FIRST_SECONDS
+    next_restart: float | None = None     # when a stopped source is started again
+
+
 class IngestionError(StoreError):
     """A source that cannot be started, with what to do about it."""
 
@@ -173,6 +185,8 @@ class SparkIngestion:
         self.writers = {s.name: BatchWriter(store, s.name, quarantine_dir, s.allowed_lateness) for s in sources}
         self.queries: dict = {}
         self.batches: dict[str, int] = {s.name: 0 for s in sources}
+        self.health: dict[str, SourceHealth] = {s.name: SourceHealth() for s in sources}
+        self._supervised = False     # live runs restart stopped sources; available-now runs end
 
     # -- sources as DataFrames of (stream, format, origin, text, ingest_time, line) ----------
     def _frame(self, source: SourceConfig) -> DataFrame:
@@ -274,14 +288,55 @@ class SparkIngestion:
         return write
 
     def start(self, available_now: bool = False) -> None:
+        self._supervised = not available_now
         for source in self.sources:
-            frame = self._frame(source)
-            writer = (frame.writeStream.foreachBatch(self._batch_function(source))
-                      .option("checkpointLocation", str(self.checkpoint_dir / source.name))
-                      .queryName("rspstar-" + source.name))
-            writer = writer.trigger(availableNow=True) if available_now else \
-                writer.trigger(processingTime="%g seconds" % source.trigger_seconds)
-            self.queries[source.name] = writer.start()
+            self._start_source(source, available_now)
+
+    def _start_source(self, source: SourceConfig, available_now: bool = False) -> None:
+        frame = self._frame(source)
+        writer = (frame.writeStream.foreachBatch(self._batch_function(source))
+                  .option("checkpointLocation", str(self.checkpoint_dir / source.name))
+                  .queryName("rspstar-" + source.name))
+        writer = writer.trigger(availableNow=True) if available_now else \
+            writer.trigger(processingTime="%g seconds" % source.trigger_seconds)
+        self.queries[source.name] = writer.start()
+
+    def supervise(self, now: float) -> list[str]:
+        """Restart the sources whose streaming query has stopped (from its checkpoint, so
+        nothing is lost or stored twice), after a back-off that doubles with each restart,
+        from RESTART_FIRST_SECONDS to RESTART_MAX_SECONDS. `now` is a monotonic clock in
+        seconds. Returns the names of the sources restarted now."""
+        restarted = []
+        for source in self.sources if self._supervised else []:
+            health = self.health[source.name]
+            if source.name not in self.queries or self._active(source.name):
+                continue
+            if health.next_restart is None:
+                health.last_error = self._failure(source.name)
+                health.next_restart = now + health.backoff
+                log.error("source %s stopped (%s); restarting in %g s", source.name, health.last_error, health.backoff)
+                continue
+            if now < health.next_restart:
+                continue
+            try:
+                self._start_source(source)
+            except Exception as e:  # tried again after the next back-off
+                health.last_error = "restart failed: %s" % _cause(str(e))
+                log.error("source %s: %s", source.name, health.last_error)
+            else:
+                health.restarts += 1
+                restarted.append(source.name)
+                log.warning("source %s restarted (restart %d)", source.name, health.restarts)
+            health.backoff = min(2 * health.backoff, RESTART_MAX_SECONDS)
+            health.next_restart = None if source.name in restarted else now + health.backoff
+        return restarted
+
+    def _failure(self, name: str) -> str:
+        try:
+            error = self.queries[name].exception()
+        except _JVM_GONE:
+            return "Spark's JVM is gone"
+        return _cause(str(error)) if error is not None else "stopped without an error"
 
     def await_termination(self, timeout: float | None = None) -> None:
         """Wait for every query (available-now runs end by themselves); a failed source raises
@@ -296,6 +351,7 @@ class SparkIngestion:
         """Stop every query between batches (stopping inside a JVM call can crash the stream
         thread, notes/spark.md). A JVM already gone (a signal sent to the whole process
         group) leaves nothing to stop: what it committed is in the store."""
+        self._supervised = False
         try:
             for query in self.queries.values():
                 deadline = time.monotonic() + timeout
@@ -315,7 +371,8 @@ class SparkIngestion:
 
     def status(self) -> dict:
         return {name: {"last_batch": self.batches[name], "quarantined": dict(self.writers[name].quarantined),
-                       "active": self._active(name)}
+                       "active": self._active(name), "restarts": self.health[name].restarts,
+                       "last_error": self.health[name].last_error}
                 for name in self.writers}
 
 

@@ -97,6 +97,37 @@ def test_a_poison_envelope_does_not_stop_the_source(spark, tmp_path):
     assert ingestion.status()["landing"]["quarantined"] == {STREAM: 1}
 
 
+def test_a_source_that_stops_is_restarted_after_a_back_off_and_goes_on_from_its_checkpoint(spark, tmp_path):
+    store = StreamStore()
+    ingestion = SparkIngestion(spark, store, [files_source(tmp_path)], tmp_path / "checkpoints", tmp_path / "q")
+    ingestion.start()
+    try:
+        drop(tmp_path / "landing", "a.trig", trig(1))
+        wait_for(lambda: store.streams().get(STREAM) and store.streams()[STREAM].ingested == 1)
+        ingestion.queries["landing"].stop()                  # the source dies
+        assert ingestion.supervise(100.0) == []              # noticed: back-off of a second
+        status = ingestion.status()["landing"]
+        assert not status["active"] and status["last_error"] == "stopped without an error"
+        assert ingestion.supervise(100.5) == []
+        assert ingestion.supervise(101.0) == ["landing"]
+        assert ingestion.status()["landing"]["active"] and ingestion.status()["landing"]["restarts"] == 1
+        drop(tmp_path / "landing", "b.trig", trig(2))
+        wait_for(lambda: store.streams()[STREAM].ingested == 2)   # a.trig is not read twice
+        ingestion.queries["landing"].stop()
+        ingestion.supervise(200.0)
+        assert ingestion.supervise(201.5) == [] and ingestion.supervise(202.0) == ["landing"]   # two seconds now
+    finally:
+        ingestion.stop()
+
+
+def wait_for(condition, seconds: float = 60.0) -> None:
+    """Spark runs on its own threads; its progress is polled, not slept for."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "Spark did not get there in %g s" % seconds
+        time.sleep(0.1)
+
+
 def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twice(spark, tmp_path):
     land = tmp_path / "landing"
     drop(land, "a.trig", trig(0, 1))
