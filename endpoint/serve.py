@@ -25,9 +25,9 @@ from werkzeug.serving import make_server
 
 from store.rdf_input import format_for_path
 from store.stream_store import StreamStore
-from store.vocabulary import BATCHES_GRAPH
 from translator.errors import TemporalValueError
 from translator.temporal import parse_duration
+from translator.vocabulary import BATCHES_GRAPH
 
 from .clock import WallClock
 from .config import Config, ConfigError, load_config, register_configured

@@ -22,17 +22,17 @@ import os
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import quote
 from typing import Iterable
+from urllib.parse import quote
 
 import pyoxigraph as ox
 
+from translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME, is_internal_graph
 
 from .errors import RdfInputError
 from .landing import bounded_name, file_safe
 from .rdf_input import Element, processing_time_literal, read_elements, read_envelope
 from .stream_store import StreamStore
-from .vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME, is_internal_graph
 
 log = logging.getLogger(__name__)
 

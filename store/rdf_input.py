@@ -16,9 +16,9 @@ import pyoxigraph as ox
 
 from translator.errors import TemporalValueError
 from translator.temporal import format_instant, parse_instant
+from translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
 
 from .errors import RdfInputError
-from .vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
 
 _XSD_DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
 _EXTENSIONS = {

@@ -30,14 +30,14 @@ from urllib.parse import unquote
 import pyoxigraph as ox
 
 from translator.temporal import parse_instant
+from translator.vocabulary import (
+    PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
+)
 
 from .errors import DuplicateElementError, RdfInputError, ReservedGraphError, StoreError
 from .landing import replace_text
 from .rdf_input import (
     Element, instant_of, parse_rdf, read_elements, scan_document,
-)
-from .vocabulary import (
-    PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
 )
 
 log = logging.getLogger(__name__)

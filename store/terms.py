@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pyoxigraph as ox
 
-from .vocabulary import SKOLEM_PREFIX
+from translator.vocabulary import SKOLEM_PREFIX
 
 _SKOLEM_LEN = len(SKOLEM_PREFIX)
 

@@ -5,8 +5,8 @@ import pytest
 from store.errors import DuplicateElementError, RdfInputError, ReservedGraphError
 from store.rdf_input import read_elements
 from store.stream_store import StreamStore
-from store.vocabulary import SKOLEM_PREFIX, timestamps_graph
 from translator.temporal import parse_instant
+from translator.vocabulary import SKOLEM_PREFIX, timestamps_graph
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 S = 1_000_000

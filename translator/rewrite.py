@@ -21,8 +21,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from store.vocabulary import timestamps_graph
-
 from .errors import QuerySyntaxError
 from .model import ContinuousQuery
 from .namespaces import RDF, RSPU
@@ -33,6 +31,7 @@ from .syntax import (
 )
 from .tokens import BNODE, IRI, PNAME, VAR, SourceText
 from .uncertainty.functions import FUNCTION_NAMES, FUSED_PREFIX, fused_shape
+from .vocabulary import timestamps_graph
 
 # Variables the rewrite introduces start with this; they are never part of a query's results.
 INTERNAL_VARIABLE_PREFIX = "__rsp"

@@ -1,4 +1,5 @@
-"""IRIs the store writes and the translator reads: the one thing the two layers share."""
+"""IRIs the engine writes and reads: the stream store names its graphs with them, the rewrite
+selects by them. The bottom layer holds them, so both layers above share one definition."""
 from urllib.parse import quote
 
 PROV_GENERATED_AT_TIME = "http://www.w3.org/ns/prov#generatedAtTime"
