@@ -1,0 +1,71 @@
+"""Operations: health, Prometheus metrics and the API's OpenAPI document."""
+from __future__ import annotations
+
+import json
+
+from flask import Blueprint, Response
+
+from ..engine import Engine
+from .context import STATIC, services
+
+blueprint = Blueprint("operations", __name__)
+
+
+@blueprint.route("/health", methods=["GET"])
+def health():
+    # A source that stopped ingesting makes the engine unhealthy (503): its data is lost to
+    # every query until it runs again.
+    queries = services().engine.queries()
+    down = sorted(name for name, source in services().ingestion_status().items() if not source.get("active"))
+    body = {"status": "degraded" if down else "ok", "queries": len(queries),
+            "failed_queries": [q.id for q in queries if q.status.state == "failed"],
+            "sources_down": down, "streams": len(services().store.streams())}
+    return Response(json.dumps(body), status=503 if down else 200, mimetype="application/json")
+
+
+@blueprint.route("/metrics", methods=["GET"])
+def metrics():
+    return Response(prometheus_text(services().engine, services().ingestion_status()),
+                    mimetype="text/plain; version=0.0.4")
+
+
+@blueprint.route("/openapi.json", methods=["GET"])
+def openapi():
+    return Response((STATIC / "openapi.json").read_bytes(), mimetype="application/json")
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def prometheus_text(engine: Engine, sources: dict) -> str:
+    lines = []
+
+    def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
+        lines.append("# HELP %s %s" % (name, help_text))
+        lines.append("# TYPE %s %s" % (name, kind))
+        for labels, value in samples:
+            label_text = ",".join('%s="%s"' % (k, _label(v)) for k, v in sorted(labels.items()))
+            lines.append("%s{%s} %s" % (name, label_text, repr(float(value))) if label_text
+                         else "%s %s" % (name, repr(float(value))))
+
+    streams = engine.store.streams()
+    metric("rspstar_ingested_elements_total", "counter", "Stream elements published to the store.",
+           [({"stream": s}, st.ingested) for s, st in streams.items()])
+    metric("rspstar_late_elements_total", "counter", "Elements that arrived below their stream's watermark.",
+           [({"stream": s}, st.late) for s, st in streams.items()])
+    metric("rspstar_stored_elements", "gauge", "Elements held in the store now.",
+           [({"stream": s}, st.elements) for s, st in streams.items()])
+    queries = engine.queries()
+    metric("rspstar_evaluations_total", "counter", "Evaluations run.",
+           [({"query": q.id}, q.status.evaluations) for q in queries])
+    metric("rspstar_evaluation_failures_total", "counter", "Evaluations that raised.",
+           [({"query": q.id}, q.status.failures) for q in queries])
+    latency = [({"query": q.id, "quantile": str(quantile)}, seconds)
+               for q in queries for quantile, seconds in q.status.percentiles().items()]
+    metric("rspstar_evaluation_seconds", "summary", "Evaluation time.", latency)
+    metric("rspstar_sink_backlog", "gauge", "Records waiting in HTTP sink outboxes.",
+           [({"query": q.id, "sink": s.url}, s.state.pending) for q in queries for s in q.http_sinks])
+    metric("rspstar_source_up", "gauge", "1 while a source's streaming query runs, 0 when it has stopped.",
+           [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,111 @@
+"""The continuous-query API: register, list, describe, remove; each query's result history
+and its server-sent events."""
+from __future__ import annotations
+
+import json
+import queue
+
+from flask import Blueprint, Response, request
+
+from translator.errors import TemporalValueError
+from translator.temporal import parse_instant
+
+from ..http_errors import BadRequest, UnsupportedMediaType
+from .context import require_write, services
+
+blueprint = Blueprint("queries", __name__)
+SSE_HEARTBEAT_SECONDS = 15.0
+MAX_RESULTS_LIMIT = 1_000_000
+
+
+@blueprint.route("/queries", methods=["POST"])
+def register_query():
+    require_write()
+    if request.mimetype == "application/json":
+        text, query_id, sinks, options = _json_registration(request.get_json(silent=True))
+    elif request.mimetype in ("application/sparql-query", "text/plain", "application/rsp-ql"):
+        text, query_id = request.get_data(as_text=True), request.args.get("id")
+        sinks = request.args.getlist("sink")
+        options = dict(_option(o) for o in request.args.getlist("option"))
+    else:
+        raise UnsupportedMediaType("POST /queries takes the RSP-QL* text (application/sparql-query or "
+                                   "text/plain) or JSON, not %r" % request.mimetype)
+    registered = services().engine.register(text, query_id, sinks, options)
+    response = Response(json.dumps(registered.describe()), status=201, mimetype="application/json")
+    response.headers["Location"] = "/queries/%s" % registered.id
+    return response
+
+
+def _json_registration(body) -> tuple[str, str | None, list[str], dict[str, str]]:
+    if not isinstance(body, dict) or not isinstance(body.get("query"), str):
+        raise BadRequest('a JSON body needs {"query": "..."} (optional: id, sinks, options)')
+    query_id, sinks, options = body.get("id"), body.get("sinks", []), body.get("options", {})
+    if query_id is not None and not isinstance(query_id, str):
+        raise BadRequest('"id" must be a string, got %s' % json.dumps(query_id)[:80])
+    if not isinstance(sinks, list) or not all(isinstance(s, str) for s in sinks):
+        raise BadRequest('"sinks" must be a list of URL strings')
+    if not isinstance(options, dict) or not all(isinstance(v, (str, bool, int, float)) for v in options.values()):
+        raise BadRequest('"options" must be an object of KEY: value (a string, number or boolean)')
+    return body["query"], query_id, sinks, {k: str(v).lower() if isinstance(v, bool) else str(v)
+                                            for k, v in options.items()}
+
+
+def _option(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise BadRequest("option must be KEY=VALUE, got %r" % text)
+    return key, value
+
+
+@blueprint.route("/queries", methods=["GET"])
+def list_queries():
+    return {"queries": [q.describe() for q in services().engine.queries()]}
+
+
+@blueprint.route("/queries/<query_id>", methods=["GET"])
+def get_query(query_id):
+    return services().engine.get(query_id).describe()
+
+
+@blueprint.route("/queries/<query_id>", methods=["DELETE"])
+def delete_query(query_id):
+    require_write()
+    services().engine.remove(query_id)
+    return Response(status=204)
+
+
+@blueprint.route("/queries/<query_id>/results", methods=["GET"])
+def query_results(query_id):
+    registered = services().engine.get(query_id)
+    since = request.args.get("since")
+    try:
+        instant = parse_instant(since) if since is not None else None
+    except TemporalValueError as e:
+        raise BadRequest("since: %s" % e) from None
+    limit = request.args.get("limit")
+    if limit is not None and not (limit.isascii() and limit.isdigit() and int(limit) <= MAX_RESULTS_LIMIT):
+        raise BadRequest("limit must be an integer from 0 to %d, got %r" % (MAX_RESULTS_LIMIT, limit[:40]))
+    records = registered.history.since(instant, int(limit) if limit is not None else None)
+    return Response("".join(json.dumps(r, sort_keys=True) + "\n" for r in records), mimetype="application/x-ndjson")
+
+
+@blueprint.route("/queries/<query_id>/events", methods=["GET"])
+def query_events(query_id):
+    feed = services().engine.get(query_id).feed
+    subscription = feed.subscribe()
+
+    def stream():
+        try:
+            yield ": subscribed to %s\n\n" % query_id
+            while True:
+                try:
+                    record = subscription.get(timeout=SSE_HEARTBEAT_SECONDS)
+                except queue.Empty:
+                    yield ": heartbeat\n\n"
+                    continue
+                yield "event: result\ndata: %s\n\n" % json.dumps(record, sort_keys=True)
+        finally:
+            feed.unsubscribe(subscription)
+
+    return Response(stream(), mimetype="text/event-stream",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
