@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from store.landing import replace_text
-from store.rdf_input import Element
+from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.model import ContinuousQuery, QueryForm
 from translator.temporal import format_duration, format_instant
@@ -367,9 +367,7 @@ class Engine:
             graph = "urn:rspstar:output:%s:%d" % (quote(stream, safe=""), instant)
             name = ox.NamedNode(graph)
             quads = [ox.Quad(t.subject, t.predicate, t.object, name) for t in evaluation.triples]
-            literal = ox.Literal(format_instant(instant),
-                                 datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime"))
-            self.store.add_elements(stream, [Element(graph, instant, literal, quads)])
+            self.store.add_elements(stream, [Element(graph, instant, instant_literal(instant), quads)])
         # Nothing earlier than the query's next instant can appear in its output any more.
         self.store.advance_watermark(stream, complete_until if complete_until is not None else instant + 1)
 

@@ -29,16 +29,15 @@ import pyoxigraph as ox
 
 from translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME, is_internal_graph
 
+from . import formats
 from .errors import RdfInputError
 from .landing import bounded_name, file_safe
-from .rdf_input import Element, processing_time_literal, read_elements, read_envelope
+from .rdf_input import XSD_DATETIME, Element, instant_literal, read_elements, read_envelope
 from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
 
-FORMATS = {"trig": ox.RdfFormat.TRIG, "nquads": ox.RdfFormat.N_QUADS, "turtle": ox.RdfFormat.TURTLE}
 _COMMITTED = ox.NamedNode("urn:rspstar:committed")
-_DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
 _GENERATED_AT_TIME = ox.NamedNode(PROV_GENERATED_AT_TIME)
 
 
@@ -132,14 +131,15 @@ class BatchWriter:
 
     # -- parsing -----------------------------------------------------------------------------
     def _elements(self, payload: Payload, report: BatchReport):
-        if payload.format == "jsonl":
+        try:
+            fmt = formats.by_name(payload.format).rdf
+        except formats.UnknownFormat as e:
+            self._quarantine(payload, report, payload.line, str(e))
+            return
+        if fmt is None:
             element = self._envelope(payload, report)
             if element is not None:
                 yield element
-            return
-        fmt = FORMATS.get(payload.format)
-        if fmt is None:
-            self._quarantine(payload, report, payload.line, "unknown format %r" % payload.format)
             return
         text, lines = payload.text, None
         if payload.line is not None:
@@ -186,8 +186,8 @@ class BatchWriter:
             self._quarantine(payload, report, payload.line, "data: an envelope's data is one graph (no GRAPH blocks)")
             return None
         name = ox.NamedNode(graph)
-        literal = ox.Literal(envelope.time, datatype=_DATETIME) if envelope.time is not None \
-            else processing_time_literal(instant)
+        literal = ox.Literal(envelope.time, datatype=XSD_DATETIME) if envelope.time is not None \
+            else instant_literal(instant)
         return stream, Element(graph, instant, literal, [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
 
     def _drop_taken(self, stream: str, elements: list[Element], report: BatchReport, seen: set[str]) -> list[Element]:

@@ -39,6 +39,7 @@ from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from . import formats
 from .batches import BatchWriter, Payload, record
 from .landing import stream_of_landing_file
 from .errors import StoreError
@@ -70,7 +71,6 @@ KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:
               "matching your Spark version, with its kafka-clients dependency). Put the jars in a folder and "
               "set spark.jars to them in [spark] of the configuration, or set spark.jars.packages where the "
               "machine can reach a Maven repository.")
-_EXTENSION_FORMATS = {".trig": "trig", ".nq": "nquads", ".nquads": "nquads", ".jsonl": "jsonl", ".ttl": "turtle"}
 
 
 RESTART_FIRST_SECONDS = 1.0
@@ -249,13 +249,13 @@ class SparkIngestion:
             for row in rows:
                 origin = unquote(urlsplit(row["origin"]).path)   # Spark gives file:/path, percent-encoded
                 stream = stream_of_landing_file(root, Path(origin), row["stream"])
-                fmt = _EXTENSION_FORMATS.get(Path(origin).suffix.lower(), "trig")
-                if fmt == "jsonl":
-                    payloads += [Payload(stream, "jsonl", origin, line, row["ingest_time"], line=k + 1)
+                fmt = formats.by_path(origin)
+                if fmt.rdf is None:
+                    payloads += [Payload(stream, fmt.name, origin, line, row["ingest_time"], line=k + 1)
                                  for k, line in enumerate(row["text"].split("\n")) if line.strip()]
                 else:
-                    payloads.append(Payload(stream, fmt, origin, row["text"], row["ingest_time"],
-                                            line=1 if fmt == "nquads" else None))
+                    payloads.append(Payload(stream, fmt.name, origin, row["text"], row["ingest_time"],
+                                            line=1 if fmt.line_based else None))
         elif source.kind == "simulator":
             # Each row is a self-contained document with full IRIs: one document per stream
             # and batch parses in one call instead of one per observation.

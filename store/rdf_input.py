@@ -18,25 +18,15 @@ from translator.errors import TemporalValueError
 from translator.temporal import format_instant, parse_instant
 from translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
 
+from . import formats
 from .errors import RdfInputError
 
-_XSD_DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
-_EXTENSIONS = {
-    ".trig": ox.RdfFormat.TRIG,
-    ".nq": ox.RdfFormat.N_QUADS,
-    ".nquads": ox.RdfFormat.N_QUADS,
-    ".ttl": ox.RdfFormat.TURTLE,
-    ".nt": ox.RdfFormat.N_TRIPLES,
-}
+XSD_DATETIME = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
 
 
 def format_for_path(path) -> ox.RdfFormat:
-    """The RDF format a file name says (TriG when it says nothing known)."""
-    name = str(path).lower()
-    for extension, fmt in _EXTENSIONS.items():
-        if name.endswith(extension):
-            return fmt
-    return ox.RdfFormat.TRIG
+    """The RDF format a file name says (TriG when it says nothing known or no RDF format)."""
+    return formats.by_path(path).rdf or formats.DEFAULT.rdf
 
 
 @dataclass
@@ -125,8 +115,9 @@ def instant_of(literal, graph, source: str) -> int:
         raise RdfInputError("timestamp of graph %s: %s" % (graph, e), source) from None
 
 
-def processing_time_literal(instant: int) -> ox.Literal:
-    return ox.Literal(format_instant(instant), datatype=_XSD_DATETIME)
+def instant_literal(instant: int) -> ox.Literal:
+    """An instant (µs since the epoch) as an xsd:dateTime literal."""
+    return ox.Literal(format_instant(instant), datatype=XSD_DATETIME)
 
 
 @dataclass
@@ -167,7 +158,7 @@ def read_elements(data: bytes | str, source: str, fmt: ox.RdfFormat = ox.RdfForm
             if processing_time is None:
                 result.untimed_graphs.append(str(graph))
                 continue
-            instant, literal = processing_time, processing_time_literal(processing_time)
+            instant, literal = processing_time, instant_literal(processing_time)
         else:
             instant = instant_of(literal, graph, source)
         if isinstance(graph, ox.BlankNode):

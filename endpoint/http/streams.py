@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
-import pyoxigraph as ox
 from flask import Blueprint, Response, request
 
+from store import formats
 from store.landing import drop_file
 from store.rdf_input import read_envelope, scan_document
 from translator.temporal import format_instant
@@ -16,12 +16,6 @@ from ..http_errors import BadRequest, ServiceUnavailable, UnsupportedMediaType
 from .context import require_write, services
 
 blueprint = Blueprint("streams", __name__)
-STREAM_TYPES = {
-    "application/trig": (".trig", ox.RdfFormat.TRIG),
-    "application/n-quads": (".nq", ox.RdfFormat.N_QUADS),
-    "application/x-ndjson": (".jsonl", None),
-    "application/jsonl": (".jsonl", None),
-}
 _IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|^`\\]*$")
 
 
@@ -34,12 +28,13 @@ def post_stream():
     stream = request.args.get("stream")
     if not stream or not _IRI.match(stream):
         raise BadRequest("POST /streams needs ?stream=IRI")
-    if request.mimetype not in STREAM_TYPES:
-        raise UnsupportedMediaType("POST /streams takes %s, not %r" % (", ".join(STREAM_TYPES), request.mimetype))
-    suffix, fmt = STREAM_TYPES[request.mimetype]
+    fmt = formats.by_media_type(request.mimetype)
+    if fmt is None:
+        raise UnsupportedMediaType("POST /streams takes %s, not %r" % (", ".join(formats.media_types()),
+                                                                       request.mimetype))
     data = request.get_data()
-    check_stream_body(data, fmt)
-    path = drop_file(landing, stream, data, suffix)
+    check_stream_body(data, fmt.rdf)
+    path = drop_file(landing, stream, data, fmt.extension)
     return Response(json.dumps({"stream": stream, "accepted": path.name}), status=202, mimetype="application/json")
 
 
