@@ -6,7 +6,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
+from translator.errors import PositionedError, TemporalValueError, TranslatorError
 from translator.temporal import parse_duration
 
 from .engine import (
@@ -96,7 +96,7 @@ def register_configured(engine: Engine, config: Config) -> list[str]:
             continue
         try:
             registered.append(engine.register(entry.text, entry.id, entry.sinks, entry.options).id)
-        except QuerySyntaxError as e:
+        except PositionedError as e:
             raise ConfigError("%s:%d:%d: %s" % (entry.file, e.line, e.column, e.message)) from None
         except (EndpointError, TranslatorError) as e:
             raise ConfigError("%s: %s" % (entry.file, e)) from None

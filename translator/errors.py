@@ -6,9 +6,8 @@ class TranslatorError(Exception):
     """Base error of the `translator` package."""
 
 
-class QuerySyntaxError(TranslatorError):
-    """A query that is not valid RSP-QL*, with the position (1-based line and column) in the
-    text the user wrote."""
+class PositionedError(TranslatorError):
+    """An error at a position (1-based line and column) of the text the user wrote."""
 
     def __init__(self, message: str, line: int, column: int):
         super().__init__(message)
@@ -18,6 +17,10 @@ class QuerySyntaxError(TranslatorError):
 
     def __str__(self) -> str:
         return "%d:%d: %s" % (self.line, self.column, self.message)
+
+
+class QuerySyntaxError(PositionedError):
+    """A query that is not valid RSP-QL*, with its position."""
 
 
 class TemporalValueError(TranslatorError):

@@ -8,21 +8,12 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from .errors import TranslatorError
+from .errors import PositionedError
 from .tokens import IRI, NAME, PNAME, VAR, SourceText, tokenize
 
 
-class FederationNotAllowed(TranslatorError):
+class FederationNotAllowed(PositionedError):
     """A SERVICE or LOAD whose target is not allowed, with its position."""
-
-    def __init__(self, message: str, line: int, column: int):
-        super().__init__(message)
-        self.message = message
-        self.line = line
-        self.column = column
-
-    def __str__(self) -> str:
-        return "%d:%d: %s" % (self.line, self.column, self.message)
 
 
 def origin_of(url: str) -> str | None:
