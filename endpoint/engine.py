@@ -40,6 +40,9 @@ DEFAULT_MAX_DELAY = 2_000_000
 DEFAULT_IDLE_RETENTION = 600_000_000
 DEFAULT_MAX_RANGE = 86_400_000_000          # a day: what a window holds stays in the store
 DEFAULT_MAX_REPORTS_PER_SECOND = 10.0
+# A query catching up gives its scheduler thread back after this many evaluations (it goes
+# on at its next run), so one query far behind does not hold a thread the others need.
+MAX_EVALUATIONS_PER_RUN = 8
 
 
 class UnknownQuery(EndpointError):
@@ -82,6 +85,7 @@ class QueryStatus:
     failures: int = 0
     last_error: str | None = None
     missed_runs: int = 0                   # scheduler firings coalesced because a run was busy
+    behind: int = 0                        # µs from the next due instant to the clock, after a run
     durations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
     # Clock time from the instant a result is for to the moment it reached the sinks (µs).
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
@@ -99,6 +103,7 @@ class QueryStatus:
         for key in ("last_evaluation", "next_close"):
             if data[key] is not None:
                 data[key] = format_instant(data[key])
+        data["behind_ms"] = round(data.pop("behind") / 1000, 1)
         percentiles = self.percentiles()
         if percentiles:
             data["evaluation_ms"] = {"p%d" % round(q * 100): round(1000 * v, 3) for q, v in percentiles.items()}
@@ -306,7 +311,7 @@ class Engine:
         ran = 0
         try:
             while registered.status.state == "running" and registered.next_instant is not None \
-                    and not registered.removed:
+                    and not registered.removed and ran < MAX_EVALUATIONS_PER_RUN:
                 instant = registered.next_instant
                 trigger = self.due(registered, instant)
                 if trigger is None:
@@ -322,6 +327,8 @@ class Engine:
                 registered.next_instant = registered.query.next_report_instant(instant)
                 self._emit(registered, instant, trigger, evaluation)
                 ran += 1
+            pending = registered.next_instant
+            registered.status.behind = 0 if pending is None else max(0, self.clock.now() - pending)
             if ran:
                 # One write keeps the instant and the R2S state it produced together.
                 registered.spec.last_evaluation = registered.status.last_evaluation

@@ -11,7 +11,9 @@ import pytest
 from conftest import compare_lines, conformance_cases
 from endpoint.clock import VirtualClock
 from endpoint.config import load_config, register_configured
-from endpoint.engine import DuplicateQuery, Engine, EngineConfig, InvalidQueryId, QueryOverLimits, UnknownQuery
+from endpoint.engine import (
+    MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, QueryOverLimits, UnknownQuery,
+)
 from endpoint.sinks import SinkNotAllowed
 from store.rdf_input import format_for_path
 from store.stream_store import StreamStore
@@ -379,3 +381,14 @@ def test_a_deleted_query_stops_at_once():
     engine.clock.set(T0 + 60 * S)                  # thirty instants are due
     engine.tick()
     assert len(calls) == 1
+
+
+def test_a_query_far_behind_catches_up_a_few_instants_per_run_and_says_how_far_behind_it_is():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    registered = engine.register(QUERY, "q")          # a report instant every 2 s
+    engine.clock.set(T0 + 60 * S)                     # thirty are due
+    assert engine.run_query("q") == MAX_EVALUATIONS_PER_RUN
+    assert registered.describe()["status"]["behind_ms"] == (60 - 2 * (MAX_EVALUATIONS_PER_RUN + 1)) * 1000
+    assert engine.tick() == 30 - MAX_EVALUATIONS_PER_RUN    # every instant, in order, none skipped
+    assert [r["time"] for r in registered.history.since()][-1] == "2026-03-01T08:01:00Z"
+    assert registered.describe()["status"]["behind_ms"] == 0
