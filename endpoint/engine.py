@@ -23,6 +23,7 @@ import pyoxigraph as ox
 from store.landing import replace_text
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
+from translator.errors import TranslatorError
 from translator.model import ContinuousQuery, QueryForm
 from translator.temporal import format_duration, format_instant
 from translator.federation import check_federation
@@ -43,6 +44,7 @@ DEFAULT_MAX_REPORTS_PER_SECOND = 10.0
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
+UNRESTORED_FILE = "unrestored-queries.json"
 
 
 class UnknownQuery(EndpointError):
@@ -173,9 +175,19 @@ class Engine:
             removed = config.data_dir / "removed-queries.json"
             self.removed_ids = set(json.loads(removed.read_text())) if removed.exists() else set()
             config.data_dir.mkdir(parents=True, exist_ok=True)
+            unrestorable = []
             for spec in self._load_specs():
-                self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
-                              resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous)
+                try:
+                    self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
+                                  resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous)
+                except (EndpointError, TranslatorError) as e:
+                    # Registered under an earlier version or configuration (a limit since
+                    # lowered, say): set aside for the operator, never silently dropped.
+                    log.error("query %s from the data directory is not restored: %s (kept in %s)",
+                              spec.id, e, config.data_dir / UNRESTORED_FILE)
+                    unrestorable.append(asdict(spec))
+            if unrestorable:
+                replace_text(config.data_dir / UNRESTORED_FILE, json.dumps(unrestorable, indent=2))
 
     # -- registration -----------------------------------------------------------------------
     def register(self, text: str, query_id: str | None = None, sinks: list[str] | tuple = (),

@@ -392,3 +392,14 @@ def test_a_query_far_behind_catches_up_a_few_instants_per_run_and_says_how_far_b
     assert engine.tick() == 30 - MAX_EVALUATIONS_PER_RUN    # every instant, in order, none skipped
     assert [r["time"] for r in registered.history.since()][-1] == "2026-03-01T08:01:00Z"
     assert registered.describe()["status"]["behind_ms"] == 0
+
+
+def test_a_stored_query_now_past_the_limits_is_set_aside_not_lost(tmp_path):
+    text = "PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT0.01S] " \
+           "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"
+    generous = EngineConfig(data_dir=tmp_path / "data", max_reports_per_second=1000)
+    Engine(StreamStore(), VirtualClock(T0), generous).register(text, "fast")
+    strict = Engine(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / "data"))
+    assert strict.queries() == []
+    [kept] = json.loads((tmp_path / "data" / "unrestored-queries.json").read_text())
+    assert kept["id"] == "fast" and kept["text"] == text
