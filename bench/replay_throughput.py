@@ -18,7 +18,6 @@ import pyoxigraph as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import OUT, Table, machine, peak_rss_mib, sensor_stream  # noqa: E402
 
-from endpoint.evaluation import EvaluationOptions  # noqa: E402
 from endpoint.replay import Replay, ReplayInput  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
 
@@ -52,14 +51,14 @@ def run(elements: int, seconds: int = 100) -> Table:
             spec = ReplayInput(QUERY % spec_text, [("http://example.org/stream", path)],
                                parse_instant("2026-03-01T08:00:00Z"),
                                parse_instant("2026-03-01T08:00:00Z") + seconds * 1_000_000,
-                               options=EvaluationOptions())
+)
             started = time.perf_counter()
             replay = Replay(spec)
             loaded = time.perf_counter()
             evaluations = rows = 0
-            for evaluation in replay.run():
+            for record in replay.run():
                 evaluations += 1
-                rows += len(evaluation.rows)
+                rows += len(record.get("bindings", []))
             ours = time.perf_counter() - started
             del replay
             table.add("rspstar replay, %s (%d evaluations, %d rows; %.0f%% staging)"

@@ -15,7 +15,6 @@ from translator.validate import compile_query
 
 from .config import DEFAULT_CONFIG
 from .errors import EndpointError, UsageError
-from .evaluation import EvaluationOptions
 from .replay import ReplayInput, replay
 
 EXIT_INPUT_ERROR = 2
@@ -65,7 +64,7 @@ def cmd_replay(args) -> int:
     for _, file in streams + ([("", Path(args.background))] if args.background else []):
         if not file.is_file():
             raise UsageError("no such file: %s" % file)
-    options = EvaluationOptions.from_pairs(dict(_key_value(o, "--option") for o in args.option))
+    options = dict(_key_value(o, "--option") for o in args.option)
     spec = ReplayInput(text, streams, _instant(args.start, "--from"), _instant(args.end, "--to"),
                        Path(args.background) if args.background else None, options)
     try:

@@ -151,7 +151,8 @@ class EngineConfig:
     max_delay: int = DEFAULT_MAX_DELAY
     history_limit: int = 1000
     idle_retention: int = DEFAULT_IDLE_RETENTION
-    federation_allowed: list[str] = field(default_factory=list)   # origins SERVICE and LOAD may reach
+    # Origins SERVICE and LOAD may reach; None only offline (a replay of the user's own files).
+    federation_allowed: list[str] | None = field(default_factory=list)
     max_range: int = DEFAULT_MAX_RANGE                  # µs, the longest window RANGE
     max_reports_per_second: float = DEFAULT_MAX_REPORTS_PER_SECOND   # evaluations a query may ask for
 
@@ -200,7 +201,8 @@ class Engine:
         options = dict(options or {})
         evaluation_options = EvaluationOptions.from_pairs(options)
         query = compile_query(text)
-        check_federation(text, self.config.federation_allowed)
+        if self.config.federation_allowed is not None:
+            check_federation(text, self.config.federation_allowed)
         self._check_limits(query)
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)

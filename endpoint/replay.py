@@ -1,6 +1,8 @@
-"""`rspstar replay`: evaluate a query over recorded streams in event time on a virtual clock
-(shared/conformance/README.md). Elements enter the store as the clock reaches their
-timestamps and leave it once no window can reach them, as in a live run."""
+"""`rspstar replay`: the live engine, on a virtual clock, over recorded streams
+(shared/conformance/README.md). Elements are published as the clock reaches their timestamps,
+each stream's watermark follows them, and the engine does the rest exactly as it does live:
+it decides the due instants, evaluates, applies R2S, emits and evicts. Live == replay holds by
+construction: there is one runner."""
 from __future__ import annotations
 
 import heapq
@@ -15,8 +17,16 @@ from translator.model import ContinuousQuery
 from translator.temporal import format_instant
 from translator.validate import compile_query
 
+from .clock import VirtualClock
+from .engine import Engine, EngineConfig
 from .errors import UsageError
-from .evaluation import Evaluation, EvaluationOptions, QueryEvaluator
+
+# Replay is offline, over the user's own files: the limits that protect a shared live engine
+# do not apply (a replay may ask for any step, and SERVICE calls are the user's own).
+_OFFLINE = dict(max_delay=0, max_range=2**62, max_reports_per_second=float("inf"), federation_allowed=None)
+# What a live record carries about its delivery, and a replay's output leaves out.
+_LIVE_ONLY = ("trigger", "latency_ms")
+_QUERY_ID = "replay"
 
 
 @dataclass
@@ -26,11 +36,11 @@ class ReplayInput:
     start: int          # evaluation instants t with start < t <= end
     end: int
     background: Path | None = None
-    options: EvaluationOptions = field(default_factory=EvaluationOptions)
+    options: dict[str, str] = field(default_factory=dict)   # query options, as `--option` gives them
 
 
 class Replay:
-    """A replay in progress: the store, the evaluator and the elements not yet published.
+    """A replay in progress: the store, the engine and the elements not yet published.
 
     Stream files are written to the store up front (one Oxigraph load each) and their
     elements published to the stream index as the virtual clock reaches their timestamps:
@@ -54,7 +64,9 @@ class Replay:
             self.store, pending = self._stage(optimistic=False)
         heapq.heapify(pending)
         self.pending = pending
-        self.evaluator = QueryEvaluator(self.query, self.store, spec.options)
+        self.clock = VirtualClock(spec.start)
+        self.engine = Engine(self.store, self.clock, EngineConfig(**_OFFLINE))
+        self.registered = self.engine.register(spec.query_text, _QUERY_ID, options=spec.options)
 
     def _stage(self, optimistic: bool) -> tuple[StreamStore, list]:
         store = StreamStore()
@@ -82,17 +94,23 @@ class Replay:
             batches.setdefault(stream, []).append(element)
         return sum(self.store.publish(stream, elements) for stream, elements in batches.items())
 
-    def run(self) -> Iterator[Evaluation]:
-        for instant in self.query.report_instants(self.spec.start, self.spec.end):
-            self.publish_until(instant)
-            evaluation = self.evaluator.evaluate(instant)
-            if evaluation is not None:
-                yield evaluation
-            for stream, bound in self.evaluator.retention_bounds(instant).items():
-                self.store.evict_before(stream, bound)
+    def run(self) -> Iterator[dict]:
+        """The record of every evaluation in (start, end], as the engine emits it."""
+        feed = self.registered.feed.subscribe()
+        try:
+            for instant in self.query.report_instants(self.spec.start, self.spec.end):
+                self.publish_until(instant)
+                for stream in self.query.streams:
+                    self.store.advance_watermark(stream, instant)
+                self.clock.set(instant)
+                self.engine.tick()
+                while not feed.empty():
+                    record = feed.get_nowait()
+                    yield {k: v for k, v in record.items() if k not in _LIVE_ONLY}
+        finally:
+            self.registered.feed.unsubscribe(feed)
 
 
 def replay(spec: ReplayInput) -> Iterator[dict]:
     """The conformance JSON records of every evaluation in (start, end]."""
-    for evaluation in Replay(spec).run():
-        yield evaluation.record()
+    return Replay(spec).run()
