@@ -19,9 +19,7 @@ import bisect
 import itertools
 import json
 import logging
-import shutil
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -35,6 +33,7 @@ from translator.vocabulary import (
 )
 
 from .errors import DuplicateElementError, RdfInputError, ReservedGraphError, StoreError
+from .generations import Generations
 from .landing import replace_text
 from .rdf_input import (
     Element, instant_of, parse_rdf, read_elements, scan_document,
@@ -81,12 +80,9 @@ class StreamStore:
     def __init__(self, path: str | None = None, compact_after: int = 50_000):
         self.path = path
         self._lock = threading.RLock()
-        self._generation = 0
-        self.oxigraph = self._open_generation() if path else ox.Store()
+        self.generations = Generations(path)
         self.compact_after = compact_after
         self._evicted_since_compaction = 0
-        self._journal: list | None = None         # writes made while a rebuild copies
-        self.compactions: list[float] = []       # seconds each rebuild held the store
         self._index: dict[str, list[tuple[int, int, str]]] = {}
         self._stream_of: dict[str, str] = {}
         self._staged: set[str] = set()
@@ -127,26 +123,19 @@ class StreamStore:
             if counts.get("watermark") is not None:
                 stats.watermark = max(int(counts["watermark"]), stats.watermark or int(counts["watermark"]))
 
-    # -- store files: generations -------------------------------------------------------------
-    # On disk the store lives in `path/gen-N`, `path/CURRENT` naming the live one. A rebuild
-    # writes gen-N+1, then switches CURRENT atomically; a crash before the switch leaves the
-    # old generation live, and leftovers are removed on the next open.
-    def _open_generation(self) -> ox.Store:
-        root = Path(self.path)
-        root.mkdir(parents=True, exist_ok=True)
-        current = root / "CURRENT"
-        self._generation = int(current.read_text().strip()) if current.exists() else 1
-        for leftover in root.glob("gen-*"):
-            if leftover.name != "gen-%d" % self._generation:
-                shutil.rmtree(leftover, ignore_errors=True)
-        return ox.Store(str(root / ("gen-%d" % self._generation)))
+    # -- the Oxigraph store ---------------------------------------------------------------------
+    @property
+    def oxigraph(self) -> ox.Store:
+        """The live Oxigraph store (it changes when a rebuild switches generations)."""
+        return self.generations.current
+
+    @property
+    def compactions(self) -> list[float]:
+        return self.generations.compactions
 
     def _write(self, operation: str, *args) -> None:
-        """Every write to Oxigraph goes through here (with the lock held), so that writes made
-        while a rebuild copies the store can be replayed onto the copy."""
-        _apply(self.oxigraph, operation, args)
-        if self._journal is not None:
-            self._journal.append((operation, args))
+        """Every write to Oxigraph goes through here, with the lock held (see Generations)."""
+        self.generations.write(operation, *args)
 
     def add_marker(self, quad: ox.Quad) -> None:
         """Record a bookkeeping quad (batch or background-load marker)."""
@@ -154,47 +143,12 @@ class StreamStore:
             self._write("add", quad)
 
     def compact(self) -> float:
-        """Rebuild the Oxigraph store from its live content: an in-memory store never gives
-        back the memory of removed quads and an on-disk one's logs grow until reopened, so
-        under steady insert/evict churn this is what keeps memory and disk bounded.
-
-        The copy reads a snapshot of the store without holding it; writes made meanwhile are
-        journaled and replayed onto the copy, so ingestion and queries only wait for that
-        replay and the switch. Returns the seconds the store was held."""
+        """Rebuild the Oxigraph store from its live content (Generations.rebuild); returns
+        the seconds the store was held."""
+        held = self.generations.rebuild(self._lock)
         with self._lock:
-            if self._journal is not None:
-                return 0.0
-            self._journal = []
-            snapshot = self.oxigraph.quads_for_pattern(None, None, None, None)
-            if self.path is None:
-                fresh = ox.Store()
-            else:
-                generation = self._generation + 1
-                fresh = ox.Store(str(Path(self.path) / ("gen-%d" % generation)))
-        try:
-            fresh.bulk_extend(snapshot)
-        except BaseException:
-            with self._lock:
-                self._journal = None
-            raise
-        with self._lock:
-            started = time.perf_counter()
-            for operation, args in self._journal:
-                _apply(fresh, operation, args)
-            self._journal = None
-            if self.path is not None:
-                fresh.flush()
-                root = Path(self.path)
-                replace_text(root / "CURRENT", str(generation))
-                old_directory = root / ("gen-%d" % self._generation)
-                self._generation = generation
-            self.oxigraph = fresh
-            if self.path is not None:
-                shutil.rmtree(old_directory, ignore_errors=True)
             self._evicted_since_compaction = 0
-            held = time.perf_counter() - started
-            self.compactions.append(held)
-            return held
+        return held
 
     def maybe_compact(self) -> float | None:
         """Compact once evictions since the last rebuild outnumber `compact_after` and twice
@@ -209,12 +163,10 @@ class StreamStore:
         """Where the live Oxigraph store is on disk (None in memory): another process may open
         it read-only there."""
         with self._lock:
-            return None if self.path is None else str(Path(self.path) / ("gen-%d" % self._generation))
+            return self.generations.location()
 
     def disk_bytes(self) -> int:
-        if self.path is None:
-            return 0
-        return sum(f.stat().st_size for f in Path(self.path).rglob("*") if f.is_file())
+        return self.generations.disk_bytes()
 
     def _rebuild_index(self) -> None:
         for graph in list(self.oxigraph.named_graphs()):
@@ -504,11 +456,9 @@ class StreamStore:
         """Flush and release the Oxigraph store (an on-disk store's lock goes with it), even
         while something still holds this object."""
         with self._lock:
-            if isinstance(self.oxigraph, ox.Store):
-                if self.path:
-                    self.save_stats()
-                    self.oxigraph.flush()
-                self.oxigraph = _Closed()
+            if isinstance(self.oxigraph, ox.Store) and self.path:
+                self.save_stats()
+            self.generations.close()
 
 
 def _staged_from(scan, source: str) -> list[StagedElement]:
@@ -516,16 +466,3 @@ def _staged_from(scan, source: str) -> list[StagedElement]:
     staged = [StagedElement(g.value, instant_of(lit, g, source)) for g, lit in scan.stamps.items()]
     staged.sort(key=lambda s: s.timestamp)
     return staged
-
-
-def _apply(store: ox.Store, operation: str, args: tuple) -> None:
-    if operation == "load":
-        data, fmt, to_graph = args
-        store.load(data, fmt, to_graph=to_graph)
-    else:
-        getattr(store, operation)(*args)
-
-
-class _Closed:
-    def __getattr__(self, name):
-        raise StoreError("the store is closed")
