@@ -15,8 +15,6 @@ element it holds.
 """
 from __future__ import annotations
 
-import bisect
-import itertools
 import json
 import logging
 import threading
@@ -32,6 +30,7 @@ from translator.vocabulary import (
     PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
 )
 
+from .element_index import ElementIndex, StreamStats
 from .errors import DuplicateElementError, RdfInputError, ReservedGraphError, StoreError
 from .generations import Generations
 from .landing import replace_text
@@ -57,16 +56,6 @@ class StagedElement:
 
 
 @dataclass
-class StreamStats:
-    elements: int = 0             # elements currently published
-    ingested: int = 0             # elements ever published
-    evicted: int = 0
-    late: int = 0                 # published with a timestamp below the watermark
-    latest: int | None = None     # greatest timestamp published
-    watermark: int | None = None  # the stream is complete up to here (spec §5)
-
-
-@dataclass
 class DocumentResult:
     staged: list[StagedElement]
     untimed_graphs: list[str]
@@ -83,12 +72,9 @@ class StreamStore:
         self.generations = Generations(path)
         self.compact_after = compact_after
         self._evicted_since_compaction = 0
-        self._index: dict[str, list[tuple[int, int, str]]] = {}
-        self._stream_of: dict[str, str] = {}
+        self._index = ElementIndex()
         self._staged: set[str] = set()
-        self._stats: dict[str, StreamStats] = {}
         self._background: set[str] = set()
-        self._sequence = itertools.count()
         # Called with (stream, watermark) after a watermark moves, outside the store's lock:
         # a scheduler can evaluate a closed window at once instead of at its next poll.
         self.watermark_listeners: list[Callable[[str, int], None]] = []
@@ -104,8 +90,7 @@ class StreamStore:
         if self.path is None:
             return
         with self._lock:
-            saved = {s: {"ingested": st.ingested, "evicted": st.evicted, "late": st.late, "watermark": st.watermark}
-                     for s, st in self._stats.items()}
+            saved = self._index.saved_counters()
         replace_text(Path(self.path) / STATS_FILE, json.dumps(saved, sort_keys=True))
 
     def _restore_stats(self) -> None:
@@ -115,13 +100,7 @@ class StreamStore:
         except ValueError:
             log.warning("ignoring unreadable stream counters in %s", path)
             return
-        for stream, counts in saved.items():
-            stats = self._stats.setdefault(stream, StreamStats())
-            stats.ingested = max(int(counts.get("ingested", 0)), stats.elements)
-            stats.evicted = int(counts.get("evicted", 0))
-            stats.late = int(counts.get("late", 0))
-            if counts.get("watermark") is not None:
-                stats.watermark = max(int(counts["watermark"]), stats.watermark or int(counts["watermark"]))
+        self._index.restore_counters(saved)
 
     # -- the Oxigraph store ---------------------------------------------------------------------
     @property
@@ -154,7 +133,7 @@ class StreamStore:
         """Compact once evictions since the last rebuild outnumber `compact_after` and twice
         the elements held (so the copy is small next to what it frees)."""
         with self._lock:
-            held = sum(st.elements for st in self._stats.values())
+            held = self._index.held()
             if self._evicted_since_compaction >= max(self.compact_after, 2 * held):
                 return self.compact()
         return None
@@ -173,15 +152,15 @@ class StreamStore:
             if isinstance(graph, ox.NamedNode) and graph.value.startswith(TIMESTAMPS_PREFIX):
                 stream = unquote(graph.value[len(TIMESTAMPS_PREFIX):])
                 for quad in self.oxigraph.quads_for_pattern(None, None, None, graph):
-                    self._publish_one(stream, parse_instant(quad.object.value), quad.subject.value)
+                    self._index.add(stream, parse_instant(quad.object.value), quad.subject.value)
         for graph in self.oxigraph.named_graphs():
-            if isinstance(graph, ox.NamedNode) and graph.value not in self._stream_of \
+            if isinstance(graph, ox.NamedNode) and graph.value not in self._index \
                     and not is_internal_graph(graph.value):
                 self._background.add(graph.value)
 
     # -- writing elements ---------------------------------------------------------------------
     def _taken(self, graph: str) -> bool:
-        return graph in self._stream_of or graph in self._staged or graph in self._background
+        return graph in self._index or graph in self._staged or graph in self._background
 
     def _check_new(self, graphs: Iterable[str]) -> None:
         seen = set()
@@ -290,13 +269,13 @@ class StreamStore:
         count = 0
         with self._lock:
             for element in staged:
-                if element.graph in self._stream_of:
+                if element.graph in self._index:
                     continue
                 self._staged.discard(element.graph)
-                self._publish_one(stream, element.timestamp, element.graph)
+                self._index.add(stream, element.timestamp, element.graph)
                 count += 1
             if count:
-                self._stats[stream].ingested += count
+                self._index.stats_of(stream).ingested += count
         return count
 
     def add_elements(self, stream: str, elements: Iterable[Element],
@@ -310,77 +289,46 @@ class StreamStore:
         """Declare `stream` complete up to `instant`: elements published later with a smaller
         timestamp are counted late (they still join the windows that are open)."""
         with self._lock:
-            stats = self._stats.setdefault(stream, StreamStats())
-            if stats.watermark is not None and instant <= stats.watermark:
+            if not self._index.advance_watermark(stream, instant):
                 return
-            stats.watermark = instant
         for listener in list(self.watermark_listeners):
             listener(stream, instant)
 
     def late_count(self, stream: str) -> int:
         """Elements of `stream` published below its watermark so far."""
         with self._lock:
-            stats = self._stats.get(stream)
+            stats = self._index.known(stream)
             return 0 if stats is None else stats.late
 
     def watermark(self, stream: str) -> int | None:
         with self._lock:
-            stats = self._stats.get(stream)
+            stats = self._index.known(stream)
             return None if stats is None else stats.watermark
-
-    def _publish_one(self, stream: str, timestamp: int, graph: str) -> None:
-        entries = self._index.setdefault(stream, [])
-        entry = (timestamp, next(self._sequence), graph)
-        if not entries or entries[-1] <= entry:
-            entries.append(entry)
-        else:
-            bisect.insort(entries, entry)
-        self._stream_of[graph] = stream
-        stats = self._stats.setdefault(stream, StreamStats())
-        stats.elements += 1
-        if stats.watermark is not None and timestamp < stats.watermark:
-            stats.late += 1
-        if stats.latest is None or timestamp > stats.latest:
-            stats.latest = timestamp
 
     # -- reading and retention -------------------------------------------------------------------
     def elements_in(self, stream: str, opens: int, closes: int) -> list[str]:
         """Graph names of the elements of `stream` with opens <= τ < closes, in time order."""
         with self._lock:
-            entries = self._index.get(stream)
-            if not entries:
-                return []
-            lo = bisect.bisect_left(entries, (opens,))
-            hi = bisect.bisect_left(entries, (closes,))
-            return [entry[2] for entry in entries[lo:hi]]
+            return self._index.between(stream, opens, closes)
 
     def evict_before(self, stream: str, instant: int) -> int:
         """Drop the elements of `stream` with τ < instant (no window can reach them any more)."""
         with self._lock:
-            entries = self._index.get(stream)
-            if not entries:
+            doomed = self._index.cut_before(stream, instant)
+            if not doomed:
                 return 0
-            cut = bisect.bisect_left(entries, (instant,))
-            if cut == 0:
-                return 0
-            doomed = entries[:cut]
-            del entries[:cut]
-            for _, _, graph in doomed:
-                del self._stream_of[graph]
+            for graph in doomed:
                 self._write("remove_graph", ox.NamedNode(graph))
             # One update drops all their timestamp triples (per-quad lookups cost more).
             self._write("update", "DELETE { GRAPH <%s> { ?g ?p ?t } } WHERE { VALUES ?g { %s } GRAPH <%s> { ?g ?p ?t } }"
-                                 % (timestamps_graph(stream), " ".join("<%s>" % g for _, _, g in doomed),
+                                 % (timestamps_graph(stream), " ".join("<%s>" % g for g in doomed),
                                     timestamps_graph(stream)))
-            stats = self._stats[stream]
-            stats.elements -= cut
-            stats.evicted += cut
-            self._evicted_since_compaction += cut
-            return cut
+            self._evicted_since_compaction += len(doomed)
+            return len(doomed)
 
     def streams(self) -> dict[str, StreamStats]:
         with self._lock:
-            return {s: StreamStats(**vars(st)) for s, st in self._stats.items()}
+            return self._index.snapshot()
 
     # -- background data ----------------------------------------------------------------------
     def load_background(self, data: bytes | str, fmt: ox.RdfFormat, source: str) -> int:
@@ -392,7 +340,7 @@ class StreamStore:
             for quad in quads:
                 if isinstance(quad.graph_name, ox.NamedNode):
                     graph = quad.graph_name.value
-                    if graph in self._stream_of or graph in self._staged or is_internal_graph(graph):
+                    if graph in self._index or graph in self._staged or is_internal_graph(graph):
                         raise RdfInputError("graph <%s> is a stream element or reserved, not background"
                                             % graph, source)
                     graphs.add(graph)
@@ -416,10 +364,10 @@ class StreamStore:
             after = set(scratch)
             for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
                 name = graph.value
-                if name in self._stream_of or name in self._staged or name.startswith(RESERVED_PREFIX):
+                if name in self._index or name in self._staged or name.startswith(RESERVED_PREFIX):
                     raise ReservedGraphError("the update writes graph <%s>, which is %s; updates change "
                                              "background data only" % (name, "a stream element" if name in
-                                                                       self._stream_of or name in self._staged
+                                                                       self._index or name in self._staged
                                                                        else "reserved by the engine"))
             try:
                 for quad in before - after:

@@ -1,0 +1,107 @@
+"""Which elements each stream holds, in time order, and each stream's counters and watermark.
+Plain Python, no Oxigraph: the stream store keeps the quads, this keeps the order. The store
+holds its lock around every call."""
+from __future__ import annotations
+
+import bisect
+import itertools
+from dataclasses import dataclass
+
+
+@dataclass
+class StreamStats:
+    elements: int = 0             # elements currently published
+    ingested: int = 0             # elements ever published
+    evicted: int = 0
+    late: int = 0                 # published with a timestamp below the watermark
+    latest: int | None = None     # greatest timestamp published
+    watermark: int | None = None  # the stream is complete up to here (spec §5)
+
+
+# The counters an index cannot rebuild from the elements it holds, saved and restored.
+SAVED_COUNTERS = ("ingested", "evicted", "late", "watermark")
+
+
+class ElementIndex:
+    def __init__(self):
+        self._entries: dict[str, list[tuple[int, int, str]]] = {}   # (τ, arrival, graph), sorted
+        self._stream_of: dict[str, str] = {}
+        self._stats: dict[str, StreamStats] = {}
+        self._sequence = itertools.count()
+
+    def __contains__(self, graph: str) -> bool:
+        return graph in self._stream_of
+
+    def add(self, stream: str, timestamp: int, graph: str) -> None:
+        """Index one element; one below the stream's watermark is counted late."""
+        entries = self._entries.setdefault(stream, [])
+        entry = (timestamp, next(self._sequence), graph)
+        if not entries or entries[-1] <= entry:
+            entries.append(entry)
+        else:
+            bisect.insort(entries, entry)
+        self._stream_of[graph] = stream
+        stats = self.stats_of(stream)
+        stats.elements += 1
+        if stats.watermark is not None and timestamp < stats.watermark:
+            stats.late += 1
+        if stats.latest is None or timestamp > stats.latest:
+            stats.latest = timestamp
+
+    def between(self, stream: str, opens: int, closes: int) -> list[str]:
+        """Graph names with opens <= τ < closes, in time order (ties in arrival order)."""
+        entries = self._entries.get(stream)
+        if not entries:
+            return []
+        lo = bisect.bisect_left(entries, (opens,))
+        hi = bisect.bisect_left(entries, (closes,))
+        return [entry[2] for entry in entries[lo:hi]]
+
+    def cut_before(self, stream: str, instant: int) -> list[str]:
+        """Remove and return the graph names with τ < instant, counted as evicted."""
+        entries = self._entries.get(stream)
+        cut = bisect.bisect_left(entries, (instant,)) if entries else 0
+        if cut == 0:
+            return []
+        doomed = [graph for _, _, graph in entries[:cut]]
+        del entries[:cut]
+        for graph in doomed:
+            del self._stream_of[graph]
+        stats = self._stats[stream]
+        stats.elements -= cut
+        stats.evicted += cut
+        return doomed
+
+    def advance_watermark(self, stream: str, instant: int) -> bool:
+        """Whether the watermark moved (it never goes back)."""
+        stats = self.stats_of(stream)
+        if stats.watermark is not None and instant <= stats.watermark:
+            return False
+        stats.watermark = instant
+        return True
+
+    def stats_of(self, stream: str) -> StreamStats:
+        return self._stats.setdefault(stream, StreamStats())
+
+    def known(self, stream: str) -> StreamStats | None:
+        """The stream's counters, without making the stream known by asking."""
+        return self._stats.get(stream)
+
+    def snapshot(self) -> dict[str, StreamStats]:
+        return {s: StreamStats(**vars(st)) for s, st in self._stats.items()}
+
+    def held(self) -> int:
+        return sum(st.elements for st in self._stats.values())
+
+    def saved_counters(self) -> dict[str, dict]:
+        return {s: {k: getattr(st, k) for k in SAVED_COUNTERS} for s, st in self._stats.items()}
+
+    def restore_counters(self, saved: dict[str, dict]) -> None:
+        """Counters saved before a restart, over what the index rebuilt from the elements."""
+        for stream, counts in saved.items():
+            stats = self.stats_of(stream)
+            stats.ingested = max(int(counts.get("ingested", 0)), stats.elements)
+            stats.evicted = int(counts.get("evicted", 0))
+            stats.late = int(counts.get("late", 0))
+            if counts.get("watermark") is not None:
+                stats.watermark = max(int(counts["watermark"]), stats.watermark or int(counts["watermark"]))
