@@ -16,6 +16,8 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExe
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from store.stream_store import WatermarkAdvanced
+
 from .engine import Engine, UnknownQuery
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,7 @@ class LiveScheduler:
         for registered in engine.queries():
             self._add_query_job(registered.id)
         engine.listeners.append(self._on_change)
-        engine.store.watermark_listeners.append(self._on_watermark)
+        engine.store.subscribe(self._on_watermark)
 
     def _add_query_job(self, query_id: str) -> None:
         self.scheduler.add_job(self._run, "interval", seconds=self.interval, args=[query_id],
@@ -58,9 +60,10 @@ class LiveScheduler:
         elif self.scheduler.get_job(QUERY_JOB_PREFIX + query_id) is not None:
             self.scheduler.remove_job(QUERY_JOB_PREFIX + query_id)
 
-    def _on_watermark(self, stream: str, watermark: int) -> None:
+    def _on_watermark(self, event: WatermarkAdvanced) -> None:
         if not self.scheduler.running:
             return
+        stream, watermark = event.stream, event.watermark
         now = datetime.now(timezone.utc)
         for registered in self.engine.queries():
             due = registered.next_instant
@@ -85,6 +88,6 @@ class LiveScheduler:
 
     def shutdown(self) -> None:
         self.engine.listeners.remove(self._on_change)
-        self.engine.store.watermark_listeners.remove(self._on_watermark)
+        self.engine.store.unsubscribe(self._on_watermark)
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)

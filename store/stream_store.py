@@ -55,6 +55,13 @@ class StagedElement:
     timestamp: int
 
 
+@dataclass(frozen=True)
+class WatermarkAdvanced:
+    """A stream is now complete up to `watermark` (published to the store's subscribers)."""
+    stream: str
+    watermark: int
+
+
 @dataclass
 class DocumentResult:
     staged: list[StagedElement]
@@ -75,9 +82,10 @@ class StreamStore:
         self._index = ElementIndex()
         self._staged: set[str] = set()
         self._background: set[str] = set()
-        # Called with (stream, watermark) after a watermark moves, outside the store's lock:
-        # a scheduler can evaluate a closed window at once instead of at its next poll.
-        self.watermark_listeners: list[Callable[[str, int], None]] = []
+        # Subscribers get a WatermarkAdvanced event after a watermark moves, outside the
+        # store's lock: a scheduler can evaluate a closed window at once instead of at its
+        # next poll. The store knows nothing of who listens.
+        self._subscribers: list[Callable[[WatermarkAdvanced], None]] = []
         if path:
             self._rebuild_index()
             self._restore_stats()
@@ -291,8 +299,19 @@ class StreamStore:
         with self._lock:
             if not self._index.advance_watermark(stream, instant):
                 return
-        for listener in list(self.watermark_listeners):
-            listener(stream, instant)
+        event = WatermarkAdvanced(stream, instant)
+        for subscriber in list(self._subscribers):
+            subscriber(event)
+
+    def subscribe(self, subscriber: Callable[[WatermarkAdvanced], None]) -> None:
+        """Have `subscriber` called with every WatermarkAdvanced event from now on."""
+        self._subscribers.append(subscriber)
+
+    def unsubscribe(self, subscriber: Callable[[WatermarkAdvanced], None]) -> None:
+        self._subscribers.remove(subscriber)
+
+    def subscribed(self, subscriber) -> bool:
+        return subscriber in self._subscribers
 
     def late_count(self, stream: str) -> int:
         """Elements of `stream` published below its watermark so far."""

@@ -178,8 +178,7 @@ def test_the_watermark_reaches_a_batchs_oldest_element_before_the_batch_is_store
     # Windows closing by then need none of the batch, so they may run while it is written.
     w = writer(tmp_path, lateness=S)
     seen = []
-    w.store.watermark_listeners.append(
-        lambda stream, instant: seen.append((instant, len(w.store.elements_in(stream, T0, T0 + 60 * S)))))
+    w.store.subscribe(lambda event: seen.append((event.watermark, len(w.store.elements_in(event.stream, T0, T0 + 60 * S)))))
     w.write(1, [Payload(STREAM, "trig", "a.trig", trig(0, 1), T0)])
     w.write(2, [Payload(STREAM, "trig", "b.trig", trig(5, 7), T0)])
     assert seen == [(T0 - S, 0), (T0, 2), (T0 + 4 * S, 2), (T0 + 6 * S, 4)]

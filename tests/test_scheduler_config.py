@@ -50,7 +50,7 @@ def test_a_watermark_passing_the_next_close_runs_the_query_job_at_once():
         assert job().next_run_time < polled - datetime.timedelta(seconds=3000)
     finally:
         scheduler.shutdown()
-    assert scheduler._on_watermark not in engine.store.watermark_listeners
+    assert not engine.store.subscribed(scheduler._on_watermark)
 
 
 def test_a_run_that_finds_the_query_busy_counts_a_missed_run():
