@@ -40,6 +40,7 @@ from .rdf_input import (
 
 log = logging.getLogger(__name__)
 STATS_FILE = "streams.json"
+FLUSH_AFTER_EVICTIONS = 1000
 
 
 class OptimisticLoadFailed(StoreError):
@@ -79,6 +80,7 @@ class StreamStore:
         self.generations = Generations(path)
         self.compact_after = compact_after
         self._evicted_since_compaction = 0
+        self._evicted_since_flush = 0
         self._index = ElementIndex()
         self._staged: set[str] = set()
         self._background: set[str] = set()
@@ -139,11 +141,18 @@ class StreamStore:
 
     def maybe_compact(self) -> float | None:
         """Compact once evictions since the last rebuild outnumber `compact_after` and twice
-        the elements held (so the copy is small next to what it frees)."""
+        the elements held (so the copy is small next to what it frees). On disk, flush every
+        FLUSH_AFTER_EVICTIONS evictions in between: the write-ahead log is only cut when its
+        writes are flushed, and grew by ~7 KB per element until the next rebuild (measured:
+        41 MB for 20,000 elements with 550 held, 4 MB flushing every 1,000)."""
         with self._lock:
             held = self._index.held()
             if self._evicted_since_compaction >= max(self.compact_after, 2 * held):
+                self._evicted_since_flush = 0
                 return self.compact()
+            if self.path is not None and self._evicted_since_flush >= FLUSH_AFTER_EVICTIONS:
+                self._evicted_since_flush = 0
+                self.oxigraph.flush()
         return None
 
     def generation_path(self) -> str | None:
@@ -343,6 +352,7 @@ class StreamStore:
                                  % (timestamps_graph(stream), " ".join("<%s>" % g for g in doomed),
                                     timestamps_graph(stream)))
             self._evicted_since_compaction += len(doomed)
+            self._evicted_since_flush += len(doomed)
             return len(doomed)
 
     def streams(self) -> dict[str, StreamStats]:

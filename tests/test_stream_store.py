@@ -1,9 +1,11 @@
 """The stream store: element index, retention, background data, reopening, stable names."""
+from pathlib import Path
+
 import pyoxigraph as ox
 import pytest
 
 from store.errors import DuplicateElementError, RdfInputError, ReservedGraphError
-from store.rdf_input import read_elements
+from store.rdf_input import Element, instant_literal, read_elements
 from store.stream_store import StreamStore
 from translator.temporal import parse_instant
 from translator.vocabulary import SKOLEM_PREFIX, timestamps_graph
@@ -249,3 +251,25 @@ def test_updates_reach_background_data_only():
         with pytest.raises(ReservedGraphError, match="updates change background data only"):
             store.update_background(update)
     assert sorted(map(str, store.oxigraph)) == before
+
+
+def churn(store, elements: int, held: int) -> int:
+    """Add elements and evict all but the last `held`, as the engine does; the bytes of the
+    on-disk store's write-ahead logs afterwards."""
+    for i in range(elements):
+        graph = "http://example.org/e%d" % i
+        quad = ox.Quad(ox.NamedNode("http://example.org/o%d" % i), ox.NamedNode("http://example.org/v"),
+                       ox.Literal(str(i)), ox.NamedNode(graph))
+        store.add_elements("http://s", [Element(graph, T0 + i * S, instant_literal(T0 + i * S), [quad])])
+        if i % 50 == 0:
+            store.evict_before("http://s", T0 + (i - held) * S)
+            store.maybe_compact()
+    return sum(f.stat().st_size for f in Path(store.path).rglob("*.log"))
+
+
+@pytest.mark.slow
+def test_an_on_disk_store_flushes_as_it_evicts_so_its_log_stays_small(tmp_path, monkeypatch):
+    flushed = churn(StreamStore(str(tmp_path / "flushed"), compact_after=10**9), 6000, 300)
+    monkeypatch.setattr("store.stream_store.FLUSH_AFTER_EVICTIONS", 10**9)
+    unflushed = churn(StreamStore(str(tmp_path / "unflushed"), compact_after=10**9), 6000, 300)
+    assert flushed * 2 < unflushed, (flushed, unflushed)
