@@ -36,6 +36,9 @@ from .rdf_input import XSD_DATETIME, Element, instant_literal, read_elements, re
 from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
+# Each stream's recording is rotated at this size, and this many older files are kept.
+RECORDING_MAX_BYTES = 64 * 1024 * 1024
+RECORDING_KEEP = 4
 
 _COMMITTED = ox.NamedNode("urn:rspstar:committed")
 _GENERATED_AT_TIME = ox.NamedNode(PROV_GENERATED_AT_TIME)
@@ -244,16 +247,40 @@ def recording_path(directory: Path, stream: str) -> Path:
     return directory / (bounded_name(quote(stream, safe="")) + ".nq")
 
 
-def record(directory: Path, elements: dict[str, list[Element]]) -> None:
+def rotated_path(path: Path, k: int) -> Path:
+    """The k-th older recording of a stream (still an .nq file, so it replays as one)."""
+    return path.with_name("%s.%d.nq" % (path.name[:-len(".nq")], k))
+
+
+def _rotate(path: Path, keep: int) -> None:
+    for k in range(keep, 0, -1):
+        older = rotated_path(path, k)
+        if older.exists():
+            if k == keep:
+                older.unlink()
+            else:
+                older.replace(rotated_path(path, k + 1))
+    if keep:
+        path.replace(rotated_path(path, 1))
+    else:
+        path.unlink()
+
+
+def record(directory: Path, elements: dict[str, list[Element]], max_bytes: int = RECORDING_MAX_BYTES,
+           keep: int = RECORDING_KEEP) -> None:
     """Append stored elements to their streams' recordings as N-Quads 1.2, each with its
     timestamp triple: whatever the source's format, a recording replays with `rspstar replay`
-    into the same elements."""
+    into the same elements. A recording that has reached `max_bytes` is rotated first (the
+    current one becomes `.1.nq`, ...), and only the `keep` newest older ones stay."""
     directory.mkdir(parents=True, exist_ok=True)
     for stream, stream_elements in elements.items():
+        path = recording_path(directory, stream)
+        if path.exists() and path.stat().st_size >= max_bytes:
+            _rotate(path, keep)
         quads = []
         for element in stream_elements:
             quads.append(ox.Quad(ox.NamedNode(element.graph), _GENERATED_AT_TIME, element.timestamp_literal,
                                  ox.DefaultGraph()))
             quads.extend(element.quads)
-        with recording_path(directory, stream).open("ab") as out:
+        with path.open("ab") as out:
             out.write(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))
