@@ -35,8 +35,9 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def process_tree_rss_mib() -> float:
-    """Resident memory of this process and its descendants (Spark's JVM among them) now."""
+def process_tree_rss_mib(root: int | None = None) -> float:
+    """Resident memory of a process (this one by default) and its descendants (Spark's JVM
+    among them) now."""
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
@@ -49,7 +50,7 @@ def process_tree_rss_mib() -> float:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         parents[int(entry.name)] = int(fields.get("PPid", "0").strip())
         rss[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
-    tree = {os.getpid()}
+    tree = {os.getpid() if root is None else root}
     grew = True
     while grew:
         children = {pid for pid, parent in parents.items() if parent in tree} - tree

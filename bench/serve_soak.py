@@ -20,28 +20,11 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine  # noqa: E402
+from common import OUT, Table, machine, process_tree_rss_mib  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULTS = REPO / "endpoint" / "defaults" / "default.toml"
 SAMPLE_SECONDS = 30
-
-
-def tree_rss_mib(root: int) -> float:
-    parents, rss = {}, {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = dict(l.split(":", 1) for l in (entry / "status").read_text().splitlines() if ":" in l)
-            except OSError:
-                continue
-            parents[int(entry.name)] = int(fields.get("PPid", "0").strip())
-            rss[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
-    tree, grew = {root}, True
-    while grew:
-        children = {p for p, parent in parents.items() if parent in tree} - tree
-        grew, tree = bool(children), tree | children
-    return sum(rss.get(p, 0) for p in tree) / 1024
 
 
 def mib(path: Path) -> float:
@@ -86,7 +69,7 @@ def run(minutes: float, warmup: float, scale: float) -> Table:
             time.sleep(SAMPLE_SECONDS)
             assert server.poll() is None, (work / "serve.log").read_text()[-2000:]
             minute = (time.monotonic() - started) / 60
-            samples.append((minute, tree_rss_mib(server.pid), mib(work / "data" / "store"),
+            samples.append((minute, process_tree_rss_mib(server.pid), mib(work / "data" / "store"),
                             mib(work / "data" / "recording")))
             print("%.1f min: RSS %.0f MiB, store %.1f MiB, recording %.1f MiB" % samples[-1], flush=True)
     finally:
