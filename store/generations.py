@@ -41,17 +41,18 @@ class Generations:
         if self._journal is not None:
             self._journal.append((operation, args))
 
-    def rebuild(self, lock: threading.RLock) -> float:
+    def rebuild(self, lock: threading.RLock) -> float | None:
         """Rebuild the store from its live content: an in-memory store never gives back the
         memory of removed quads and an on-disk one's logs grow until reopened, so under steady
         insert/evict churn this is what keeps memory and disk bounded.
 
         The copy reads a snapshot without holding `lock`; writes made meanwhile are journaled
         and replayed onto the copy, so writers and readers only wait for that replay and the
-        switch. Returns the seconds `lock` was held for them."""
+        switch. Returns the seconds `lock` was held for them, or None when a rebuild was
+        already under way (this one is not done)."""
         with lock:
             if self._journal is not None:
-                return 0.0
+                return None
             self._journal = []
             snapshot = self.current.quads_for_pattern(None, None, None, None)
             if self.path is None:

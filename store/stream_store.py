@@ -135,6 +135,8 @@ class StreamStore:
         """Rebuild the Oxigraph store from its live content (Generations.rebuild); returns
         the seconds the store was held."""
         held = self.generations.rebuild(self._lock)
+        if held is None:
+            return 0.0
         with self._lock:
             self._evicted_since_compaction = 0
         return held
