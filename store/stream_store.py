@@ -178,8 +178,12 @@ class StreamStore:
                 self._background.add(graph.value)
 
     # -- writing elements ---------------------------------------------------------------------
+    def _is_element(self, graph: str) -> bool:
+        """A stream element's graph, published or staged."""
+        return graph in self._index or graph in self._staged
+
     def _taken(self, graph: str) -> bool:
-        return graph in self._index or graph in self._staged or graph in self._background
+        return self._is_element(graph) or graph in self._background
 
     def _check_new(self, graphs: Iterable[str]) -> None:
         seen = set()
@@ -371,7 +375,7 @@ class StreamStore:
             for quad in quads:
                 if isinstance(quad.graph_name, ox.NamedNode):
                     graph = quad.graph_name.value
-                    if graph in self._index or graph in self._staged or is_internal_graph(graph):
+                    if self._is_element(graph) or is_internal_graph(graph):
                         raise RdfInputError("graph <%s> is a stream element or reserved, not background"
                                             % graph, source)
                     graphs.add(graph)
@@ -387,19 +391,20 @@ class StreamStore:
         reserved prefix, is refused with ReservedGraphError and nothing changes. Returns the
         number of quads added and removed."""
         with self._lock:
-            before = {q for q in self.oxigraph.quads_for_pattern(None, None, None, None)
-                      if isinstance(q.graph_name, ox.DefaultGraph) or q.graph_name.value in self._background}
+            before = set(self.oxigraph.quads_for_pattern(None, None, None, ox.DefaultGraph()))
+            for graph in self._background:
+                before.update(self.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
             scratch = ox.Store()
             scratch.extend(before)
             scratch.update(sparql)
             after = set(scratch)
             for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
                 name = graph.value
-                if name in self._index or name in self._staged or name.startswith(RESERVED_PREFIX):
+                what = "a stream element" if self._is_element(name) else \
+                    "reserved by the engine" if name.startswith(RESERVED_PREFIX) else None
+                if what:
                     raise ReservedGraphError("the update writes graph <%s>, which is %s; updates change "
-                                             "background data only" % (name, "a stream element" if name in
-                                                                       self._index or name in self._staged
-                                                                       else "reserved by the engine"))
+                                             "background data only" % (name, what))
             try:
                 for quad in before - after:
                     self._write("remove", quad)
