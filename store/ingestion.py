@@ -71,8 +71,6 @@ KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:
               "matching your Spark version, with its kafka-clients dependency). Put the jars in a folder and "
               "set spark.jars to them in [spark] of the configuration, or set spark.jars.packages where the "
               "machine can reach a Maven repository.")
-
-
 RESTART_FIRST_SECONDS = 1.0
 RESTART_MAX_SECONDS = 60.0
 
