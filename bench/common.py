@@ -35,11 +35,12 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def process_tree_rss_mib(root: int | None = None) -> float:
-    """Resident memory of a process (this one by default) and its descendants (Spark's JVM
-    among them) now."""
+def process_tree_rss_by_kind(root: int | None = None) -> dict[str, float]:
+    """Resident memory (MiB) of a process (this one by default) and its descendants now, by
+    kind: the root process itself, Java processes (Spark's JVM) and every other descendant."""
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
+    names: dict[int, str] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -48,15 +49,28 @@ def process_tree_rss_mib(root: int | None = None) -> float:
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        parents[int(entry.name)] = int(fields.get("PPid", "0").strip())
-        rss[int(entry.name)] = int(fields.get("VmRSS", "0 kB").split()[0])
-    tree = {os.getpid() if root is None else root}
+        pid = int(entry.name)
+        parents[pid] = int(fields.get("PPid", "0").strip())
+        rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
+        names[pid] = fields.get("Name", "").strip()
+    top = os.getpid() if root is None else root
+    tree = {top}
     grew = True
     while grew:
         children = {pid for pid, parent in parents.items() if parent in tree} - tree
         grew = bool(children)
         tree |= children
-    return sum(rss.get(pid, 0) for pid in tree) / 1024
+    kinds = {"root": 0.0, "java": 0.0, "other": 0.0}
+    for pid in tree:
+        kind = "root" if pid == top else "java" if names.get(pid) == "java" else "other"
+        kinds[kind] += rss.get(pid, 0) / 1024
+    return kinds
+
+
+def process_tree_rss_mib(root: int | None = None) -> float:
+    """Resident memory (MiB) of a process (this one by default) and its descendants (Spark's JVM
+    among them) now."""
+    return sum(process_tree_rss_by_kind(root).values())
 
 
 def iso(t0: float, offset_ms: int) -> str:

@@ -20,7 +20,7 @@ import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine, process_tree_rss_mib  # noqa: E402
+from common import OUT, Table, machine, process_tree_rss_by_kind  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULTS = REPO / "endpoint" / "defaults" / "default.toml"
@@ -69,9 +69,11 @@ def run(minutes: float, warmup: float, scale: float) -> Table:
             time.sleep(SAMPLE_SECONDS)
             assert server.poll() is None, (work / "serve.log").read_text()[-2000:]
             minute = (time.monotonic() - started) / 60
-            samples.append((minute, process_tree_rss_mib(server.pid), mib(work / "data" / "store"),
-                            mib(work / "data" / "recording")))
-            print("%.1f min: RSS %.0f MiB, store %.1f MiB, recording %.1f MiB" % samples[-1], flush=True)
+            kinds = process_tree_rss_by_kind(server.pid)
+            samples.append((minute, sum(kinds.values()), kinds["root"], kinds["java"], kinds["other"],
+                            mib(work / "data" / "store"), mib(work / "data" / "recording")))
+            print("%.1f min: RSS %.0f MiB (Python %.0f, JVM %.0f, workers %.0f), store %.1f MiB, "
+                  "recording %.1f MiB" % samples[-1], flush=True)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
@@ -80,7 +82,9 @@ def run(minutes: float, warmup: float, scale: float) -> Table:
     table = Table("rspstar serve soak: %.0f min, defaults' rates x %g, warm-up %.0f min (%s)"
                   % (minutes, scale, warmup, machine()),
                   ["measure", "after warm-up", "at the end", "slope after warm-up (MiB/min)"])
-    for k, name in ((1, "RSS of the process tree (MiB)"), (2, "store on disk (MiB)"), (3, "recordings (MiB)")):
+    for k, name in ((1, "RSS of the process tree (MiB)"), (2, "  of it the Python server (MiB)"),
+                    (3, "  of it Spark's JVM (MiB)"), (4, "  of it query workers (MiB)"),
+                    (5, "store on disk (MiB)"), (6, "recordings (MiB)")):
         table.add(name, "%.1f" % steady[0][k], "%.1f" % steady[-1][k],
                   "%.2f" % slope([(s[0], s[k]) for s in steady]))
     return table
