@@ -27,12 +27,11 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME, is_internal_graph
+from translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
-from . import formats
-from .errors import RdfInputError
+from .codec import Payload, canonical, decode
 from .landing import bounded_name, file_safe
-from .rdf_input import XSD_DATETIME, Element, instant_literal, read_elements, read_envelope
+from .rdf_input import Element
 from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
@@ -41,19 +40,6 @@ RECORDING_MAX_BYTES = 64 * 1024 * 1024
 RECORDING_KEEP = 4
 
 _COMMITTED = ox.NamedNode("urn:rspstar:committed")
-_GENERATED_AT_TIME = ox.NamedNode(PROV_GENERATED_AT_TIME)
-
-
-@dataclass(frozen=True)
-class Payload:
-    """One row of a micro-batch."""
-
-    stream: str
-    format: str          # trig | nquads | turtle (a document), jsonl (one envelope per row)
-    origin: str          # file path, socket address, simulator name
-    text: str
-    ingest_time: int     # processing time, µs
-    line: int | None = None
 
 
 @dataclass
@@ -103,11 +89,18 @@ class BatchWriter:
             by_stream: dict[str, list[Element]] = {}
             for payload in _group_lines(payloads):
                 try:
-                    for stream, element in self._elements(payload, report):
-                        by_stream.setdefault(stream, []).append(element)
+                    decoded = decode(payload, self.timestamp_predicate)
                 except Exception as e:  # no input may stop the source: set it aside, go on
                     log.exception("%s: unexpected failure reading %s", self.source, payload.origin)
                     self._quarantine(payload, report, payload.line, "unexpected: %s: %s" % (type(e).__name__, e))
+                    continue
+                for rejected in decoded.rejected:
+                    self._quarantine(rejected.payload, report, rejected.line, rejected.reason)
+                if decoded.ignored_default_triples:
+                    log.warning("%s: %s has %d default-graph triple(s) that are not timestamps; not stored",
+                                self.source, payload.origin, decoded.ignored_default_triples)
+                for stream, elements in decoded.elements.items():
+                    by_stream.setdefault(stream, []).extend(elements)
             seen: set[str] = set()
             by_stream = {s: self._drop_taken(s, e, report, seen) for s, e in by_stream.items()}
             for stream, elements in by_stream.items():
@@ -132,76 +125,12 @@ class BatchWriter:
                     self.store.advance_watermark(stream, newest - self.allowed_lateness)
         return report
 
-    # -- parsing -----------------------------------------------------------------------------
-    def _elements(self, payload: Payload, report: BatchReport):
-        try:
-            fmt = formats.by_name(payload.format).rdf
-        except formats.UnknownFormat as e:
-            self._quarantine(payload, report, payload.line, str(e))
-            return
-        if fmt is None:
-            element = self._envelope(payload, report)
-            if element is not None:
-                yield element
-            return
-        text, lines = payload.text, None
-        if payload.line is not None:
-            lines = text.split("\n")
-        while True:
-            try:
-                result = read_elements(text.encode("utf-8"), payload.origin, fmt, self.timestamp_predicate,
-                                       processing_time=payload.ingest_time)
-                break
-            except RdfInputError as e:
-                if lines is None or e.line is None or not 1 <= e.line <= len(lines):
-                    self._quarantine(payload, report, e.line, e.message)
-                    return
-                # Line-based input: set the bad line aside and read the others.
-                bad = lines.pop(e.line - 1)
-                first_line = payload.line or 1
-                self._quarantine(Payload(payload.stream, payload.format, payload.origin, bad, payload.ingest_time),
-                                 report, first_line + e.line - 1, e.message)
-                text = "\n".join(lines)
-        if result.ignored_default_triples:
-            log.warning("%s: %s has %d default-graph triple(s) that are not timestamps; not stored",
-                        self.source, payload.origin, result.ignored_default_triples)
-        for element in result.elements:
-            yield payload.stream, element
-
-    def _envelope(self, payload: Payload, report: BatchReport):
-        """`{"stream": IRI, "time": dateTime, "graph": IRI (optional), "data": Turtle/TriG}`."""
-        try:
-            envelope = read_envelope(payload.text, payload.origin, payload.line)
-        except RdfInputError as e:
-            self._quarantine(payload, report, payload.line, "bad envelope: %s" % e.message)
-            return None
-        stream = envelope.stream or payload.stream
-        instant = envelope.instant if envelope.instant is not None else payload.ingest_time
-        graph = envelope.graph or "urn:rspstar:element:%s" % hashlib.blake2b(
-            ("%s\x00%s\x00%s" % (payload.origin, payload.line, payload.text)).encode(), digest_size=16).hexdigest()
-        try:
-            quads = list(ox.parse(envelope.data.encode("utf-8"), format=ox.RdfFormat.TRIG,
-                                  rename_blank_nodes=True))
-        except SyntaxError as e:
-            self._quarantine(payload, report, payload.line, "data: %s" % e)
-            return None
-        if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
-            self._quarantine(payload, report, payload.line, "data: an envelope's data is one graph (no GRAPH blocks)")
-            return None
-        name = ox.NamedNode(graph)
-        literal = ox.Literal(envelope.time, datatype=XSD_DATETIME) if envelope.time is not None \
-            else instant_literal(instant)
-        return stream, Element(graph, instant, literal, [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
-
     def _drop_taken(self, stream: str, elements: list[Element], report: BatchReport, seen: set[str]) -> list[Element]:
         """Elements whose graph name is already stored, or came earlier in this batch, are
         quarantined: merging them would change another element."""
         fresh = []
         for element in elements:
-            if is_internal_graph(element.graph):
-                self._quarantine(Payload(stream, "element", element.graph, "", 0), report, None,
-                                 "graph <%s> is reserved by the engine" % element.graph)
-            elif element.graph in seen or self.store.is_taken(element.graph):
+            if element.graph in seen or self.store.is_taken(element.graph):
                 self._quarantine(Payload(stream, "element", element.graph, "", 0), report, None,
                                  "graph <%s> is already stored or repeated in the batch (sent twice?)" % element.graph)
             else:
@@ -277,10 +206,5 @@ def record(directory: Path, elements: dict[str, list[Element]], max_bytes: int =
         path = recording_path(directory, stream)
         if path.exists() and path.stat().st_size >= max_bytes:
             _rotate(path, keep)
-        quads = []
-        for element in stream_elements:
-            quads.append(ox.Quad(ox.NamedNode(element.graph), _GENERATED_AT_TIME, element.timestamp_literal,
-                                 ox.DefaultGraph()))
-            quads.extend(element.quads)
         with path.open("ab") as out:
-            out.write(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))
+            out.write(canonical(stream_elements))

@@ -5,7 +5,8 @@ import pytest
 
 import pyoxigraph as ox
 
-from store.batches import BatchWriter, Payload, record, recording_path, rotated_path
+from store.batches import BatchWriter, record, recording_path, rotated_path
+from store.codec import Payload
 from store.rdf_input import read_elements
 from store.stream_store import StreamStore
 from translator.temporal import parse_instant
@@ -131,15 +132,16 @@ def test_a_document_naming_an_engine_graph_is_quarantined_and_the_rest_lands(tmp
 
 
 def test_an_unexpected_failure_on_one_payload_quarantines_it_and_the_rest_lands(tmp_path, monkeypatch):
+    import store.batches
     w = writer(tmp_path)
-    real = w._elements
+    real = store.batches.decode
 
-    def flaky(payload, report):
+    def flaky(payload, timestamp_predicate):
         if payload.origin == "bad.trig":
             raise RuntimeError("something nobody foresaw")
-        return real(payload, report)
+        return real(payload, timestamp_predicate)
 
-    monkeypatch.setattr(w, "_elements", flaky)
+    monkeypatch.setattr(store.batches, "decode", flaky)
     report = w.write(1, [Payload(STREAM, "trig", "bad.trig", trig(1), T0), Payload(STREAM, "trig", "good.trig", trig(2), T0)])
     assert report.stored == {STREAM: 1} and report.quarantined == {STREAM: 1}
     [reason] = [json.loads(p.read_text()) for p in (tmp_path / "quarantine").glob("*.reason.json")]

@@ -1,5 +1,6 @@
-"""Streams: posted stream data, checked and dropped durably into the landing directory for
-Spark to ingest, and what each stream and source holds."""
+"""Streams: posted stream data, decoded into elements here (a bad element is a 400 naming its
+line) and dropped durably, as canonical N-Quads, into the landing directory for Spark to ingest;
+and what each stream and source holds."""
 from __future__ import annotations
 
 import json
@@ -8,8 +9,8 @@ import re
 from flask import Blueprint, Response, request
 
 from store import formats
+from store.codec import Payload, canonical, decode
 from store.landing import drop_file
-from store.rdf_input import read_envelope, scan_document
 from translator.temporal import format_instant
 
 from ..http_errors import BadRequest, ServiceUnavailable, UnsupportedMediaType
@@ -32,21 +33,15 @@ def post_stream():
     if fmt is None:
         raise UnsupportedMediaType("POST /streams takes %s, not %r" % (", ".join(formats.media_types()),
                                                                        request.mimetype))
-    data = request.get_data()
-    check_stream_body(data, fmt.rdf)
-    path = drop_file(landing, stream, data, fmt.extension)
-    return Response(json.dumps({"stream": stream, "accepted": path.name}), status=202, mimetype="application/json")
-
-
-def check_stream_body(data: bytes, fmt) -> None:
-    """Refuse a posted stream body that would only be quarantined later: RDF must parse and
-    every JSON line must be a well-formed envelope (the store's own check, naming the field)."""
-    if fmt is not None:
-        scan_document(data, fmt, "request body")
-        return
-    for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
-        if line.strip():
-            read_envelope(line, "request body", number)
+    decoded = decode(Payload(stream, fmt.name, "request body", request.get_data().decode("utf-8", errors="replace"),
+                             services().engine.clock.now(), line=1 if fmt.line_based else None))
+    if decoded.rejected:
+        raise decoded.rejected[0].error()
+    accepted = [drop_file(landing, target, canonical(elements), ".nq").name
+                for target, elements in decoded.elements.items()]
+    return Response(json.dumps({"stream": stream, "accepted": accepted,
+                                "elements": sum(len(e) for e in decoded.elements.values())}),
+                    status=202, mimetype="application/json")
 
 
 @blueprint.route("/streams", methods=["GET"])

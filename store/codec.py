@@ -1,0 +1,143 @@
+"""The one codec from input to stream elements: every payload, whatever brought it (a posted
+body, a file in a landing directory, a socket or Kafka line, a simulator row), is decoded here
+into elements per stream, or into rejects that say where and why. A posted body is decoded once,
+at the edge, and lands as canonical N-Quads (`canonical`), the form recordings also take.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+import pyoxigraph as ox
+
+from translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph
+
+from . import formats
+from .errors import RdfInputError
+from .rdf_input import XSD_DATETIME, Element, instant_literal, read_elements, read_envelope
+
+_GENERATED_AT_TIME = ox.NamedNode(PROV_GENERATED_AT_TIME)
+
+
+@dataclass(frozen=True)
+class Payload:
+    """One unit of input: a document, or a run of lines starting at `line`."""
+
+    stream: str
+    format: str          # a name in the format registry
+    origin: str          # file path, socket address, simulator name, "request body"
+    text: str
+    ingest_time: int     # processing time, µs: the timestamp of graphs that carry none
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Input set aside: the text (the whole payload, or the one bad line of line-based input)
+    and where it went wrong."""
+
+    payload: Payload
+    line: int | None
+    column: int | None
+    reason: str
+
+    def error(self) -> RdfInputError:
+        return RdfInputError(self.reason, self.payload.origin, self.line, self.column)
+
+
+@dataclass
+class Decoded:
+    elements: dict[str, list[Element]] = field(default_factory=dict)   # per stream, in input order
+    rejected: list[Rejected] = field(default_factory=list)
+    ignored_default_triples: int = 0                                   # not timestamps: not stored
+
+    def add(self, stream: str, element: Element) -> None:
+        if is_internal_graph(element.graph):
+            self.rejected.append(Rejected(Payload(stream, "element", element.graph, "", 0), None, None,
+                                          "graph <%s> is reserved by the engine" % element.graph))
+        else:
+            self.elements.setdefault(stream, []).append(element)
+
+
+def decode(payload: Payload, timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> Decoded:
+    """The elements of one payload, or its rejects: no input raises (a line-based payload sets
+    each bad line aside and reads the others)."""
+    decoded = Decoded()
+    try:
+        fmt = formats.by_name(payload.format)
+    except formats.UnknownFormat as e:
+        decoded.rejected.append(Rejected(payload, payload.line, None, str(e)))
+        return decoded
+    if fmt.rdf is None:
+        _decode_envelopes(payload, decoded)
+    else:
+        _decode_rdf(payload, fmt.rdf, timestamp_predicate, decoded)
+    return decoded
+
+
+def _decode_rdf(payload: Payload, fmt: ox.RdfFormat, timestamp_predicate: str, decoded: Decoded) -> None:
+    text, lines = payload.text, None
+    if payload.line is not None:
+        lines = text.split("\n")
+    first_line = payload.line or 1
+    while True:
+        try:
+            result = read_elements(text.encode("utf-8"), payload.origin, fmt, timestamp_predicate,
+                                   processing_time=payload.ingest_time)
+            break
+        except RdfInputError as e:
+            if lines is None or e.line is None or not 1 <= e.line <= len(lines):
+                decoded.rejected.append(Rejected(payload, e.line, e.column, e.message))
+                return
+            bad = lines.pop(e.line - 1)
+            decoded.rejected.append(Rejected(Payload(payload.stream, payload.format, payload.origin, bad,
+                                                     payload.ingest_time), first_line + e.line - 1, e.column,
+                                             e.message))
+            text = "\n".join(lines)
+    decoded.ignored_default_triples += result.ignored_default_triples
+    for element in result.elements:
+        decoded.add(payload.stream, element)
+
+
+def _decode_envelopes(payload: Payload, decoded: Decoded) -> None:
+    """Each line `{"stream"?, "time"?, "graph"?, "data": Turtle}` is one element."""
+    first = payload.line or 1
+    for offset, text in enumerate(payload.text.split("\n")):
+        if not text.strip():
+            continue
+        line = Payload(payload.stream, payload.format, payload.origin, text, payload.ingest_time, first + offset)
+        try:
+            stream, element = _envelope(line)
+        except RdfInputError as e:
+            decoded.rejected.append(Rejected(line, line.line, e.column, "bad envelope: %s" % e.message))
+            continue
+        decoded.add(stream, element)
+
+
+def _envelope(payload: Payload) -> tuple[str, Element]:
+    envelope = read_envelope(payload.text, payload.origin, payload.line)
+    stream = envelope.stream or payload.stream
+    instant = envelope.instant if envelope.instant is not None else payload.ingest_time
+    graph = envelope.graph or "urn:rspstar:element:%s" % hashlib.blake2b(
+        ("%s\x00%s\x00%s" % (payload.origin, payload.line, payload.text)).encode(), digest_size=16).hexdigest()
+    try:
+        quads = list(ox.parse(envelope.data.encode("utf-8"), format=ox.RdfFormat.TRIG, rename_blank_nodes=True))
+    except SyntaxError as e:
+        raise RdfInputError("data: %s" % e, payload.origin, payload.line) from None
+    if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
+        raise RdfInputError("data: an envelope's data is one graph (no GRAPH blocks)", payload.origin, payload.line)
+    name = ox.NamedNode(graph)
+    literal = ox.Literal(envelope.time, datatype=XSD_DATETIME) if envelope.time is not None \
+        else instant_literal(instant)
+    return stream, Element(graph, instant, literal, [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
+
+
+def canonical(elements: list[Element]) -> bytes:
+    """Elements as N-Quads 1.2, each graph's timestamp triple first: the form that posted
+    bodies land in and recordings keep, read back into the same elements."""
+    quads = []
+    for element in elements:
+        quads.append(ox.Quad(ox.NamedNode(element.graph), _GENERATED_AT_TIME, element.timestamp_literal,
+                             ox.DefaultGraph()))
+        quads.extend(element.quads)
+    return ox.serialize(quads, format=ox.RdfFormat.N_QUADS)
