@@ -185,12 +185,19 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    # HTTP is served before Spark's sources start (seconds): a client that connects meanwhile is
+    # answered (health says which sources are not up yet) instead of waiting on a silent socket.
+    http = threading.Thread(target=server.serve_forever, name="http")
     try:
+        http.start()
+        log.info("dashboard and API on http://%s:%d/ (data in %s)", host, server.server_port, data_dir)
         ingestion.start()
         scheduler.start()
-        log.info("dashboard and API on http://%s:%d/ (data in %s)", host, server.server_port, data_dir)
-        server.serve_forever()
+        http.join()
     finally:
+        if http.is_alive():
+            server.shutdown()
+            http.join()
         try:
             app.extensions["rspstar"].adhoc.close()
             scheduler.shutdown()

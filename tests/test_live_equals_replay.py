@@ -73,9 +73,7 @@ file = "q.rq"
             assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
             try:
                 text = requests.get(base + "/queries/oxygen/results", timeout=5).text
-            except (requests.ConnectionError, requests.Timeout):
-                # Listening, but not serving until Spark's sources have started (seconds on a
-                # loaded machine).
+            except requests.ConnectionError:
                 text = ""
             live = [json.loads(line) for line in text.splitlines()]
             if len([r for r in live if r["bindings"]]) > WANTED:
