@@ -1,7 +1,14 @@
 import os
 from pathlib import Path
 
+import pyoxigraph as ox
 import pytest
+
+from endpoint.clock import VirtualClock
+from endpoint.engine import Engine, EngineConfig
+from endpoint.http import HttpSettings, create_app
+from http_app import BACKGROUND, T0, TOKEN
+from store.stream_store import StreamStore
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,3 +44,21 @@ def compare_lines(expected, actual, ordered):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.compare_lines(expected, actual, ordered)
+
+
+# The HTTP tests' engine (background data, a virtual clock) and a client of the app with a
+# token, CORS for one origin and a landing directory.
+@pytest.fixture
+def engine(tmp_path):
+    store = StreamStore()
+    store.load_background(BACKGROUND, ox.RdfFormat.TRIG, "bg.trig")
+    return Engine(store, VirtualClock(T0), EngineConfig(data_dir=tmp_path, allowed_sinks=["http://localhost:9"],
+                                                      max_delay=0))
+
+
+@pytest.fixture
+def client(engine, tmp_path):
+    app = create_app(engine, HttpSettings(token=TOKEN, cors_origins=["http://dash.test"], max_body=4096,
+                                          query_timeout=5, landing_dir=tmp_path / "landing"),
+                     ingestion_status=lambda: {"landing": {"quarantined": {"http://example.org/s": 2}, "active": True}})
+    return app.test_client()

@@ -1,0 +1,57 @@
+"""The TOML configuration: its settings, registration of configured queries, and errors that
+name the file and key."""
+import pytest
+
+from endpoint.clock import VirtualClock
+from endpoint.config import ConfigError, load_config, register_configured
+from endpoint.engine import Engine
+from store.stream_store import StreamStore
+from translator.temporal import parse_instant
+
+T0 = parse_instant("2026-03-01T08:00:00Z")
+QUERY = """PREFIX ex: <http://example.org/>
+SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ?p ?v } } }
+"""
+
+
+def test_queries_registered_from_config(tmp_path):
+    (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "engine.toml").write_text('''
+[engine]
+max_delay = "PT0.5S"
+history = 10
+[sinks]
+allowed = ["http://localhost:9000"]
+[[queries]]
+id = "from-config"
+file = "q.rq"
+sinks = ["http://localhost:9000/results"]
+options = { report = "non-empty" }
+''')
+    config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
+    assert config.engine.max_delay == 500_000
+    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(engine, config) == ["from-config"]
+    q = engine.get("from-config")
+    assert q.spec.options == {"report": "non-empty"} and q.evaluator.options.report == "non-empty"
+    # After a restart the query comes back from the data directory, not twice from config.
+    again = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(again, config) == []
+    assert [x.id for x in again.queries()] == ["from-config"]
+
+
+@pytest.mark.parametrize("toml,query,fragment", [
+    ('[engine]\nmax_delay = "soon"\n', None, "max_delay"),
+    ('[[queries]]\nid = "x"\n', None, 'needs file'),
+    ('[[queries]]\nfile = "missing.rq"\n', None, "cannot read"),
+    ('[engine\n', None, "engine.toml"),
+    ('[[queries]]\nfile = "bad.rq"\n', "SELECT * WHERE { ?s ?p }", "bad.rq:1:"),
+    ('[[queries]]\nfile = "ok.rq"\nsinks = ["http://evil.test/"]\n', QUERY, "not in the allow-list"),
+])
+def test_bad_configuration_names_file_and_key(tmp_path, toml, query, fragment):
+    if query is not None:
+        (tmp_path / ("bad.rq" if "bad" in toml else "ok.rq")).write_text(query)
+    (tmp_path / "engine.toml").write_text(toml)
+    with pytest.raises(ConfigError, match=fragment.replace("[", r"\[")):
+        config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
+        register_configured(Engine(StreamStore(), VirtualClock(T0), config.engine), config)

@@ -1,0 +1,53 @@
+"""The continuous-query blueprint: registration, status, results and their parameters, server-sent events."""
+import json
+
+import pyoxigraph as ox
+
+from http_app import AUTH, RSPQL, S, STREAM, T0
+
+
+def test_query_lifecycle_results_and_status(client, engine):
+    created = client.post("/queries", query_string={"id": "q1"}, data=RSPQL,
+                          content_type="application/sparql-query", headers=AUTH)
+    assert created.status_code == 201 and created.headers["Location"] == "/queries/q1"
+    engine.store.publish("http://example.org/s",
+                         engine.store.stage_document("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s").staged)
+    engine.clock.set(T0 + 4 * S)
+    engine.tick()
+    described = client.get("/queries/q1").get_json()
+    assert described["status"]["evaluations"] == 2 and described["windows"][0]["stream"] == "http://example.org/s"
+    lines = client.get("/queries/q1/results").get_data(as_text=True).splitlines()
+    assert [json.loads(l)["time"] for l in lines] == ["2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z"]
+    since = client.get("/queries/q1/results", query_string={"since": "2026-03-01T08:00:02Z", "limit": "5"})
+    assert len(since.get_data(as_text=True).splitlines()) == 1
+    assert client.get("/queries/q1/results", query_string={"since": "soon"}).status_code == 400
+    assert client.get("/queries/q1/results", query_string={"limit": "-1"}).status_code == 400
+    assert [q["id"] for q in client.get("/queries").get_json()["queries"]] == ["q1"]
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'rspstar_evaluations_total{query="q1"} 2.0' in metrics
+    assert 'rspstar_ingested_elements_total{stream="http://example.org/s"} 1.0' in metrics
+    assert client.delete("/queries/q1", headers=AUTH).status_code == 204
+    assert client.get("/queries/q1").status_code == 404
+
+
+def test_server_sent_events_carry_each_record(client, engine):
+    client.post("/queries", query_string={"id": "q1"}, data=RSPQL, content_type="application/sparql-query",
+                headers=AUTH)
+    response = client.get("/queries/q1/events", buffered=False)
+    assert response.mimetype == "text/event-stream"
+    chunks = iter(response.response)
+    assert next(chunks).startswith(b": subscribed")
+    engine.clock.set(T0 + 2 * S)
+    engine.tick()
+    event = next(chunks).decode()
+    assert event.startswith("event: result\ndata: ")
+    assert json.loads(event.split("data: ", 1)[1])["time"] == "2026-03-01T08:00:02Z"
+    response.close()
+
+
+def test_results_parameters_are_checked(client):
+    client.post("/queries", query_string={"id": "q1"}, data=RSPQL, content_type="application/sparql-query", headers=AUTH)
+    for params in ({"limit": "²"}, {"limit": "9999999999999999999"}, {"since": ""}, {"limit": "-1"}):
+        response = client.get("/queries/q1/results", query_string=params)
+        assert response.status_code == 400, params
+    assert client.get("/queries/q1/results", query_string={"limit": "1000000"}).status_code == 200
