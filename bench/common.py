@@ -35,17 +35,21 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def process_tree_rss_by_kind(root: int | None = None) -> dict[str, float]:
-    """Resident memory (MiB) of a process (this one by default) and its descendants now, by
-    kind: the root process itself, Java processes (Spark's JVM) and every other descendant."""
+def process_tree_by_kind(root: int | None = None) -> dict[str, dict[str, float]]:
+    """Resident memory (MiB, "rss") and CPU time used so far (seconds, "cpu") of a process (this
+    one by default) and its live descendants now, by kind: the root process itself ("root"),
+    Java processes (Spark's JVM) and every other descendant."""
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
+    cpu: dict[int, float] = {}
     names: dict[int, str] = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             status = (entry / "status").read_text()
+            stat = (entry / "stat").read_text()
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
@@ -53,6 +57,8 @@ def process_tree_rss_by_kind(root: int | None = None) -> dict[str, float]:
         parents[pid] = int(fields.get("PPid", "0").strip())
         rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
         names[pid] = fields.get("Name", "").strip()
+        times = stat.rsplit(")", 1)[1].split()
+        cpu[pid] = (int(times[11]) + int(times[12])) / tick      # utime, stime
     top = os.getpid() if root is None else root
     tree = {top}
     grew = True
@@ -60,11 +66,17 @@ def process_tree_rss_by_kind(root: int | None = None) -> dict[str, float]:
         children = {pid for pid, parent in parents.items() if parent in tree} - tree
         grew = bool(children)
         tree |= children
-    kinds = {"root": 0.0, "java": 0.0, "other": 0.0}
+    kinds = {k: {"rss": 0.0, "cpu": 0.0} for k in ("root", "java", "other")}
     for pid in tree:
         kind = "root" if pid == top else "java" if names.get(pid) == "java" else "other"
-        kinds[kind] += rss.get(pid, 0) / 1024
+        kinds[kind]["rss"] += rss.get(pid, 0) / 1024
+        kinds[kind]["cpu"] += cpu.get(pid, 0.0)
     return kinds
+
+
+def process_tree_rss_by_kind(root: int | None = None) -> dict[str, float]:
+    """Resident memory (MiB) of a process tree by kind (see `process_tree_by_kind`)."""
+    return {kind: measured["rss"] for kind, measured in process_tree_by_kind(root).items()}
 
 
 def process_tree_rss_mib(root: int | None = None) -> float:

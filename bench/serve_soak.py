@@ -3,12 +3,16 @@ simulators, example queries), sampled every 30 s: resident memory of its whole p
 (Python, Spark's JVM, query workers) and the bytes of its store and recordings. Prints the
 slope of each after the warm-up (least squares, MiB per minute): flat within noise is the goal.
 
-Run by hand: python bench/serve_soak.py [--minutes 30] [--warmup 10] [--scale 1]
-(`--scale` multiplies the simulators' rates: 1 is the defaults' 55 elements/s).
+Also prints the CPU time the process tree used per 1,000 elements ingested after the warm-up.
+
+Run by hand: python bench/serve_soak.py [--minutes 30] [--warmup 10] [--scale 1] [--spark KEY=VALUE ...]
+(`--scale` multiplies the simulators' rates: 1 is the defaults' 55 elements/s; `--spark` adds a
+setting to the configuration's [spark] table, to compare one against the defaults).
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import socket
@@ -17,10 +21,11 @@ import sys
 import tempfile
 import time
 import tomllib
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine, process_tree_rss_by_kind  # noqa: E402
+from common import OUT, Table, machine, process_tree_by_kind  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULTS = REPO / "endpoint" / "defaults" / "default.toml"
@@ -39,9 +44,12 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
 
 
-def config(scale: float, directory: Path) -> Path:
-    """The embedded defaults with the simulators' rates scaled (and paths kept absolute)."""
+def config(scale: float, directory: Path, spark: list[str]) -> Path:
+    """The embedded defaults with the simulators' rates scaled, `spark` settings added (and
+    paths kept absolute)."""
     text = DEFAULTS.read_text()
+    settings = "".join('"%s" = "%s"\n' % tuple(setting.split("=", 1)) for setting in spark)
+    text = text.replace("[spark]\n", "[spark]\n" + settings, 1)
     raw = tomllib.loads(text)
     for source in raw.get("sources", []):
         if source.get("kind") == "simulator":
@@ -53,13 +61,18 @@ def config(scale: float, directory: Path) -> Path:
     return path
 
 
-def run(minutes: float, warmup: float, scale: float) -> Table:
+def ingested(port: int) -> int:
+    with urllib.request.urlopen("http://127.0.0.1:%d/streams" % port, timeout=30) as response:
+        return sum(s["ingested"] for s in json.load(response)["streams"])
+
+
+def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
     work = Path(tempfile.mkdtemp(prefix="rspstar-soak-"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = (work / "serve.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "endpoint.cli", "serve", "--config", str(config(scale, work)),
+    server = subprocess.Popen([sys.executable, "-m", "endpoint.cli", "serve", "--config", str(config(scale, work, spark)),
                                "--port", str(port), "--data", str(work / "data")], cwd=REPO, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
     samples = []
@@ -69,24 +82,34 @@ def run(minutes: float, warmup: float, scale: float) -> Table:
             time.sleep(SAMPLE_SECONDS)
             assert server.poll() is None, (work / "serve.log").read_text()[-2000:]
             minute = (time.monotonic() - started) / 60
-            kinds = process_tree_rss_by_kind(server.pid)
-            samples.append((minute, sum(kinds.values()), kinds["root"], kinds["java"], kinds["other"],
-                            mib(work / "data" / "store"), mib(work / "data" / "recording")))
+            kinds = process_tree_by_kind(server.pid)
+            rss = {kind: measured["rss"] for kind, measured in kinds.items()}
+            try:
+                count = ingested(port)
+            except OSError:
+                count = None        # not serving yet
+            samples.append((minute, sum(rss.values()), rss["root"], rss["java"], rss["other"],
+                            mib(work / "data" / "store"), mib(work / "data" / "recording"),
+                            sum(k["cpu"] for k in kinds.values()), kinds["java"]["cpu"], count))
             print("%.1f min: RSS %.0f MiB (Python %.0f, JVM %.0f, workers %.0f), store %.1f MiB, "
-                  "recording %.1f MiB" % samples[-1], flush=True)
+                  "recording %.1f MiB, CPU %.0f s (JVM %.0f s), %s elements" % samples[-1], flush=True)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
         log.close()
-    steady = [s for s in samples if s[0] >= warmup]
-    table = Table("rspstar serve soak: %.0f min, defaults' rates x %g, warm-up %.0f min (%s)"
-                  % (minutes, scale, warmup, machine()),
+    steady = [s for s in samples if s[0] >= warmup and s[9] is not None]
+    table = Table("rspstar serve soak: %.0f min, defaults' rates x %g%s, warm-up %.0f min (%s)"
+                  % (minutes, scale, "".join(", " + setting for setting in spark), warmup, machine()),
                   ["measure", "after warm-up", "at the end", "slope after warm-up (MiB/min)"])
     for k, name in ((1, "RSS of the process tree (MiB)"), (2, "  of it the Python server (MiB)"),
                     (3, "  of it Spark's JVM (MiB)"), (4, "  of it query workers (MiB)"),
                     (5, "store on disk (MiB)"), (6, "recordings (MiB)")):
         table.add(name, "%.1f" % steady[0][k], "%.1f" % steady[-1][k],
                   "%.2f" % slope([(s[0], s[k]) for s in steady]))
+    elements = steady[-1][9] - steady[0][9]
+    for k, name in ((7, "CPU s per 1,000 elements, whole tree"), (8, "CPU s per 1,000 elements, Spark's JVM")):
+        table.add(name, "", "%.2f" % (1000 * (steady[-1][k] - steady[0][k]) / max(elements, 1)), "")
+    table.add("elements per second after warm-up", "", "%.0f" % (elements / (60 * (steady[-1][0] - steady[0][0]))), "")
     return table
 
 
@@ -95,8 +118,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--warmup", type=float, default=10)
     parser.add_argument("--scale", type=float, default=1)
+    parser.add_argument("--spark", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
-    table = run(args.minutes, args.warmup, args.scale)
+    table = run(args.minutes, args.warmup, args.scale, args.spark)
     print(table.markdown())
     OUT.mkdir(exist_ok=True)
     (OUT / "serve_soak.md").write_text(table.markdown())
