@@ -25,22 +25,24 @@ SAVED_COUNTERS = ("ingested", "evicted", "late", "watermark")
 class ElementIndex:
     def __init__(self):
         self._entries: dict[str, list[tuple[int, int, str]]] = {}   # (τ, arrival, graph), sorted
-        self._stream_of: dict[str, str] = {}
+        self._held: dict[str, tuple[str, object]] = {}              # graph -> (stream, stamp)
         self._stats: dict[str, StreamStats] = {}
         self._sequence = itertools.count()
 
     def __contains__(self, graph: str) -> bool:
-        return graph in self._stream_of
+        return graph in self._held
 
-    def add(self, stream: str, timestamp: int, graph: str) -> None:
-        """Index one element; one below the stream's watermark is counted late."""
+    def add(self, stream: str, timestamp: int, graph: str, stamp: object) -> None:
+        """Index one element; one below the stream's watermark is counted late. `stamp` is
+        whatever the owner needs to remove the element's timestamp again (handed back by
+        `cut_before`)."""
         entries = self._entries.setdefault(stream, [])
         entry = (timestamp, next(self._sequence), graph)
         if not entries or entries[-1] <= entry:
             entries.append(entry)
         else:
             bisect.insort(entries, entry)
-        self._stream_of[graph] = stream
+        self._held[graph] = (stream, stamp)
         stats = self.stats_of(stream)
         stats.elements += 1
         if stats.watermark is not None and timestamp < stats.watermark:
@@ -57,16 +59,15 @@ class ElementIndex:
         hi = bisect.bisect_left(entries, (closes,))
         return [entry[2] for entry in entries[lo:hi]]
 
-    def cut_before(self, stream: str, instant: int) -> list[str]:
-        """Remove and return the graph names with τ < instant, counted as evicted."""
+    def cut_before(self, stream: str, instant: int) -> list[tuple[str, object]]:
+        """Remove and return (graph name, stamp) of the elements with τ < instant, counted as
+        evicted."""
         entries = self._entries.get(stream)
         cut = bisect.bisect_left(entries, (instant,)) if entries else 0
         if cut == 0:
             return []
-        doomed = [graph for _, _, graph in entries[:cut]]
+        doomed = [(graph, self._held.pop(graph)[1]) for _, _, graph in entries[:cut]]
         del entries[:cut]
-        for graph in doomed:
-            del self._stream_of[graph]
         stats = self._stats[stream]
         stats.elements -= cut
         stats.evicted += cut

@@ -6,7 +6,7 @@ from store.element_index import ElementIndex
 def test_elements_are_kept_in_time_order_and_ties_in_arrival_order():
     index = ElementIndex()
     for timestamp, graph in [(5, "e5"), (1, "e1"), (5, "e5b"), (3, "e3")]:
-        index.add("s", timestamp, graph)
+        index.add("s", timestamp, graph, "stamp of " + graph)
     assert index.between("s", 0, 10) == ["e1", "e3", "e5", "e5b"]
     assert index.between("s", 3, 5) == ["e3"] and index.between("other", 0, 10) == []
     assert "e3" in index and "e9" not in index
@@ -14,10 +14,10 @@ def test_elements_are_kept_in_time_order_and_ties_in_arrival_order():
 
 def test_late_elements_eviction_and_watermarks():
     index = ElementIndex()
-    index.add("s", 10, "e10")
+    index.add("s", 10, "e10", "stamp of e10")
     assert index.advance_watermark("s", 8) and not index.advance_watermark("s", 7)   # never back
-    index.add("s", 7, "e7")                                        # below the watermark: late
-    assert index.cut_before("s", 9) == ["e7"] and index.cut_before("s", 9) == []
+    index.add("s", 7, "e7", "stamp of e7")                                        # below the watermark: late
+    assert index.cut_before("s", 9) == [("e7", "stamp of e7")] and index.cut_before("s", 9) == []
     stats = index.snapshot()["s"]
     assert (stats.elements, stats.late, stats.evicted, stats.latest, stats.watermark) == (1, 1, 1, 10, 8)
     assert index.known("t") is None and "t" not in index.snapshot()
@@ -25,13 +25,13 @@ def test_late_elements_eviction_and_watermarks():
 
 def test_saved_counters_come_back_over_a_rebuilt_index():
     index = ElementIndex()
-    index.add("s", 1, "e1")
-    index.add("s", 2, "e2")
+    index.add("s", 1, "e1", "stamp of e1")
+    index.add("s", 2, "e2", "stamp of e2")
     index.stats_of("s").ingested += 2            # the store counts what it publishes
     index.advance_watermark("s", 2)
     index.cut_before("s", 2)
     saved = index.saved_counters()
     rebuilt = ElementIndex()                     # what a reopened store finds on disk
-    rebuilt.add("s", 2, "e2")
+    rebuilt.add("s", 2, "e2", "stamp of e2")
     rebuilt.restore_counters(saved)
     assert rebuilt.snapshot() == index.snapshot()

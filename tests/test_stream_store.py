@@ -285,3 +285,31 @@ def test_a_compaction_asked_for_while_one_is_under_way_changes_nothing():
         store.generations._journal = None
     # The evictions still count towards the next rebuild, which happens.
     assert store.maybe_compact() is not None and store.compactions
+
+
+@pytest.mark.parametrize("how", ["elements", "document", "reopened"])
+def test_eviction_removes_each_elements_timestamp_triple_whatever_its_lexical_form(tmp_path, how):
+    # The timestamps are removed as stored, not looked up by a SPARQL update: a literal in
+    # another time zone, with trailing zeros, or under another predicate must still go.
+    data = b"""@prefix ex: <http://example.org/> .
+ex:e1 ex:at "2026-03-01T09:00:01.50+01:00"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+ex:e2 ex:at "2026-03-01T08:00:02Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+ex:e1 { ex:o ex:v 1 . }
+ex:e2 { ex:o ex:v 2 . }
+"""
+    predicate = "http://example.org/at"
+    store = StreamStore(str(tmp_path / "store"))
+    if how == "elements":
+        store.add_elements("http://s", read_elements(data, "s.trig", timestamp_predicate=predicate).elements,
+                           timestamp_predicate=predicate)
+    else:
+        store.publish("http://s", store.stage_document("http://s", data, ox.RdfFormat.TRIG, "s.trig",
+                                                       timestamp_predicate=predicate).staged)
+    if how == "reopened":
+        store.close()
+        store = StreamStore(str(tmp_path / "store"))
+    assert store.evict_before("http://s", T0 + 2 * S) == 1
+    stamps = list(store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(timestamps_graph("http://s"))))
+    assert [q.subject.value for q in stamps] == ["http://example.org/e2"]
+    assert ox.NamedNode("http://example.org/e1") not in set(store.oxigraph.named_graphs())
+    assert store.elements_in("http://s", T0, T0 + 10 * S) == ["http://example.org/e2"]
