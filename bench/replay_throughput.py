@@ -48,7 +48,7 @@ def run(elements: int, seconds: int = 100) -> Table:
                       ["system", "seconds", "elements/s", "quads/s", "ratio to raw insert"])
         table.add("raw pyoxigraph bulk_load", raw_seconds, elements / raw_seconds, quads / raw_seconds, "1")
         for label, spec_text in WINDOWS:
-            spec = ReplayInput(QUERY % spec_text, [("http://example.org/stream", path)],
+            spec = ReplayInput.single(QUERY % spec_text, [("http://example.org/stream", path)],
                                parse_instant("2026-03-01T08:00:00Z"),
                                parse_instant("2026-03-01T08:00:00Z") + seconds * 1_000_000,
 )
@@ -56,7 +56,7 @@ def run(elements: int, seconds: int = 100) -> Table:
             replay = Replay(spec)
             loaded = time.perf_counter()
             evaluations = rows = 0
-            for record in replay.run():
+            for _, record in replay.run():
                 evaluations += 1
                 rows += len(record.get("bindings", []))
             ours = time.perf_counter() - started

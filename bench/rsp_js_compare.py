@@ -90,10 +90,10 @@ def run_rspjs(modules: Path, values: list[float], sensors: int, seconds: int, ki
 def run_ours(path: Path, kind: str, seconds: int) -> tuple[float, dict[int, int]]:
     """(seconds, result rows per window close) of a replay over the stream file, windows
     aligned as rsp-js aligns them (its first closes at 2 s, holding [-8 s, 2 s))."""
-    spec = ReplayInput(query_text(kind, "1969-12-31T23:59:52Z"), [("http://example.org/stream", path)], -1,
+    spec = ReplayInput.single(query_text(kind, "1969-12-31T23:59:52Z"), [("http://example.org/stream", path)], -1,
                        seconds * 1_000_000)
     started = time.perf_counter()
-    per_close = {parse_instant(record["time"]): len(record.get("bindings", [])) for record in Replay(spec).run()}
+    per_close = {parse_instant(record["time"]): len(record.get("bindings", [])) for _, record in Replay(spec).run()}
     return time.perf_counter() - started, per_close
 
 
@@ -113,7 +113,7 @@ def agreement(theirs: dict[int, int], ours: dict[int, int]) -> str:
 
 def run_raw(data: bytes, kind: str, seconds: int, sensors: int) -> float:
     """The limit: bulk insert, then the same SPARQL per window on the raw store."""
-    spec = ReplayInput(query_text(kind, None), [], -1, seconds * 1_000_000)
+    spec = ReplayInput.single(query_text(kind, None), [], -1, seconds * 1_000_000)
     replay = Replay(spec)
     query = replay.query
     started = time.perf_counter()

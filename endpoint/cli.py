@@ -15,7 +15,7 @@ from translator.validate import compile_query
 
 from .config import DEFAULT_CONFIG
 from .errors import EndpointError, UsageError
-from .replay import ReplayInput, replay
+from .replay import Replay, ReplayInput
 
 EXIT_INPUT_ERROR = 2
 
@@ -56,7 +56,23 @@ def _read_query(path: str) -> str:
 
 
 def cmd_replay(args) -> int:
-    text = _read_query(args.query)
+    files = [Path(q) for q in args.query]
+    ids = [f.stem for f in files]
+    if len(files) > 1 and not args.out_dir:
+        raise UsageError("several queries need --out-dir (one <query file stem>.jsonl each)")
+    if args.out and args.out_dir:
+        raise UsageError("--out and --out-dir exclude each other")
+    if len(set(ids)) < len(ids):
+        repeated = next(i for i in ids if ids.count(i) > 1)
+        raise UsageError("two query files are named %s.*: their results would share %s.jsonl" % (repeated, repeated))
+    texts = {}
+    for query_id, file in zip(ids, files):
+        texts[query_id] = _read_query(str(file))
+        try:
+            compile_query(texts[query_id])
+        except QuerySyntaxError as e:
+            print("%s:%d:%d: %s" % (file, e.line, e.column, e.message), file=sys.stderr)
+            return EXIT_INPUT_ERROR
     streams = []
     for item in args.stream:
         iri, file = _key_value(item, "--stream")
@@ -65,19 +81,42 @@ def cmd_replay(args) -> int:
         if not file.is_file():
             raise UsageError("no such file: %s" % file)
     options = dict(_key_value(o, "--option") for o in args.option)
-    spec = ReplayInput(text, streams, _instant(args.start, "--from"), _instant(args.end, "--to"),
+    spec = ReplayInput(texts, streams, _instant(args.start, "--from"), _instant(args.end, "--to"),
                        Path(args.background) if args.background else None, options)
-    try:
-        lines = (json.dumps(record, sort_keys=True) + "\n" for record in replay(spec))
-        if args.out:
-            _write_atomically(Path(args.out), lines)
-        else:
-            for line in lines:
-                sys.stdout.write(line)
-    except QuerySyntaxError as e:
-        print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
-        return EXIT_INPUT_ERROR
+    replay = Replay(spec)
+    if args.out_dir:
+        _write_all_atomically(Path(args.out_dir), ids, replay.run())
+        return 0
+    lines = (json.dumps(record, sort_keys=True) + "\n" for _, record in replay.run())
+    if args.out:
+        _write_atomically(Path(args.out), lines)
+    else:
+        for line in lines:
+            sys.stdout.write(line)
     return 0
+
+
+def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
+    """One <id>.jsonl per query in `directory`, all or none (each written beside its final
+    name, renamed into place once the whole replay has run)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    temporary, outs = {}, {}
+    for query_id in ids:
+        fd, name = tempfile.mkstemp(prefix=".%s." % query_id, suffix=".tmp", dir=directory)
+        temporary[query_id], outs[query_id] = Path(name), os.fdopen(fd, "w", encoding="utf-8")
+    try:
+        for query_id, record in records:
+            outs[query_id].write(json.dumps(record, sort_keys=True) + "\n")
+        for out in outs.values():
+            out.close()
+        for query_id, tmp in temporary.items():
+            os.replace(tmp, directory / ("%s.jsonl" % query_id))
+    finally:
+        for out in outs.values():
+            out.close()
+        for tmp in temporary.values():
+            if tmp.exists():
+                tmp.unlink()
 
 
 def cmd_check(args) -> int:
@@ -105,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     rp = sub.add_parser("replay", help="evaluate a query over recorded streams in event time")
-    rp.add_argument("query", help="RSP-QL* query file")
+    rp.add_argument("query", nargs="+", help="RSP-QL* query file(s): several replay together in one pass")
     rp.add_argument("--stream", action="append", default=[], metavar="IRI=FILE",
                     help="a recorded stream (TriG 1.2 or N-Quads 1.2); repeatable")
     rp.add_argument("--background", metavar="FILE", help="background data (TriG, Turtle, N-Quads)")
@@ -117,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="query option: report=close|non-empty, window_default_graph=timestamps|union, "
                          "rspu_cache, lazy_bind, h4 (true|false)")
     rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
+    rp.add_argument("--out-dir", metavar="DIR", help="write <query file stem>.jsonl per query here "
+                                                     "(needed with several queries)")
     rp.set_defaults(handler=cmd_replay)
 
     sv = sub.add_parser("serve", help="run the engine: store on disk, Spark ingestion, scheduler, HTTP API and dashboard")

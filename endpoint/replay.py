@@ -2,10 +2,12 @@
 (shared/conformance/README.md). Elements are published as the clock reaches their timestamps,
 each stream's watermark follows them, and the engine does the rest exactly as it does live:
 it decides the due instants, evaluates, applies R2S, emits and evicts. Live == replay holds by
-construction: there is one runner."""
+construction: there is one runner. Several queries replay in one pass over the streams, as
+they would run together live."""
 from __future__ import annotations
 
 import heapq
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -26,17 +28,24 @@ from .errors import UsageError
 _OFFLINE = dict(max_delay=0, max_range=2**62, max_reports_per_second=float("inf"), federation_allowed=None)
 # What a live record carries about its delivery, and a replay's output leaves out.
 _LIVE_ONLY = ("trigger", "latency_ms")
-_QUERY_ID = "replay"
 
 
 @dataclass
 class ReplayInput:
-    query_text: str
+    queries: dict[str, str]     # query id -> RSP-QL* text, in the order they are registered
     streams: list[tuple[str, Path]]
     start: int          # evaluation instants t with start < t <= end
     end: int
     background: Path | None = None
     options: dict[str, str] = field(default_factory=dict)   # query options, as `--option` gives them
+
+    @classmethod
+    def single(cls, query_text: str, streams: list[tuple[str, Path]], start: int, end: int,
+               background: Path | None = None, options: dict[str, str] | None = None) -> "ReplayInput":
+        return cls({REPLAY_ID: query_text}, streams, start, end, background, dict(options or {}))
+
+
+REPLAY_ID = "replay"
 
 
 class Replay:
@@ -46,13 +55,16 @@ class Replay:
     elements published to the stream index as the virtual clock reaches their timestamps:
     until then no query can see them."""
 
-    def __init__(self, spec: ReplayInput, query: ContinuousQuery | None = None):
+    def __init__(self, spec: ReplayInput):
         self.spec = spec
-        self.query = query or compile_query(spec.query_text)
-        unread = [stream for stream, _ in spec.streams if stream not in self.query.streams]
+        if not spec.queries:
+            raise UsageError("a replay needs a query")
+        self.queries = {query_id: compile_query(text) for query_id, text in spec.queries.items()}
+        read = set().union(*(q.streams for q in self.queries.values()))
+        unread = [stream for stream, _ in spec.streams if stream not in read]
         if unread:
-            raise UsageError("the query reads no stream <%s> (it reads %s)" % (
-                unread[0], ", ".join("<%s>" % s for s in sorted(self.query.streams)) or "none"))
+            raise UsageError("no query reads stream <%s> (they read %s)" % (
+                unread[0], ", ".join("<%s>" % s for s in sorted(read)) or "none"))
         if spec.start > spec.end:
             raise UsageError("the replay starts after it ends (from %s, to %s)"
                              % (format_instant(spec.start), format_instant(spec.end)))
@@ -66,7 +78,14 @@ class Replay:
         self.pending = pending
         self.clock = VirtualClock(spec.start)
         self.engine = Engine(self.store, self.clock, EngineConfig(**_OFFLINE))
-        self.registered = self.engine.register(spec.query_text, _QUERY_ID, options=spec.options)
+        self.registered = {query_id: self.engine.register(text, query_id, options=spec.options)
+                           for query_id, text in spec.queries.items()}
+
+    @property
+    def query(self) -> ContinuousQuery:
+        """The query of a one-query replay."""
+        [query] = self.queries.values()
+        return query
 
     def _stage(self, optimistic: bool) -> tuple[StreamStore, list]:
         store = StreamStore()
@@ -94,23 +113,24 @@ class Replay:
             batches.setdefault(stream, []).append(element)
         return sum(self.store.publish(stream, elements) for stream, elements in batches.items())
 
-    def run(self) -> Iterator[dict]:
-        """The record of every evaluation in (start, end], as the engine emits it."""
-        feed = self.registered.feed.subscribe()
+    def run(self) -> Iterator[tuple[str, dict]]:
+        """(query id, record) of every evaluation in (start, end], instant by instant, as the
+        engine emits them."""
+        feeds = {query_id: registered.feed.subscribe() for query_id, registered in self.registered.items()}
+        streams = set().union(*(q.streams for q in self.queries.values()))
+        instants = heapq.merge(*(q.report_instants(self.spec.start, self.spec.end) for q in self.queries.values()))
         try:
-            for instant in self.query.report_instants(self.spec.start, self.spec.end):
+            for instant, _ in itertools.groupby(instants):
                 self.publish_until(instant)
-                for stream in self.query.streams:
+                for stream in streams:
                     self.store.advance_watermark(stream, instant)
                 self.clock.set(instant)
                 self.engine.tick()
-                while not feed.empty():
-                    record = feed.get_nowait()
-                    yield {k: v for k, v in record.items() if k not in _LIVE_ONLY}
+                for query_id, feed in feeds.items():
+                    while not feed.empty():
+                        record = feed.get_nowait()
+                        yield query_id, {k: v for k, v in record.items() if k not in _LIVE_ONLY}
         finally:
-            self.registered.feed.unsubscribe(feed)
+            for query_id, feed in feeds.items():
+                self.registered[query_id].feed.unsubscribe(feed)
 
-
-def replay(spec: ReplayInput) -> Iterator[dict]:
-    """The conformance JSON records of every evaluation in (start, end]."""
-    return Replay(spec).run()

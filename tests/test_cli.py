@@ -62,7 +62,7 @@ def test_unknown_option_and_bad_instant_are_usage_errors(write, capsys):
 def test_a_stream_the_query_never_reads_and_a_backward_range_are_refused(write, capsys):
     q, s = write("q.rq", QUERY), write("s.trig", STREAM)
     assert main(["replay", str(q), "--stream", "http://example.org/typo=%s" % s, *RANGE]) == 2
-    assert "the query reads no stream <http://example.org/typo> (it reads <http://example.org/s>)" \
+    assert "no query reads stream <http://example.org/typo> (they read <http://example.org/s>)" \
         in capsys.readouterr().err
     assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s,
                  "--from", "2026-03-01T08:00:04Z", "--to", "2026-03-01T08:00:00Z"]) == 2
@@ -127,3 +127,34 @@ def test_elements_sharing_a_timestamp_are_all_replayed(write, tmp_path):
     assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)]) == 0
     first = json.loads(out.read_text().splitlines()[0])
     assert sorted(b["o"] for b in first["bindings"]) == ["<http://example.org/o0>", "<http://example.org/o1>"]
+
+
+def test_several_queries_replay_in_one_pass_each_into_its_own_file(write, tmp_path):
+    # Each query's file equals what it gives replayed alone.
+    q = write("q.rq", QUERY)
+    wide = write("wide.rq", QUERY.replace("[RANGE PT2S]", "[RANGE PT4S STEP PT1S]"))
+    s = write("s.trig", STREAM)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    assert main(["replay", str(q), str(wide), *stream, *RANGE, "--out-dir", str(tmp_path / "out")]) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["q.jsonl", "wide.jsonl"]
+    for query in (q, wide):
+        alone = tmp_path / ("%s.alone.jsonl" % query.stem)
+        assert main(["replay", str(query), *stream, *RANGE, "--out", str(alone)]) == 0
+        assert (tmp_path / "out" / ("%s.jsonl" % query.stem)).read_text() == alone.read_text() != ""
+    times = [json.loads(line)["time"] for line in (tmp_path / "out" / "wide.jsonl").read_text().splitlines()]
+    assert times == ["2026-03-01T08:00:0%dZ" % k for k in (1, 2, 3, 4)]
+
+
+def test_several_queries_need_an_out_dir_and_distinct_file_stems(write, tmp_path, capsys):
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    (tmp_path / "other").mkdir()
+    again = write("other/q.rq", QUERY)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    assert main(["replay", str(q), str(again), *stream, *RANGE, "--out", str(tmp_path / "x.jsonl")]) == 2
+    assert "several queries need --out-dir" in capsys.readouterr().err
+    assert main(["replay", str(q), str(again), *stream, *RANGE, "--out-dir", str(tmp_path / "out")]) == 2
+    assert "two query files are named q.*" in capsys.readouterr().err
+    bad = write("bad.rq", "SELECT * WHERE { ?s ?p }")
+    assert main(["replay", str(q), str(bad), *stream, *RANGE, "--out-dir", str(tmp_path / "out")]) == 2
+    assert str(bad) + ":1:" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
