@@ -11,6 +11,7 @@ from pathlib import Path
 from store.errors import StoreError
 from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from translator.temporal import parse_instant
+from translator.rewrite import compile_template
 from translator.validate import compile_query
 
 from .config import DEFAULT_CONFIG
@@ -130,6 +131,7 @@ def cmd_check(args) -> int:
         "form": query.form.value, "r2s": query.r2s.value, "name": query.name,
         "output_stream": query.output_stream,
         "windows": [w.describe() for w in query.windows.values()],
+        "sparql": compile_template(query).show().splitlines(),
     }, indent=2))
     return 0
 

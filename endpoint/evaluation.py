@@ -14,7 +14,7 @@ import pyoxigraph as ox
 from store.stream_store import StreamStore
 from store.terms import term_to_ntriples, triple_to_ntriples
 from translator.model import R2S, ContinuousQuery, QueryForm
-from translator.rewrite import INTERNAL_VARIABLE_PREFIX, RewriteOptions, defers_filters, rewrite
+from translator.rewrite import INTERNAL_VARIABLE_PREFIX, RewriteOptions, Template, compile_template, defers_filters
 from translator.temporal import format_instant
 from translator.uncertainty import FunctionLibrary
 
@@ -143,6 +143,8 @@ class QueryEvaluator:
                                               window_union=options.window_default_graph == "union",
                                               fuse_rspu=options.fuse_rspu)
         self.h4 = H4Choice() if options.h4 and defers_filters(query) else None
+        # Rewritten once per set of rewrite options (two at most: H4 on and off).
+        self._templates: dict[RewriteOptions, Template] = {}
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
 
     def window_elements(self, instant: int) -> tuple[dict[str, tuple[int, int]], dict[str, list[str]]]:
@@ -162,7 +164,10 @@ class QueryEvaluator:
         deferred = self.h4.next() if self.h4 is not None else options.h4
         if deferred != options.h4:
             options = replace(options, h4=deferred)
-        rewritten = rewrite(self.query, elements, self.store.background_graphs(), options)
+        template = self._templates.get(options)
+        if template is None:
+            template = self._templates[options] = compile_template(self.query, options)
+        rewritten = template.instantiate(elements, self.store.background_graphs())
         for fused in rewritten.fused_functions:
             self.functions.add_fused(fused)
         self.functions.begin_evaluation()

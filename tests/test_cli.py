@@ -98,7 +98,10 @@ def test_console_script_check(write):
     q = write("q.rq", QUERY)
     done = subprocess.run([sys.executable, "-m", "endpoint.cli", "check", str(q)], capture_output=True, text=True)
     assert done.returncode == 0
-    assert json.loads(done.stdout)["windows"][0]["range"] == "PT2S"
+    checked = json.loads(done.stdout)
+    assert checked["windows"][0]["range"] == "PT2S"
+    # The query as it is compiled once: SPARQL-star with a slot for each window's elements.
+    assert any("VALUES ?g { $elements(<http://example.org/w>) }" in line for line in checked["sparql"])
 
 
 def test_two_streams_reusing_a_graph_name_are_refused(write, capsys):

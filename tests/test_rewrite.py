@@ -257,3 +257,34 @@ def test_union_option_puts_element_content_in_the_window_default_graph(store):
     # Blank nodes are not variables of SELECT *: two matching subjects give two empty solutions.
     assert rows(store, "SELECT * FROM NAMED WINDOW ex:w ON ex:a [RANGE PT4S] WHERE { WINDOW ex:w { "
                        "[] ex:sensor ex:s1 } }", T0 + 4 * S, window_default_graph="union") == [{}, {}]
+
+
+def test_a_query_is_rewritten_once_and_each_evaluation_only_fills_its_slots(store, monkeypatch):
+    import endpoint.evaluation
+    compiled = []
+    real = endpoint.evaluation.compile_template
+    monkeypatch.setattr(endpoint.evaluation, "compile_template", lambda q, o: compiled.append(o) or real(q, o))
+    query = compile_query(PREFIXES + """SELECT ?o FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S STEP PT1S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y } } GRAPH ex:profile { ?s ex:status ?t } }""")
+    evaluator = QueryEvaluator(query, store, EvaluationOptions.from_pairs({"h4": "false"}))
+    results = [sorted(r["o"] for r in evaluator.evaluate(T0 + k * S).rows) for k in range(1, 7)]
+    assert len(compiled) == 1
+    # GRAPH ex:a3 matches only while ex:a3 is in the window ([T0+2s, T0+4s) and [T0+3s, T0+5s)).
+    assert results == [[], [], [], ["<http://example.org/obs-a2>", "<http://example.org/obs-a3>"],
+                       ["<http://example.org/obs-a3>", "<http://example.org/obs-a4>"], []]
+
+
+def test_the_template_shows_its_slots_and_fills_into_the_same_text_as_a_rewrite():
+    from translator.rewrite import compile_template
+    query = compile_query(PREFIXES + """SELECT * FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y } } GRAPH ?b { ?s ?p ?t } }""")
+    template = compile_template(query)
+    shown = template.show()
+    assert "VALUES ?g { $elements(<http://example.org/w>) }" in shown
+    assert "$unless(<http://example.org/a3> in $elements(<http://example.org/w>)){ FILTER(false) }" in shown
+    assert "VALUES ?b { $background }" in shown
+    elements = {"http://example.org/w": ["http://example.org/a3", "http://example.org/a4"]}
+    assert template.instantiate(elements, ["http://example.org/profile"]).text == \
+        rewrite(query, elements, ["http://example.org/profile"]).text
+    filled = template.instantiate(elements, ["http://example.org/profile"]).text
+    assert "VALUES ?g { <http://example.org/a3> <http://example.org/a4> }" in filled and "FILTER(false)" not in filled

@@ -15,6 +15,10 @@ elements each window holds at this evaluation:
 
 Element sets are inlined as VALUES: the store selects them from its time index, so the cost
 does not grow with the size of the store.
+
+A query is rewritten once, at registration, into a `Template`: the SPARQL-star text with a slot
+wherever the text depends on an evaluation (a window's elements, whether a named graph is among
+them, the background graphs). An evaluation only fills the slots.
 """
 from __future__ import annotations
 
@@ -49,39 +53,123 @@ class RewriteOptions:
     fuse_rspu: bool = True       # nested rspu: calls as one call (functions.FUSED_PREFIX)
 
 
+class _Filling:
+    """What one evaluation fills a template's slots with, each window's set made once."""
+
+    def __init__(self, elements: dict[str, list[str]], background: list[str]):
+        self.elements = elements
+        self.background = background
+        self._values: dict[str | None, str] = {}
+        self._members: dict[str | None, set[str]] = {}
+
+    def graphs(self, window: str | None) -> list[str]:
+        return self.background if window is None else self.elements.get(window, [])
+
+    def values(self, window: str | None) -> str:
+        if window not in self._values:
+            self._values[window] = " ".join(["<%s>" % g for g in self.graphs(window)])
+        return self._values[window]
+
+    def has(self, window: str | None, iri: str) -> bool:
+        if window not in self._members:
+            self._members[window] = set(self.graphs(window))
+        return iri in self._members[window]
+
+
+@dataclass(frozen=True)
+class Values:
+    """The graphs of a window (None: the background graphs), as VALUES data."""
+    window: str | None
+
+    def fill(self, filling: _Filling) -> str:
+        return filling.values(self.window)
+
+    def show(self) -> str:
+        return "$elements(<%s>)" % self.window if self.window is not None else "$background"
+
+
+@dataclass(frozen=True)
+class IfMember:
+    """One text when every IRI of `iris` is among the graphs of a window (None: the background
+    graphs), another when one is not."""
+    window: str | None
+    iris: tuple[str, ...]
+    member: tuple
+    other: tuple
+
+    def fill(self, filling: _Filling) -> str:
+        inside = all(filling.has(self.window, iri) for iri in self.iris)
+        return _fill(self.member if inside else self.other, filling)
+
+    def show(self) -> str:
+        iris = " ".join("<%s>" % i for i in self.iris)
+        if self.member == ("",):
+            return "$unless(%s in %s){ %s }" % (iris, Values(self.window).show(), _show(self.other))
+        return "$if(%s in %s){ %s }else{ %s }" % (iris, Values(self.window).show(), _show(self.member),
+                                                   _show(self.other))
+
+
+def _fill(pieces: tuple, filling: _Filling) -> str:
+    return "".join(p if isinstance(p, str) else p.fill(filling) for p in pieces)
+
+
+def _show(pieces: tuple) -> str:
+    return "".join(p if isinstance(p, str) else p.show() for p in pieces)
+
+
 @dataclass
 class RewrittenQuery:
     text: str
     default_graph: list[str] | None
     source: SourceText
-    marks: list[tuple[int, int, int]] = field(repr=False)
+    placed: list[tuple[int, int, int]] = field(repr=False)   # (length, source offset, copied) per part
     fused_functions: tuple[str, ...] = ()    # FUSED_PREFIX IRIs the text calls
 
     def source_position(self, line: int, column: int) -> tuple[int, int]:
         """Map a (line, column) in the rewritten text back to the user's query text."""
         offset = SourceText(self.text).offset(line, column)
-        best = self.marks[0] if self.marks else (0, 0, 0)
-        for mark in self.marks:
-            if mark[0] > offset:
+        best, start = (0, 0, 0), 0
+        for length, src, copied in self.placed:
+            if start > offset:
                 break
-            best = mark
+            best = (start, src, copied)
+            start += length + 1
         out_start, src, copied = best
         return self.source.position(src + min(max(offset - out_start, 0), max(copied - 1, 0)))
+
+
+@dataclass
+class Template:
+    """A query rewritten once: text parts (each a tuple of strings and slots) with where in the
+    user's text each came from; `instantiate` fills the slots for one evaluation."""
+
+    parts: list[tuple[tuple, int, bool]]     # (pieces, source offset, copied from the source)
+    default_graph: list[str] | None
+    source: SourceText
+    fused_functions: tuple[str, ...]
+    from_named: list[str] | None             # FROM NAMED graphs: the background GRAPH ranges over
+
+    def instantiate(self, elements: dict[str, list[str]], background_graphs: list[str]) -> RewrittenQuery:
+        filling = _Filling(elements, self.from_named or background_graphs)
+        texts = [pieces[0] if len(pieces) == 1 and isinstance(pieces[0], str) else _fill(pieces, filling)
+                 for pieces, _, _ in self.parts]
+        placed = [(len(text), src, len(text) if copied else 0) for text, (_, src, copied) in zip(texts, self.parts)]
+        return RewrittenQuery(" ".join(texts) + " ", self.default_graph, self.source, placed, self.fused_functions)
+
+    def show(self) -> str:
+        """The template as text, its slots written `$elements(<window>)`, `$background`,
+        `$if(<graph> in ...){ ... }else{ ... }` and `$unless(<graph> in ...){ ... }`."""
+        return " ".join(_show(pieces) for pieces, _, _ in self.parts)
 
 
 class _Emitter:
     def __init__(self, body: ParsedBody):
         self.text = body.source.text
         self.tokens = body.tokens
-        self.parts: list[str] = []
-        self.length = 0
-        self.marks: list[tuple[int, int, int]] = []
+        self.parts: list[tuple[tuple, int, bool]] = []
 
-    def _put(self, text: str, src: int, copied: bool) -> None:
-        self.marks.append((self.length, src, len(text) if copied else 0))
-        self.parts.append(text)
-        self.parts.append(" ")
-        self.length += len(text) + 1
+    def _put(self, pieces: str | tuple, src: int, copied: bool) -> None:
+        self.parts.append((pieces if isinstance(pieces, tuple) else (pieces,), src, copied))
 
     def copy(self, span: Span) -> None:
         if span.start >= span.end:
@@ -89,8 +177,9 @@ class _Emitter:
         a, b = self.tokens[span.start].offset, self.tokens[span.end - 1].end
         self._put(self.text[a:b], a, True)
 
-    def put(self, text: str, at_token: int) -> None:
-        self._put(text, self.tokens[at_token].offset, False)
+    def put(self, pieces: str | tuple, at_token: int) -> None:
+        """Text, or a tuple of strings and slots, placed at a token of the user's query."""
+        self._put(pieces, self.tokens[at_token].offset, False)
 
     def span_text(self, span: Span) -> str:
         return self.text[self.tokens[span.start].offset:self.tokens[span.end - 1].end]
@@ -103,17 +192,10 @@ class _Context:
 
 
 class _Rewriter:
-    def __init__(self, query: ContinuousQuery, elements: dict[str, list[str]],
-                 background_graphs: list[str], options: RewriteOptions):
+    def __init__(self, query: ContinuousQuery, options: RewriteOptions):
         self.query = query
         self.body = query.body
         self.tokens = query.body.tokens
-        self._elements = elements
-        self._members: dict[str, set[str]] = {}
-        self._values: dict[str, str] = {}
-        named = query.from_named_graphs or background_graphs
-        self.background = set(named)
-        self.background_values = " ".join("<%s>" % g for g in named)
         self.options = options
         self.emit = _Emitter(query.body)
         self.fresh_count = 0
@@ -122,17 +204,6 @@ class _Rewriter:
         self.fused: set[str] = set()
 
     # -- helpers ----------------------------------------------------------------------------
-    def members(self, window: str) -> set[str]:
-        if window not in self._members:
-            self._members[window] = set(self._elements.get(window, ()))
-        return self._members[window]
-
-    def values(self, window: str) -> str:
-        """The window's element IRIs as VALUES data (built once per rewrite, when needed)."""
-        if window not in self._values:
-            self._values[window] = " ".join(["<%s>" % g for g in self._elements.get(window, ())])
-        return self._values[window]
-
     def fresh(self) -> str:
         self.fresh_count += 1
         return "?%s%d" % (_FRESH, self.fresh_count)
@@ -144,7 +215,7 @@ class _Rewriter:
         return self.body.source.error(message, self.tokens[token_index].offset)
 
     # -- query --------------------------------------------------------------------------------
-    def run(self) -> RewrittenQuery:
+    def run(self) -> Template:
         body = self.body
         self.emit.copy(body.prologue)
         self.expression(body.form_head, _Context())
@@ -166,9 +237,8 @@ class _Rewriter:
         else:
             self.group(body.where, _Context())
         self.expression(body.modifiers, _Context())
-        text = "".join(self.emit.parts)
-        return RewrittenQuery(text, self.query.from_graphs or None, body.source, self.emit.marks,
-                              tuple(sorted(self.fused)))
+        return Template(self.emit.parts, self.query.from_graphs or None, body.source, tuple(sorted(self.fused)),
+                        self.query.from_named_graphs or None)
 
     def expression(self, expression: Expression, ctx: _Context) -> None:
         for part in expression.parts:
@@ -292,10 +362,6 @@ class _Rewriter:
     def graph_pattern(self, node: GraphPattern, ctx: _Context) -> None:
         name = self.tokens[node.name]
         inner = _Context(ctx.window, True)
-        if ctx.window is not None:
-            allowed, values = self.members(ctx.window), self.values(ctx.window)
-        else:
-            allowed, values = self.background, self.background_values
         if name.kind == VAR:
             # As a sub-select, Oxigraph materializes the window's matches once and hash-joins
             # them (measured: 38 ms instead of 1.4 s for two 2000-element windows joined
@@ -306,13 +372,12 @@ class _Rewriter:
             self.emit.put("{ SELECT * WHERE {", node.keyword)
             self.emit.copy(Span(node.keyword, node.name + 1))
             self.group(node.group, inner)
-            self.emit.put("VALUES %s { %s } } }" % (name.text, values), node.keyword)
+            self.emit.put(("VALUES %s { " % name.text, Values(ctx.window), " } } }"), node.keyword)
             return
         self.emit.put("{", node.keyword)
         self.emit.copy(Span(node.keyword, node.name + 1))
         self.group(node.group, inner)
-        if self.resolve(node.name) not in allowed:
-            self.emit.put(_NOTHING, node.name)
+        self.emit.put((IfMember(ctx.window, (self.resolve(node.name),), ("",), (_NOTHING,)),), node.name)
         self.emit.put("}", node.keyword)
 
     def window_pattern(self, node: GraphPattern, ctx: _Context) -> None:
@@ -334,13 +399,15 @@ class _Rewriter:
         for tss in block.triples:
             self.expand_subject(tss, triples, labels)
         restricted: list[str] = []
+        constants: list[str] = []
         impossible = False
-        members = self.members(window)
         for s, _, _ in triples:
             if s.startswith("?"):
                 if s not in restricted:
                     restricted.append(s)
-            elif not (s.startswith("<") and s[1:-1] in members):
+            elif s.startswith("<"):
+                constants.append(s[1:-1])
+            else:
                 impossible = True
         at = block.span.start
         if self.options.window_union:
@@ -350,9 +417,10 @@ class _Rewriter:
         for s, p, o in triples:
             self.emit.put("%s %s %s ." % (s, p, o), at)
         self.emit.put("}", at)
-        values = self.values(window)
         for var in restricted:
-            self.emit.put("VALUES %s { %s }" % (var, values), at)
+            self.emit.put(("VALUES %s { " % var, Values(window), " }"), at)
+        if constants:
+            self.emit.put((IfMember(window, tuple(constants), ("",), (_NOTHING,)),), at)
         if impossible:
             self.emit.put(_NOTHING, at)
         self.emit.put("}", at)
@@ -362,8 +430,7 @@ class _Rewriter:
         elements' timestamp triples and content. A BGP over a merge joins each pattern's
         distinct matches over all the graphs, so each pattern becomes a DISTINCT sub-select
         over the timestamps graph UNION the element graphs."""
-        members = self.members(window)
-        values = self.values(window)
+        values = Values(window)
         ts_graph = timestamps_graph(self.query.windows[window].stream)
         self.emit.put("{", at)
         for s, p, o in triples:
@@ -371,13 +438,15 @@ class _Rewriter:
             projection = " ".join(variables) if variables else "(1 AS %s)" % self.fresh()
             graph = self.fresh()
             if s.startswith("?"):
-                timestamp_part = "GRAPH <%s> { %s %s %s } VALUES %s { %s }" % (ts_graph, s, p, o, s, values)
-            elif s.startswith("<") and s[1:-1] in members:
-                timestamp_part = "GRAPH <%s> { %s %s %s }" % (ts_graph, s, p, o)
+                timestamp_part = ("GRAPH <%s> { %s %s %s } VALUES %s { " % (ts_graph, s, p, o, s), values, " }")
+            elif s.startswith("<"):
+                timestamp_part = (IfMember(window, (s[1:-1],), ("GRAPH <%s> { %s %s %s }" % (ts_graph, s, p, o),),
+                                           (_NOTHING,)),)
             else:
-                timestamp_part = _NOTHING
-            self.emit.put("{ SELECT DISTINCT %s WHERE { { %s } UNION { GRAPH %s { %s %s %s } VALUES %s { %s } } } }"
-                          % (projection, timestamp_part, graph, s, p, o, graph, values), at)
+                timestamp_part = (_NOTHING,)
+            self.emit.put(("{ SELECT DISTINCT %s WHERE { { " % projection, *timestamp_part,
+                           " } UNION { GRAPH %s { %s %s %s } VALUES %s { " % (graph, s, p, o, graph), values,
+                           " } } } }"), at)
         self.emit.put("}", at)
 
     def term_text(self, term: Term, labels: dict[str, str]) -> str:
@@ -509,8 +578,13 @@ def _deferrable_filters(query: ContinuousQuery) -> list[Filter]:
     return found
 
 
+def compile_template(query: ContinuousQuery, options: RewriteOptions = RewriteOptions()) -> Template:
+    """The query rewritten once; each evaluation instantiates it."""
+    return _Rewriter(query, options).run()
+
+
 def rewrite(query: ContinuousQuery, elements: dict[str, list[str]], background_graphs: list[str],
             options: RewriteOptions = RewriteOptions()) -> RewrittenQuery:
     """SPARQL-star for one evaluation: `elements` maps each declared window to the graph IRIs
     of its elements at that evaluation (absent or empty: the window is empty)."""
-    return _Rewriter(query, elements, background_graphs, options).run()
+    return compile_template(query, options).instantiate(elements, background_graphs)
