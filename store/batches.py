@@ -29,7 +29,7 @@ import pyoxigraph as ox
 
 from translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
-from .codec import Payload, canonical, decode
+from .codec import CANONICAL, Payload, canonical, decode
 from .landing import bounded_name, file_safe
 from .rdf_input import Element
 from .stream_store import StreamStore
@@ -173,12 +173,13 @@ def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:
 def recording_path(directory: Path, stream: str) -> Path:
     """One file per stream, named by its percent-encoded IRI (distinct streams, distinct
     files; a digest where the name would be too long)."""
-    return directory / (bounded_name(quote(stream, safe="")) + ".nq")
+    return directory / (bounded_name(quote(stream, safe="")) + CANONICAL.extension)
 
 
 def rotated_path(path: Path, k: int) -> Path:
-    """The k-th older recording of a stream (still an .nq file, so it replays as one)."""
-    return path.with_name("%s.%d.nq" % (path.name[:-len(".nq")], k))
+    """The k-th older recording of a stream (still an N-Quads file, so it replays as one)."""
+    suffix = CANONICAL.extension
+    return path.with_name("%s.%d%s" % (path.name[:-len(suffix)], k, suffix))
 
 
 def _rotate(path: Path, keep: int) -> None:

@@ -17,6 +17,7 @@ from .errors import RdfInputError
 from .rdf_input import XSD_DATETIME, Element, instant_literal, read_elements, read_envelope
 
 _GENERATED_AT_TIME = ox.NamedNode(PROV_GENERATED_AT_TIME)
+CANONICAL = formats.by_name("nquads")     # the format of `canonical`
 
 
 @dataclass(frozen=True)

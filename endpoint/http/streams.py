@@ -9,7 +9,7 @@ import re
 from flask import Blueprint, Response, request
 
 from store import formats
-from store.codec import Payload, canonical, decode
+from store.codec import CANONICAL, Payload, canonical, decode
 from store.landing import drop_file
 from translator.temporal import format_instant
 
@@ -37,7 +37,7 @@ def post_stream():
                              services().engine.clock.now(), line=1 if fmt.line_based else None))
     if decoded.rejected:
         raise decoded.rejected[0].error()
-    accepted = [drop_file(landing, target, canonical(elements), ".nq").name
+    accepted = [drop_file(landing, target, canonical(elements), CANONICAL.extension).name
                 for target, elements in decoded.elements.items()]
     return Response(json.dumps({"stream": stream, "accepted": accepted,
                                 "elements": sum(len(e) for e in decoded.elements.values())}),
