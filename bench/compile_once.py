@@ -27,7 +27,7 @@ def per_call(function, repeat: int) -> float:
     return 1000 * (time.perf_counter() - started) / repeat
 
 
-def main() -> None:
+def run() -> Table:
     table = Table("Preparing one evaluation's SPARQL (%s)" % machine(),
                   ["query", "elements per window", "rewrite each time (ms)", "fill the template (ms)", "ratio"])
     for path in sorted(QUERIES.glob("*.rq")):
@@ -39,6 +39,11 @@ def main() -> None:
             before = per_call(lambda: rewrite(query, elements, ["http://example.org/bg"]), repeat)
             after = per_call(lambda: template.instantiate(elements, ["http://example.org/bg"]), repeat)
             table.add(path.stem, size, "%.3f" % before, "%.3f" % after, "%.1fx" % (before / after))
+    return table
+
+
+def main() -> None:
+    table = run()
     print(table.markdown())
     OUT.mkdir(exist_ok=True)
     (OUT / "compile_once.md").write_text(table.markdown())

@@ -69,7 +69,7 @@ def per_close(path: str | None, evict) -> float:
     return 1000 * seconds / CLOSES
 
 
-def main() -> None:
+def run() -> Table:
     table = Table("Eviction of %d elements per close from a %d-element stream (%s)" % (PER_CLOSE, ELEMENTS, machine()),
                   ["store", "evict_before (ms per close)", "with a SPARQL DELETE (ms per close)", "ratio"])
     for name in ("in memory", "on disk"):
@@ -77,6 +77,11 @@ def main() -> None:
         direct = per_close(paths[0], lambda store, instant: store.evict_before(STREAM, instant))
         delete = per_close(paths[1], by_delete)
         table.add(name, "%.1f" % direct, "%.1f" % delete, "%.1fx" % (delete / direct))
+    return table
+
+
+def main() -> None:
+    table = run()
     print(table.markdown())
     OUT.mkdir(exist_ok=True)
     (OUT / "eviction.md").write_text(table.markdown())

@@ -10,6 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import annotated_vs_reified  # noqa: E402
+import compile_once  # noqa: E402
+import eviction  # noqa: E402
 import replay_throughput  # noqa: E402
 import rsp_js_compare  # noqa: E402
 import spark_ingestion  # noqa: E402
@@ -20,11 +22,11 @@ from common import OUT, machine  # noqa: E402
 
 def main() -> None:
     sections = ["# rspstar benchmarks", "", "Machine: %s" % machine(), "",
-                replay_throughput.run(100_000).markdown(),
+                replay_throughput.run(100_000).markdown(), compile_once.run().markdown(), eviction.run().markdown(),
                 uncertainty_tvs.run([10, 100, 1000]), uncertainty_tvs.run([1000], "simulator"),
                 rsp_js_compare.run(1000, 100), annotated_vs_reified.run(), spark_ingestion.throughput(100_000),
                 tvs_live.run(90), tvs_live.run_sensors(60),
-                "The soak benchmark runs separately: python bench/spark_ingestion.py soak (see README)."]
+                "The soak benchmarks run separately: python bench/spark_ingestion.py soak and python bench/serve_soak.py (see README)."]
     text = "\n".join(sections)
     print(text)
     OUT.mkdir(exist_ok=True)
