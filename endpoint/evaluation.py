@@ -13,6 +13,7 @@ import pyoxigraph as ox
 
 from store.stream_store import StreamStore
 from store.terms import term_to_ntriples, triple_to_ntriples
+from translator.incremental import distributive_window
 from translator.model import R2S, ContinuousQuery, QueryForm
 from translator.rewrite import INTERNAL_VARIABLE_PREFIX, RewriteOptions, Template, compile_template, defers_filters
 from translator.temporal import format_instant
@@ -34,7 +35,8 @@ class EvaluationOptions:
     (skip an evaluation when every window is empty). window_default_graph: `timestamps`
     (default: a window's default graph is its elements' timestamp triples) or `union` (also
     their merged content, spec §3). The switches exist to measure the optimizations (seed 002's
-    cache, lazy variables and H4, and fusing nested rspu: calls); they never change results."""
+    cache, lazy variables and H4, fusing nested rspu: calls, and incremental evaluation of
+    sliding windows); they never change results."""
 
     report: str = "close"
     window_default_graph: str = "timestamps"
@@ -42,6 +44,7 @@ class EvaluationOptions:
     lazy_bind: bool = True
     h4: bool = True
     fuse_rspu: bool = True
+    incremental: bool = True
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "EvaluationOptions":
@@ -128,6 +131,37 @@ class H4Choice:
         self.cost[deferred] = calls / max(elements, 1)
 
 
+@dataclass
+class _Range:
+    """The rows a distributive query gives over the elements of one time range of its stream."""
+    opens: int
+    closes: int
+    rows: list[dict]
+
+
+def _select_rows(result) -> list[dict]:
+    """SELECT solutions as rows of N-Triples terms, without the variables the rewrite
+    introduced (SELECT * would show them)."""
+    names = [v.value for v in result.variables if not v.value.startswith(INTERNAL_VARIABLE_PREFIX)]
+    rows = []
+    for solution in result:
+        row = {}
+        for name in names:
+            term = solution[name]
+            if term is not None:
+                row[name] = term_to_ntriples(term)
+        rows.append(row)
+    return rows
+
+
+def _distinct_triples(result) -> dict:
+    """CONSTRUCT triples by their N-Triples line, each once."""
+    distinct = {}
+    for triple in result:
+        distinct.setdefault(triple_to_ntriples(triple), triple)
+    return distinct
+
+
 class QueryEvaluator:
     """Evaluates one registered query at successive instants, keeping its R2S state."""
 
@@ -145,6 +179,9 @@ class QueryEvaluator:
         self.h4 = H4Choice() if options.h4 and defers_filters(query) else None
         # Rewritten once per set of rewrite options (two at most: H4 on and off).
         self._templates: dict[RewriteOptions, Template] = {}
+        self.incremental_window = distributive_window(query)[0] if options.incremental else None
+        self._ranges: list[_Range] = []      # contiguous, in time order, inside the last window
+        self._late_seen: int | None = None
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
 
     def window_elements(self, instant: int) -> tuple[dict[str, tuple[int, int]], dict[str, list[str]]]:
@@ -160,6 +197,25 @@ class QueryEvaluator:
         count = sum(len(e) for e in elements.values())
         if self.options.report == "non-empty" and count == 0:
             return None
+        evaluation = Evaluation(instant, bounds, self.query.form, elements=count)
+        window = bounds.get(self.incremental_window)
+        if window is not None and self._complete(window):
+            evaluation.rows = self.r2s.apply(self._rows_by_ranges(*window))
+        elif self.query.form is QueryForm.SELECT:
+            evaluation.rows = self.r2s.apply(self._run(elements, count, _select_rows))
+        elif self.query.form is QueryForm.CONSTRUCT:
+            distinct = self._run(elements, count, _distinct_triples)
+            emitted = self.r2s.apply(list(distinct.items()))
+            evaluation.rows = [line for line, _ in emitted]
+            evaluation.triples = [triple for _, triple in emitted]
+        else:
+            evaluation.boolean = self._run(elements, count, bool)
+        evaluation.seconds = time.perf_counter() - started
+        return evaluation
+
+    def _run(self, elements: dict[str, list[str]], count: int, convert):
+        """The query's result over these window contents, straight from the store, read by
+        `convert` (the rspu: calls are made as the solutions are read)."""
         options = self.rewrite_options
         deferred = self.h4.next() if self.h4 is not None else options.h4
         if deferred != options.h4:
@@ -172,33 +228,52 @@ class QueryEvaluator:
             self.functions.add_fused(fused)
         self.functions.begin_evaluation()
         calls_before = self.functions.counts.calls
-        result = self.store.query(rewritten.text, rewritten.default_graph, self.functions.table)
-        evaluation = Evaluation(instant, bounds, self.query.form, elements=count)
-        if self.query.form is QueryForm.SELECT:
-            # SELECT * would also show the variables the rewrite introduced (for blank nodes).
-            names = [v.value for v in result.variables if not v.value.startswith(INTERNAL_VARIABLE_PREFIX)]
-            rows = []
-            for solution in result:
-                row = {}
-                for name in names:
-                    term = solution[name]
-                    if term is not None:
-                        row[name] = term_to_ntriples(term)
-                rows.append(row)
-            evaluation.rows = self.r2s.apply(rows)
-        elif self.query.form is QueryForm.CONSTRUCT:
-            distinct = {}
-            for triple in result:
-                distinct.setdefault(triple_to_ntriples(triple), triple)
-            emitted = self.r2s.apply(list(distinct.items()))
-            evaluation.rows = [line for line, _ in emitted]
-            evaluation.triples = [triple for _, triple in emitted]
-        else:
-            evaluation.boolean = bool(result)
+        result = convert(self.store.query(rewritten.text, rewritten.default_graph, self.functions.table))
         if self.h4 is not None:
             self.h4.record(deferred, self.functions.counts.calls - calls_before, count)
-        evaluation.seconds = time.perf_counter() - started
-        return evaluation
+        return result
+
+    # -- incremental evaluation (docs/incremental-evaluation.md) ----------------------------
+    def _complete(self, bounds: tuple[int, int]) -> bool:
+        """Whether no element can still arrive in the window without being counted late."""
+        watermark = self.store.watermark(self.query.windows[self.incremental_window].stream)
+        return watermark is not None and watermark >= bounds[1]
+
+    def _rows_by_ranges(self, opens: int, closes: int) -> list[dict]:
+        """The window's rows as the concatenation of the rows of contiguous time ranges, each
+        evaluated once: ranges still inside the window are reused, the rest evaluated now."""
+        stream = self.query.windows[self.incremental_window].stream
+        late = self.store.late_count(stream)
+        if late != self._late_seen:
+            self._ranges, self._late_seen = [], late    # a late element may sit in a kept range
+        kept = [r for r in self._ranges if opens <= r.opens and r.closes <= closes]
+        if not kept:
+            ranges = self._ranges_between(stream, opens, closes)
+        else:
+            ranges = self._ranges_between(stream, opens, kept[0].opens) + kept + \
+                self._ranges_between(stream, kept[-1].closes, closes)
+        self._ranges = ranges
+        return [row for r in ranges for row in r.rows]
+
+    def _ranges_between(self, stream: str, opens: int, closes: int) -> list["_Range"]:
+        """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
+        (so each later window is a run of whole ranges)."""
+        window = self.query.windows[self.incremental_window]
+        cuts = {opens, closes}
+        for shift in (0, window.range):
+            # Closes lie on start + range + k * step; opens `range` before them.
+            base = window.start + window.range - shift
+            x = base + max(0, (opens - base) // window.step + 1) * window.step
+            while x < closes:
+                cuts.add(x)
+                x += window.step
+        edges = sorted(c for c in cuts if opens <= c <= closes)
+        ranges = []
+        for lo, hi in zip(edges, edges[1:]):
+            elements = self.store.elements_in(stream, lo, hi)
+            rows = self._run({self.incremental_window: elements}, len(elements), _select_rows) if elements else []
+            ranges.append(_Range(lo, hi, rows))
+        return ranges
 
     def r2s_state(self) -> list | None:
         """What IStream/DStream remember of the last evaluation, as JSON (None for RStream):

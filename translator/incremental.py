@@ -1,0 +1,105 @@
+"""Which queries may be evaluated incrementally (docs/incremental-evaluation.md).
+
+A query is distributive over its window's elements when its results over a window are the
+union (as a bag) of its results over any split of the window's elements into time ranges: then
+a range evaluated once serves every later window that contains it. Checked on the parsed query:
+
+- SELECT, one window, named by an IRI;
+- its WHERE is that window, holding one `GRAPH ?g { ... }` block, with FILTERs and BINDs beside
+  the block (in the window or in WHERE) that only work row by row;
+- inside the block anything that reads only the element's graph (it may join, OPTIONAL, MINUS,
+  sub-select, aggregate: all within one element), but no nested GRAPH, WINDOW or SERVICE;
+- no solution modifiers (GROUP BY, HAVING, ORDER BY, LIMIT, OFFSET, VALUES), no DISTINCT or
+  REDUCED, no aggregate in the projection, and nothing that differs between evaluations (NOW,
+  RAND, UUID, STRUUID, BNODE);
+- no triple pattern outside the block: a window's default graph (the elements' timestamps) or
+  the background would join across elements or change between evaluations.
+"""
+from __future__ import annotations
+
+from .model import ContinuousQuery, QueryForm
+from .syntax import Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, UnionPattern
+from .tokens import NAME, VAR
+
+_PER_EVALUATION = {"NOW", "RAND", "UUID", "STRUUID", "BNODE"}
+_AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT"}
+
+
+def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
+    """(the window, "") when the query is distributive over its elements, else (None, why)."""
+    body = query.body
+    tokens = body.tokens
+    if query.form is not QueryForm.SELECT:
+        return None, "only SELECT queries are evaluated incrementally"
+    if len(query.windows) != 1:
+        return None, "the query reads %d windows" % len(query.windows)
+    words = {t.text.upper() for t in tokens if t.kind == NAME}
+    varying = sorted(words & _PER_EVALUATION)
+    if varying:
+        return None, "%s() differs between evaluations" % varying[0]
+    head = _words(body.form_head, tokens)
+    if head & {"DISTINCT", "REDUCED"}:
+        return None, "DISTINCT or REDUCED removes duplicates across elements"
+    if head & _AGGREGATES:
+        return None, "an aggregate in the projection combines elements"
+    if _words(body.modifiers, tokens):
+        return None, "solution modifiers (GROUP BY, ORDER BY, LIMIT, ...) combine elements"
+    windows = [n for n in body.where.items if isinstance(n, GraphPattern) and n.is_window]
+    if len(windows) != 1 or tokens[windows[0].name].kind == VAR:
+        return None, "the WHERE clause is not one WINDOW named by an IRI"
+    if not _row_wise(body.where, allowed=windows[0]):
+        return None, "WHERE holds more than the window and row-wise FILTERs and BINDs"
+    window = windows[0]
+    blocks = [n for n in window.group.items if isinstance(n, GraphPattern)]
+    if len(blocks) != 1 or blocks[0].is_window or tokens[blocks[0].name].kind != VAR:
+        return None, "the window holds more than one GRAPH ?g block"
+    if not _row_wise(window.group, allowed=blocks[0]):
+        return None, "the window holds more than its GRAPH block and row-wise FILTERs and BINDs"
+    if not _element_local(blocks[0].group, tokens):
+        return None, "the GRAPH block reads more than its element (GRAPH, WINDOW or SERVICE inside it)"
+    return body.resolve(window.name), ""
+
+
+def _words(expression: Expression, tokens) -> set[str]:
+    found = set()
+    for part in expression.parts:
+        if isinstance(part, Span):
+            found |= {tokens[k].text.upper() for k in range(part.start, part.end) if tokens[k].kind == NAME}
+        else:
+            found.add("EXISTS")
+    return found
+
+
+def _row_wise(group: Group, allowed) -> bool:
+    """Every item is `allowed`, or a FILTER or BIND without EXISTS (which would read the
+    dataset outside the element)."""
+    for item in group.items:
+        if item is allowed:
+            continue
+        if not isinstance(item, (Filter, Bind)):
+            return False
+        if any(isinstance(part, Group) for part in item.expression.parts):
+            return False
+    return True
+
+
+def _element_local(group: Group, tokens) -> bool:
+    for item in group.items:
+        if isinstance(item, GraphPattern):
+            return False
+        if isinstance(item, Keyworded) and tokens[item.head.start].text.upper() == "SERVICE":
+            return False
+        nested = []
+        if isinstance(item, Group):
+            nested = [item]
+        elif isinstance(item, Keyworded):
+            nested = [item.group]
+        elif isinstance(item, SubSelect):
+            nested = [item.where]
+        elif isinstance(item, UnionPattern):
+            nested = item.groups
+        elif isinstance(item, (Filter, Bind)):
+            nested = [part for part in item.expression.parts if isinstance(part, Group)]
+        if not all(_element_local(g, tokens) for g in nested):
+            return False
+    return True
