@@ -1,7 +1,7 @@
 import pytest
 
 from translator.errors import TemporalValueError
-from translator.temporal import format_duration, format_instant, parse_duration, parse_instant
+from translator.temporal import MICROS, format_duration, format_instant, parse_duration, parse_instant
 
 
 @pytest.mark.parametrize("text,micros", [
@@ -38,3 +38,10 @@ def test_bad_instants_are_refused(text):
 def test_format_duration():
     assert format_duration(1_500_000) == "PT1.5S"
     assert format_duration(10_000_000) == "PT10S"
+
+
+def test_instant_fractions_are_exact_to_the_microsecond():
+    assert parse_instant("2026-03-01T08:00:01.5Z") % MICROS == 500_000
+    assert parse_instant("2026-03-01T08:00:01.1234560000Z") % MICROS == 123_456
+    with pytest.raises(TemporalValueError, match="finer than a microsecond"):
+        parse_instant("2026-03-01T08:00:01.1234567Z")

@@ -61,11 +61,22 @@ def parse_instant(text: str) -> int:
         raise TemporalValueError("invalid instant %r (field out of range)" % text)
     days = _days_from_civil(year, month, day)
     total = ((days * 24 + hour) * 60 + minute) * 60 + second
-    micros = total * MICROS + (_fraction_micros(fraction, "instant") if fraction else 0)
+    micros = total * MICROS + (_fraction_of_second(fraction, text) if fraction else 0)
     if zone and zone != "Z":
         offset = (int(zone[1:3]) * 60 + int(zone[4:6])) * 60 * MICROS
         micros += -offset if zone[0] == "+" else offset
     return micros
+
+
+def _fraction_of_second(fraction: str, text: str) -> int:
+    """Microseconds of `.ddd...` (digits only, as the pattern matched): exact, in integers, as
+    every element's timestamp goes through here."""
+    digits = fraction[1:]
+    if len(digits) > 6:
+        if digits[6:].strip("0"):
+            raise TemporalValueError("instant %r is finer than a microsecond" % text)
+        digits = digits[:6]
+    return int(digits.ljust(6, "0"))
 
 
 _MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
