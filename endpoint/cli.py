@@ -11,6 +11,7 @@ from pathlib import Path
 from store.errors import StoreError
 from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from translator.temporal import parse_instant
+from translator.incremental import distributive_window
 from translator.rewrite import compile_template
 from translator.validate import compile_query
 
@@ -132,6 +133,7 @@ def cmd_check(args) -> int:
         "output_stream": query.output_stream,
         "windows": [w.describe() for w in query.windows.values()],
         "sparql": compile_template(query).show().splitlines(),
+        "incremental": distributive_window(query)[0] or "no: %s" % distributive_window(query)[1],
     }, indent=2))
     return 0
 

@@ -102,6 +102,7 @@ def test_console_script_check(write):
     assert checked["windows"][0]["range"] == "PT2S"
     # The query as it is compiled once: SPARQL-star with a slot for each window's elements.
     assert any("VALUES ?g { $elements(<http://example.org/w>) }" in line for line in checked["sparql"])
+    assert checked["incremental"] == "http://example.org/w"
 
 
 def test_two_streams_reusing_a_graph_name_are_refused(write, capsys):
