@@ -4,10 +4,15 @@ Run by hand: python bench/replay_throughput.py [--elements N]
 Prints elements/s and quads/s of `rspstar replay` (parse, index, insert, evaluate every
 window close of a RANGE 10 s STEP 2 s filter query, evict) and of a raw pyoxigraph bulk
 insert of the same quads, with their ratio.
+
+A second table times sliding windows against what a user gets with raw pyoxigraph: the file
+loaded with `Store.load`, then the same SPARQL per window with `VALUES ?g { elements }` from a
+sorted (timestamp, graph) list; ours with incremental evaluation on and off, rows compared.
 """
 from __future__ import annotations
 
 import argparse
+import bisect
 import sys
 import tempfile
 import time
@@ -20,6 +25,7 @@ from common import OUT, Table, machine, peak_rss_mib, sensor_stream  # noqa: E40
 
 from endpoint.replay import Replay, ReplayInput  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
+from translator.validate import compile_query  # noqa: E402
 
 QUERY = """PREFIX ex: <http://example.org/>
 PREFIX sosa: <http://www.w3.org/ns/sosa/>
@@ -68,11 +74,93 @@ def run(elements: int, seconds: int = 100) -> Table:
     return table
 
 
+RAW_QUERY = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
+SELECT ?o ?v WHERE { GRAPH ?g { ?o sosa:hasSimpleResult ?v FILTER(?v < 0.165) } VALUES ?g { %s } }"""
+SLIDING = [("RANGE 10 s STEP 1 s: each element in 10 windows", "STEP PT1S"),
+           ("RANGE 10 s STEP 2 s: each element in 5 windows", "STEP PT2S")]
+
+
+def raw_per_window(data: bytes, spec_text: str, start: int, end: int) -> tuple[float, int]:
+    """(seconds, rows): load, then every window's SPARQL over its elements."""
+    started = time.perf_counter()
+    store = ox.Store()
+    store.load(data, ox.RdfFormat.TRIG)
+    stamps = sorted((parse_instant(q.object.value), q.subject.value) for q in store.quads_for_pattern(
+        None, ox.NamedNode("http://www.w3.org/ns/prov#generatedAtTime"), None, ox.DefaultGraph()))
+    window = compile_query(QUERY % spec_text).windows["http://example.org/w"]
+    rows = 0
+    for close in window.closes_between(start, end):
+        lo, hi = window.bounds_at(close)
+        first, last = bisect.bisect_left(stamps, (lo,)), bisect.bisect_left(stamps, (hi,))
+        graphs = " ".join("<%s>" % g for _, g in stamps[first:last])
+        rows += sum(1 for _ in store.query(RAW_QUERY % graphs))
+    return time.perf_counter() - started, rows
+
+
+def ours(path: Path, spec_text: str, start: int, end: int, incremental: bool) -> tuple[float, int]:
+    started = time.perf_counter()
+    spec = ReplayInput.single(QUERY % spec_text, [("http://example.org/stream", path)], start, end,
+                              options={"incremental": "true" if incremental else "false"})
+    rows = sum(len(record.get("bindings", [])) for _, record in Replay(spec).run())
+    return time.perf_counter() - started, rows
+
+
+def run_sliding(elements: int, seconds: int = 100) -> Table:
+    start = parse_instant("2026-03-01T08:00:00Z")
+    end = start + seconds * 1_000_000
+    table = Table("Sliding windows against raw per-window evaluation (%d elements, %d s of event time)"
+                  % (elements, seconds),
+                  ["window", "raw Store.load + SPARQL per window (s)", "rspstar replay, incremental (s)",
+                   "rspstar replay, every window from scratch (s)", "ratio to raw: incremental", "from scratch",
+                   "same rows"])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "stream.trig"
+        path.write_text(sensor_stream(elements, 1000, seconds))
+        data = path.read_bytes()
+        for label, spec_text in SLIDING:
+            raw_seconds, raw_rows = raw_per_window(data, spec_text, start, end)
+            on_seconds, on_rows = ours(path, spec_text, start, end, True)
+            off_seconds, off_rows = ours(path, spec_text, start, end, False)
+            table.add(label, "%.2f" % raw_seconds, "%.2f" % on_seconds, "%.2f" % off_seconds,
+                      "%.2fx" % (raw_seconds / on_seconds), "%.2fx" % (raw_seconds / off_seconds),
+                      "yes (%d)" % raw_rows if raw_rows == on_rows == off_rows else
+                      "NO: raw %d, incremental %d, from scratch %d" % (raw_rows, on_rows, off_rows))
+    return table
+
+
+def run_many(elements: int, seconds: int, counts=(1, 10, 50)) -> Table:
+    """Filter queries differing only in their threshold, replayed together in one pass."""
+    start = parse_instant("2026-03-01T08:00:00Z")
+    end = start + seconds * 1_000_000
+    text = QUERY.replace("0.165", "%s") % ("STEP PT2S", "%s")
+    table = Table("Several queries in one replay (%d elements, %d s, RANGE 10 s STEP 2 s filters)" % (elements, seconds),
+                  ["queries", "incremental (s)", "ratio to one query", "every window from scratch (s)",
+                   "ratio to one query", "rows"])
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "stream.trig"
+        path.write_text(sensor_stream(elements, 1000, seconds))
+        single = {}
+        for count in counts:
+            queries = {"q%d" % k: text % (0.16 + k * 0.001) for k in range(count)}
+            timings = {}
+            for incremental in ("true", "false"):
+                started = time.perf_counter()
+                spec = ReplayInput(queries, [("http://example.org/stream", path)], start, end,
+                                   options={"incremental": incremental})
+                rows = sum(len(record.get("bindings", [])) for _, record in Replay(spec).run())
+                timings[incremental] = time.perf_counter() - started
+            single = single or timings
+            table.add(count, "%.2f" % timings["true"], "%.1fx" % (timings["true"] / single["true"]),
+                      "%.2f" % timings["false"], "%.1fx" % (timings["false"] / single["false"]), rows)
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--elements", type=int, default=100_000)
     args = parser.parse_args()
-    text = "Machine: %s\n\n%s" % (machine(), run(args.elements).markdown())
+    text = "Machine: %s\n\n%s\n%s\n%s" % (machine(), run(args.elements).markdown(), run_sliding(args.elements).markdown(),
+                                           run_many(args.elements // 5, 20).markdown())
     print(text)
     OUT.mkdir(exist_ok=True)
     (OUT / "replay_throughput.md").write_text(text)
