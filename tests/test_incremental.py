@@ -31,6 +31,8 @@ def test_queries_whose_results_are_a_union_over_elements(query):
     ("SELECT ?o %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v GRAPH ex:bg { ?o ex:u ?u } } } }",
      "reads more than its element"),
     ("CONSTRUCT { ?o ex:v ?v } %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "only SELECT"),
+    ("SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE P1D STEP PT0.1S] # instead of %s"
+     "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "more than 1000 ranges"),
 ])
 def test_queries_that_combine_elements_or_read_outside_them(query, why):
     window, reason = distributive_window(compile_query(PREFIXES + query % WINDOW))

@@ -13,7 +13,8 @@ a range evaluated once serves every later window that contains it. Checked on th
   REDUCED, no aggregate in the projection, and nothing that differs between evaluations (NOW,
   RAND, UUID, STRUUID, BNODE);
 - no triple pattern outside the block: a window's default graph (the elements' timestamps) or
-  the background would join across elements or change between evaluations.
+  the background would join across elements or change between evaluations;
+- RANGE / STEP at most MAX_RANGES_PER_WINDOW.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from .syntax import Bind, Expression, Filter, GraphPattern, Group, Keyworded, Sp
 from .tokens import NAME, VAR
 
 _PER_EVALUATION = {"NOW", "RAND", "UUID", "STRUUID", "BNODE"}
+# A window is kept as about 2 * RANGE / STEP ranges; beyond this many, their bookkeeping would
+# cost more than evaluating the window again (a day's window stepped every 100 ms: 864,000).
+MAX_RANGES_PER_WINDOW = 1000
 _AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT"}
 
 
@@ -57,6 +61,9 @@ def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
         return None, "the window holds more than its GRAPH block and row-wise FILTERs and BINDs"
     if not _element_local(blocks[0].group, tokens):
         return None, "the GRAPH block reads more than its element (GRAPH, WINDOW or SERVICE inside it)"
+    declared = query.windows[body.resolve(window.name)]
+    if declared.range > MAX_RANGES_PER_WINDOW * declared.step:
+        return None, "the window would be kept as more than %d ranges (RANGE / STEP)" % MAX_RANGES_PER_WINDOW
     return body.resolve(window.name), ""
 
 
