@@ -88,7 +88,10 @@ class Replay:
         return query
 
     def _stage(self, optimistic: bool) -> tuple[StreamStore, list]:
-        store = StreamStore()
+        # Every stream file is in the store from the start, so memory peaks there; rebuilding
+        # the store after evictions (what keeps a live engine bounded) would lower nothing and
+        # cost a copy of what is left (1.9 s of a 9 s replay of 100,000 elements).
+        store = StreamStore(compact_after=2**62)
         spec = self.spec
         if spec.background is not None:
             store.load_background(spec.background.read_bytes(), format_for_path(spec.background),
