@@ -137,6 +137,7 @@ class _Range:
     opens: int
     closes: int
     rows: list[dict]
+    elements: int
 
 
 def _select_rows(result) -> list[dict]:
@@ -184,24 +185,25 @@ class QueryEvaluator:
         self._late_seen: int | None = None
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
 
-    def window_elements(self, instant: int) -> tuple[dict[str, tuple[int, int]], dict[str, list[str]]]:
-        bounds = self.query.window_bounds(instant)
-        elements = {w: self.store.elements_in(self.query.windows[w].stream, lo, hi)
-                    for w, (lo, hi) in bounds.items()}
-        return bounds, elements
-
     def evaluate(self, instant: int) -> Evaluation | None:
         """Evaluate at `instant`; None when the non-empty report policy skips it."""
         started = time.perf_counter()
-        bounds, elements = self.window_elements(instant)
+        bounds = self.query.window_bounds(instant)
+        window = bounds.get(self.incremental_window)
+        if window is not None and self._complete(window):
+            rows, count = self._rows_by_ranges(*window)
+            if self.options.report == "non-empty" and count == 0:
+                return None
+            evaluation = Evaluation(instant, bounds, self.query.form, elements=count)
+            evaluation.rows = self.r2s.apply(rows)
+            evaluation.seconds = time.perf_counter() - started
+            return evaluation
+        elements = {w: self.store.elements_in(self.query.windows[w].stream, lo, hi) for w, (lo, hi) in bounds.items()}
         count = sum(len(e) for e in elements.values())
         if self.options.report == "non-empty" and count == 0:
             return None
         evaluation = Evaluation(instant, bounds, self.query.form, elements=count)
-        window = bounds.get(self.incremental_window)
-        if window is not None and self._complete(window):
-            evaluation.rows = self.r2s.apply(self._rows_by_ranges(*window))
-        elif self.query.form is QueryForm.SELECT:
+        if self.query.form is QueryForm.SELECT:
             evaluation.rows = self.r2s.apply(self._run(elements, count, _select_rows))
         elif self.query.form is QueryForm.CONSTRUCT:
             distinct = self._run(elements, count, _distinct_triples)
@@ -239,8 +241,8 @@ class QueryEvaluator:
         watermark = self.store.watermark(self.query.windows[self.incremental_window].stream)
         return watermark is not None and watermark >= bounds[1]
 
-    def _rows_by_ranges(self, opens: int, closes: int) -> list[dict]:
-        """The window's rows as the concatenation of the rows of contiguous time ranges, each
+    def _rows_by_ranges(self, opens: int, closes: int) -> tuple[list[dict], int]:
+        """The window's rows, and how many elements it holds, from contiguous time ranges, each
         evaluated once: ranges still inside the window are reused, the rest evaluated now."""
         stream = self.query.windows[self.incremental_window].stream
         late = self.store.late_count(stream)
@@ -253,7 +255,7 @@ class QueryEvaluator:
             ranges = self._ranges_between(stream, opens, kept[0].opens) + kept + \
                 self._ranges_between(stream, kept[-1].closes, closes)
         self._ranges = ranges
-        return [row for r in ranges for row in r.rows]
+        return [row for r in ranges for row in r.rows], sum(r.elements for r in ranges)
 
     def _ranges_between(self, stream: str, opens: int, closes: int) -> list["_Range"]:
         """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
@@ -272,7 +274,7 @@ class QueryEvaluator:
         for lo, hi in zip(edges, edges[1:]):
             elements = self.store.elements_in(stream, lo, hi)
             rows = self._run({self.incremental_window: elements}, len(elements), _select_rows) if elements else []
-            ranges.append(_Range(lo, hi, rows))
+            ranges.append(_Range(lo, hi, rows, len(elements)))
         return ranges
 
     def r2s_state(self) -> list | None:

@@ -82,3 +82,15 @@ def test_a_window_evaluated_before_its_stream_is_complete_is_not_kept():
     store.advance_watermark(STREAM, T0 + 5 * S)
     assert rows_at(on, T0 + 5 * S) == rows_at(off, T0 + 5 * S)
     assert "<http://example.org/o50>" in {o for o, _ in rows_at(on, T0 + 5 * S)}
+
+
+def test_incremental_evaluations_count_the_windows_elements_and_skip_empty_ones_when_asked():
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S) for k in (0, 1, 2)])
+    query = compile_query(QUERY)
+    evaluator = QueryEvaluator(query, store, EvaluationOptions(report="non-empty"))
+    store.advance_watermark(STREAM, T0 + 9 * S)
+    assert evaluator.incremental_window is not None
+    assert evaluator.evaluate(T0 + 2 * S).elements == 2          # [T0-2s, T0+2s): e0, e1
+    assert evaluator.evaluate(T0 + 3 * S).elements == 3
+    assert evaluator.evaluate(T0 + 8 * S) is None                # [T0+4s, T0+8s): empty, skipped
