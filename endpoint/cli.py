@@ -128,12 +128,13 @@ def cmd_check(args) -> int:
     except QuerySyntaxError as e:
         print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
+    window, why_not = distributive_window(query)
     print(json.dumps({
         "form": query.form.value, "r2s": query.r2s.value, "name": query.name,
         "output_stream": query.output_stream,
         "windows": [w.describe() for w in query.windows.values()],
         "sparql": compile_template(query).show().splitlines(),
-        "incremental": distributive_window(query)[0] or "no: %s" % distributive_window(query)[1],
+        "incremental": window or "no: %s" % why_not,
     }, indent=2))
     return 0
 

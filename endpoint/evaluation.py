@@ -190,20 +190,19 @@ class QueryEvaluator:
         started = time.perf_counter()
         bounds = self.query.window_bounds(instant)
         window = bounds.get(self.incremental_window)
-        if window is not None and self._complete(window):
+        incremental = window is not None and self._complete(window)
+        if incremental:
             rows, count = self._rows_by_ranges(*window)
-            if self.options.report == "non-empty" and count == 0:
-                return None
-            evaluation = Evaluation(instant, bounds, self.query.form, elements=count)
-            evaluation.rows = self.r2s.apply(rows)
-            evaluation.seconds = time.perf_counter() - started
-            return evaluation
-        elements = {w: self.store.elements_in(self.query.windows[w].stream, lo, hi) for w, (lo, hi) in bounds.items()}
-        count = sum(len(e) for e in elements.values())
+        else:
+            elements = {w: self.store.elements_in(self.query.windows[w].stream, lo, hi)
+                        for w, (lo, hi) in bounds.items()}
+            count = sum(len(e) for e in elements.values())
         if self.options.report == "non-empty" and count == 0:
             return None
         evaluation = Evaluation(instant, bounds, self.query.form, elements=count)
-        if self.query.form is QueryForm.SELECT:
+        if incremental:
+            evaluation.rows = self.r2s.apply(rows)
+        elif self.query.form is QueryForm.SELECT:
             evaluation.rows = self.r2s.apply(self._run(elements, count, _select_rows))
         elif self.query.form is QueryForm.CONSTRUCT:
             distinct = self._run(elements, count, _distinct_triples)
