@@ -24,6 +24,7 @@ from endpoint.evaluation import QueryEvaluator  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
 from translator.validate import compile_query  # noqa: E402
+from translator.policy import report_policy  # noqa: E402
 
 ELEMENTS = 5000
 SECONDS = 50
@@ -67,7 +68,7 @@ def measure(text: str, query_text: str) -> tuple[float, int]:
     evaluator = QueryEvaluator(compile_query(query_text), store)
     times, rows = [], 0
     query = evaluator.query
-    for instant in query.report_instants(START, START + SECONDS * 1_000_000):
+    for instant in report_policy(query).fixed_instants(START, START + SECONDS * 1_000_000):
         started = time.perf_counter()
         rows += len(evaluator.evaluate(instant).rows)
         times.append(time.perf_counter() - started)

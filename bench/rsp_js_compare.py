@@ -34,6 +34,7 @@ from common import OUT, PREFIXES, Table, machine, peak_rss_mib  # noqa: E402
 from endpoint.replay import Replay, ReplayInput  # noqa: E402
 from translator.rewrite import rewrite  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
+from translator.policy import report_policy  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = HERE / "scratch" / "rspjs"
@@ -119,7 +120,7 @@ def run_raw(data: bytes, kind: str, seconds: int, sensors: int) -> float:
     started = time.perf_counter()
     store = ox.Store()
     store.bulk_load(data, ox.RdfFormat.TRIG)
-    for close in query.report_instants(0, seconds * 1_000_000):
+    for close in report_policy(query).fixed_instants(0, seconds * 1_000_000):
         lo, hi = query.windows["http://example.org/w"].bounds_at(close)
         first, last = max(0, lo * sensors // 1_000_000), min(seconds * sensors, hi * sensors // 1_000_000)
         elements = {"http://example.org/w": ["http://example.org/e%d" % i for i in range(first, last)]}

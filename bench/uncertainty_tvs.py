@@ -28,6 +28,7 @@ from store.stream_store import StreamStore  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
 from translator.uncertainty import FunctionLibrary  # noqa: E402
 from translator.validate import compile_query  # noqa: E402
+from translator.policy import report_policy  # noqa: E402
 
 HEADER = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
 PREFIX rspu: <http://w3id.org/rsp/rspu#>
@@ -135,7 +136,7 @@ def measure(store: StreamStore, text: str, options: EvaluationOptions, library=N
     if always_deferred and evaluator.h4 is not None:
         evaluator.h4 = AlwaysDeferred()
     times, rows = [], 0
-    instants = query.report_instants(START + 8 * 1_000_000, START + SECONDS * 1_000_000)
+    instants = report_policy(query).fixed_instants(START + 8 * 1_000_000, START + SECONDS * 1_000_000)
     for instant in instants:
         started = time.perf_counter()
         evaluation = evaluator.evaluate(instant)

@@ -11,12 +11,13 @@ from pathlib import Path
 from store.errors import StoreError
 from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from translator.temporal import parse_instant
-from translator.incremental import distributive_window
+from translator.policy import report_policy
 from translator.rewrite import compile_template
 from translator.validate import compile_query
 
 from .config import DEFAULT_CONFIG
 from .errors import EndpointError, UsageError
+from .evaluation import EvaluationOptions
 from .replay import Replay, ReplayInput
 
 EXIT_INPUT_ERROR = 2
@@ -67,11 +68,13 @@ def cmd_replay(args) -> int:
     if len(set(ids)) < len(ids):
         repeated = next(i for i in ids if ids.count(i) > 1)
         raise UsageError("two query files are named %s.*: their results would share %s.jsonl" % (repeated, repeated))
+    options = dict(_key_value(o, "--option") for o in args.option)
+    parsed = EvaluationOptions.from_pairs(options)
     texts = {}
     for query_id, file in zip(ids, files):
         texts[query_id] = _read_query(str(file))
         try:
-            compile_query(texts[query_id])
+            compile_query(texts[query_id], dialect=parsed.dialect, start=parsed.start)
         except QuerySyntaxError as e:
             print("%s:%d:%d: %s" % (file, e.line, e.column, e.message), file=sys.stderr)
             return EXIT_INPUT_ERROR
@@ -82,7 +85,6 @@ def cmd_replay(args) -> int:
     for _, file in streams + ([("", Path(args.background))] if args.background else []):
         if not file.is_file():
             raise UsageError("no such file: %s" % file)
-    options = dict(_key_value(o, "--option") for o in args.option)
     spec = ReplayInput(texts, streams, _instant(args.start, "--from"), _instant(args.end, "--to"),
                        Path(args.background) if args.background else None, options)
     replay = Replay(spec)
@@ -123,19 +125,28 @@ def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
 
 def cmd_check(args) -> int:
     text = _read_query(args.query)
+    options = EvaluationOptions.from_pairs(dict(_key_value(o, "--option") for o in args.option))
     try:
-        query = compile_query(text)
+        query = compile_query(text, dialect=options.dialect, start=options.start)
+        policy = report_policy(query, options.report)
     except QuerySyntaxError as e:
         print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
-    window, why_not = distributive_window(query)
-    print(json.dumps({
-        "form": query.form.value, "r2s": query.r2s.value, "name": query.name,
+    window, why_not = options.incremental_window(query)
+    summary = {
+        "dialect": query.dialect, "form": query.form.value, "r2s": query.r2s.value, "name": query.name,
         "output_stream": query.output_stream,
         "windows": [w.describe() for w in query.windows.values()],
-        "sparql": compile_template(query).show().splitlines(),
-        "incremental": window or "no: %s" % why_not,
-    }, indent=2))
+        "report": policy.describe(),
+    }
+    if query.translation is not None:
+        summary["rspql"] = query.translation.splitlines()
+        if query.merged_windows:
+            summary["default_graph"] = "the merge of windows %s and the background default graph" % \
+                ", ".join("<%s>" % w for w in query.merged_windows)
+    summary["sparql"] = compile_template(query, options.rewrite_options(query)).show().splitlines()
+    summary["incremental"] = window or "no: %s" % why_not
+    print(json.dumps(summary, indent=2))
     return 0
 
 
@@ -158,8 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--to", dest="end", required=True, metavar="INSTANT",
                     help="... up to and including this xsd:dateTime")
     rp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="query option: report=close|non-empty, window_default_graph=timestamps|union, "
-                         "rspu_cache, lazy_bind, h4 (true|false)")
+                    help="query option: report=close|non-empty|content-change|periodic, "
+                         "window_default_graph=timestamps|union, dialect=rspql|csparql|cqels|streaming-sparql, "
+                         "start=DATETIME, rspu_cache, lazy_bind, h4, fuse_rspu, incremental (true|false)")
     rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
     rp.add_argument("--out-dir", metavar="DIR", help="write <query file stem>.jsonl per query here "
                                                      "(needed with several queries)")
@@ -173,8 +185,11 @@ def build_parser() -> argparse.ArgumentParser:
                                                    "(default: %(default)s)")
     sv.set_defaults(handler=cmd_serve)
 
-    ck = sub.add_parser("check", help="parse and check a query, print its windows")
+    ck = sub.add_parser("check", help="parse and check a query, print its windows, report policy, RSP-QL* "
+                                      "translation (dialects) and SPARQL template")
     ck.add_argument("query")
+    ck.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="query option, as for replay")
     ck.set_defaults(handler=cmd_check)
     return parser
 

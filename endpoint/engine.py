@@ -24,7 +24,8 @@ from store.landing import replace_text
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.errors import TranslatorError
-from translator.model import ContinuousQuery, QueryForm
+from translator.model import ContinuousQuery, QueryForm, TimeWindow
+from translator.policy import report_policy
 from translator.temporal import format_duration, format_instant
 from translator.federation import check_federation
 from translator.validate import compile_query
@@ -125,8 +126,8 @@ class RegisteredQuery:
         self.history = history
         self.feed = EventFeed()
         self.status = QueryStatus()
-        self.next_instant = query.next_report_instant(start)
-        self.status.next_close = self.next_instant
+        self.after = start          # the next evaluation is at the query's first instant after this
+        self.status.next_close = evaluator.next_instant(start)
         self.lock = threading.Lock()
         self.removed = False        # set by Engine.remove: an evaluation loop stops at the next instant
 
@@ -134,11 +135,17 @@ class RegisteredQuery:
     def id(self) -> str:
         return self.spec.id
 
+    def next_instant(self) -> int | None:
+        """The query's next evaluation instant known now."""
+        return self.evaluator.next_instant(self.after)
+
     def describe(self) -> dict:
         return {
             "id": self.id, "query": self.spec.text, "form": self.query.form.value, "r2s": self.query.r2s.value,
             "output_stream": self.query.output_stream, "sinks": self.spec.sinks, "options": self.spec.options,
             "windows": [w.describe() for w in self.query.windows.values()],
+            "report": self.evaluator.policy.describe(),
+            "dialect": self.query.dialect, "translation": self.query.translation,
             "status": self.status.describe(),
             "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
         }
@@ -200,10 +207,10 @@ class Engine:
         with the IStream/DStream state `resume_r2s` of the evaluation there)."""
         options = dict(options or {})
         evaluation_options = EvaluationOptions.from_pairs(options)
-        query = compile_query(text)
+        query = compile_query(text, dialect=evaluation_options.dialect, start=evaluation_options.start)
         if self.config.federation_allowed is not None:
             check_federation(text, self.config.federation_allowed)
-        self._check_limits(query)
+        self._check_limits(query, evaluation_options)
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
@@ -235,18 +242,17 @@ class Engine:
             listener("registered", query_id)
         return registered
 
-    def _check_limits(self, query: ContinuousQuery) -> None:
+    def _check_limits(self, query: ContinuousQuery, options: EvaluationOptions) -> None:
         """Refuse windows longer than `max_range` (they pin what the store holds) and report
         instants more frequent than `max_reports_per_second` (each one is evaluated, none is
-        skipped, so a query asking for more could never keep up)."""
+        skipped, so a query asking for more could never keep up). Count windows and content
+        change report as the data arrives: their rate is the streams' own."""
         for window in query.windows.values():
-            if window.range > self.config.max_range:
+            if isinstance(window, TimeWindow) and window.range > self.config.max_range:
                 raise QueryOverLimits("window <%s>: RANGE %s is longer than the engine's limit of %s (max_range)"
                                       % (window.iri, format_duration(window.range),
                                          format_duration(self.config.max_range)))
-        periods = [query.computed_every] if query.computed_every is not None else \
-            [w.step for w in query.windows.values()]
-        rate = sum(1_000_000 / period for period in periods)
+        rate = report_policy(query, options.report).rate()
         if rate > self.config.max_reports_per_second:
             raise QueryOverLimits("the query asks for %.6g evaluations per second (STEP or COMPUTED EVERY); the "
                                   "engine's limit is %g (max_reports_per_second)"
@@ -307,7 +313,8 @@ class Engine:
         """Why the evaluation at `instant` may run now: every input stream's watermark has
         reached it ("watermark"), or `max_delay` of clock time has passed ("max_delay")."""
         streams = registered.query.streams
-        if streams and all((self.store.watermark(s) or instant - 1) >= instant for s in streams):
+        needed = registered.evaluator.policy.complete_through(instant)
+        if streams and all((self.store.watermark(s) or needed - 1) >= needed for s in streams):
             return "watermark"
         if self.clock.now() >= instant + (self.config.max_delay if streams else 0):
             return "max_delay"
@@ -324,9 +331,11 @@ class Engine:
             return 0
         ran = 0
         try:
-            while registered.status.state == "running" and registered.next_instant is not None \
-                    and not registered.removed and ran < MAX_EVALUATIONS_PER_RUN:
-                instant = registered.next_instant
+            while registered.status.state == "running" and not registered.removed \
+                    and ran < MAX_EVALUATIONS_PER_RUN:
+                instant = registered.next_instant()
+                if instant is None:
+                    break
                 trigger = self.due(registered, instant)
                 if trigger is None:
                     break
@@ -338,10 +347,10 @@ class Engine:
                     registered.status.last_error = "%s: %s" % (type(e).__name__, e)
                     log.error("query %s failed at %s: %s", query_id, format_instant(instant), e)
                     break
-                registered.next_instant = registered.query.next_report_instant(instant)
+                registered.after = instant
                 self._emit(registered, instant, trigger, evaluation)
                 ran += 1
-            pending = registered.next_instant
+            pending = registered.status.next_close
             registered.status.behind = 0 if pending is None else max(0, self.clock.now() - pending)
             if ran:
                 # One write keeps the instant and the R2S state it produced together.
@@ -357,7 +366,7 @@ class Engine:
         status = registered.status
         status.last_evaluation = instant
         status.last_trigger = trigger
-        status.next_close = registered.next_instant
+        status.next_close = registered.evaluator.next_instant(instant)
         streams = self.store.streams()
         status.late_elements = sum(streams[s].late for s in registered.query.streams if s in streams)
         if evaluation is None:  # skipped by the non-empty report policy
@@ -376,7 +385,7 @@ class Engine:
         status.latencies.append(latency)
         query = registered.query
         if query.output_stream and query.form is QueryForm.CONSTRUCT:
-            self._append_output_element(query.output_stream, instant, evaluation, registered.next_instant)
+            self._append_output_element(query.output_stream, instant, evaluation, status.next_close)
 
     def _append_output_element(self, stream: str, instant: int, evaluation: Evaluation,
                                complete_until: int | None) -> None:
@@ -400,9 +409,9 @@ class Engine:
         """Drop elements no registered window can reach any more."""
         bounds: dict[str, int] = {}
         for registered in self.queries():
-            if registered.next_instant is None or registered.status.state != "running":
+            if registered.status.state != "running":
                 continue
-            for stream, bound in registered.evaluator.retention_bounds(registered.next_instant).items():
+            for stream, bound in registered.evaluator.retention_bounds(registered.after).items():
                 bounds[stream] = min(bound, bounds.get(stream, bound))
         evicted = 0
         for stream, stats in self.store.streams().items():

@@ -14,16 +14,19 @@ import pyoxigraph as ox
 from store.stream_store import StreamStore
 from store.terms import term_to_ntriples, triple_to_ntriples
 from translator.incremental import distributive_window
+from translator.dialects import DIALECTS
+from translator.errors import TemporalValueError
 from translator.model import R2S, ContinuousQuery, QueryForm
+from translator.policy import POLICIES, report_policy
 from translator.rewrite import INTERNAL_VARIABLE_PREFIX, RewriteOptions, Template, compile_template, defers_filters
-from translator.temporal import format_instant
+from translator.temporal import format_instant, parse_instant
 from translator.uncertainty import FunctionLibrary
 
 from .errors import UsageError
 from .r2s import R2SOperator
 
 _TRUE = ("true", "on", "yes", "1")
-_CHOICES = {"report": ("close", "non-empty"), "window_default_graph": ("timestamps", "union")}
+_CHOICES = {"report": POLICIES, "window_default_graph": ("timestamps", "union"), "dialect": DIALECTS}
 _FALSE = ("false", "off", "no", "0")
 
 
@@ -31,15 +34,20 @@ _FALSE = ("false", "off", "no", "0")
 class EvaluationOptions:
     """Per-query options (`--option KEY=VALUE` on the command line, `options` in config).
 
-    report: `close` (default; every window close or COMPUTED EVERY instant) or `non-empty`
-    (skip an evaluation when every window is empty). window_default_graph: `timestamps`
-    (default: a window's default graph is its elements' timestamp triples) or `union` (also
-    their merged content, spec §3). The switches exist to measure the optimizations (seed 002's
-    cache, lazy variables and H4, fusing nested rspu: calls, and incremental evaluation of
-    sliding windows); they never change results."""
+    report: `close` (every window close), `non-empty` (skip an evaluation when every window is
+    empty), `periodic` (the COMPUTED EVERY instants) or `content-change` (spec §6.3); unset,
+    the query's own (COMPUTED EVERY, its dialect), else `close`. window_default_graph:
+    `timestamps` (a window's default graph is its elements' timestamp triples) or `union` (also
+    their merged content, spec §3); unset, the dialect's, else `timestamps`. dialect: the
+    language the query is written in (spec §6.5; unset: recognized from the text); start: t0
+    of a dialect query's windows (an xsd:dateTime). The switches exist to measure the
+    optimizations (seed 002's cache, lazy variables and H4, fusing nested rspu: calls, and
+    incremental evaluation of sliding windows); they never change results."""
 
-    report: str = "close"
-    window_default_graph: str = "timestamps"
+    report: str | None = None
+    window_default_graph: str | None = None
+    dialect: str | None = None
+    start: str | None = None
     rspu_cache: bool = True
     lazy_bind: bool = True
     h4: bool = True
@@ -54,6 +62,8 @@ class EvaluationOptions:
             name = key.replace("-", "_")
             if name not in known:
                 raise UsageError("unknown option %r (known: %s)" % (key, ", ".join(sorted(known))))
+            if not isinstance(raw, str):
+                raise UsageError("option %s takes a string, not %s" % (key, type(raw).__name__))
             if known[name].type in ("bool", bool):
                 if raw.lower() in _TRUE:
                     values[name] = True
@@ -61,12 +71,33 @@ class EvaluationOptions:
                     values[name] = False
                 else:
                     raise UsageError("option %s takes true or false, not %r" % (key, raw))
+            elif name == "start":
+                try:
+                    parse_instant(raw)
+                except TemporalValueError as e:
+                    raise UsageError("option start takes an xsd:dateTime: %s" % e) from None
+                values[name] = raw
             else:
                 allowed = _CHOICES[name]
                 if raw not in allowed:
                     raise UsageError("option %s takes %s, not %r" % (key, " or ".join(allowed), raw))
                 values[name] = raw
         return cls(**values)
+
+    def rewrite_options(self, query: ContinuousQuery) -> RewriteOptions:
+        """How this query is rewritten: these options over the ones its dialect implies."""
+        window_default_graph = self.window_default_graph or \
+            query.option_defaults.get("window_default_graph", "timestamps")
+        return RewriteOptions(lazy_bind=self.lazy_bind, h4=self.h4, window_union=window_default_graph == "union",
+                              fuse_rspu=self.fuse_rspu)
+
+    def incremental_window(self, query: ContinuousQuery) -> tuple[str | None, str]:
+        """(the window evaluated incrementally, "") or (None, why not)."""
+        if not self.incremental:
+            return None, "incremental evaluation is off (option incremental)"
+        if not report_policy(query, self.report).at_closes:
+            return None, "the report policy reads the windows between their closes"
+        return distributive_window(query)
 
 
 @dataclass
@@ -174,32 +205,36 @@ class QueryEvaluator:
         self.options = options
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
         self.functions.cache_enabled = options.rspu_cache
-        self.rewrite_options = RewriteOptions(lazy_bind=options.lazy_bind, h4=options.h4,
-                                              window_union=options.window_default_graph == "union",
-                                              fuse_rspu=options.fuse_rspu)
+        self.rewrite_options = options.rewrite_options(query)
+        self.policy = report_policy(query, options.report)
         self.h4 = H4Choice() if options.h4 and defers_filters(query) else None
         # Rewritten once per set of rewrite options (two at most: H4 on and off).
         self._templates: dict[RewriteOptions, Template] = {}
-        self.incremental_window = distributive_window(query)[0] if options.incremental else None
+        self.incremental_window = options.incremental_window(query)[0]
         self._ranges: list[_Range] = []      # contiguous, in time order, inside the last window
         self._late_seen: int | None = None
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
 
+    def next_instant(self, after: int) -> int | None:
+        """The query's first evaluation instant after `after` known now."""
+        return self.policy.next_instant(after, self.store)
+
     def evaluate(self, instant: int) -> Evaluation | None:
-        """Evaluate at `instant`; None when the non-empty report policy skips it."""
+        """Evaluate at `instant`; None when the report policy skips it."""
         started = time.perf_counter()
-        bounds = self.query.window_bounds(instant)
-        window = bounds.get(self.incremental_window)
-        incremental = window is not None and self._complete(window)
+        contents = self.policy.contents(instant, self.store)
+        window = contents.get(self.incremental_window)
+        incremental = window is not None and self._complete(window.closes)
         if incremental:
-            rows, count = self._rows_by_ranges(*window)
+            rows, count = self._rows_by_ranges(window.opens, window.closes)
         else:
-            elements = {w: self.store.elements_in(self.query.windows[w].stream, lo, hi)
-                        for w, (lo, hi) in bounds.items()}
+            elements = {w: content.select(self.query.windows[w].stream, self.store)
+                        for w, content in contents.items()}
             count = sum(len(e) for e in elements.values())
-        if self.options.report == "non-empty" and count == 0:
+        if not self.policy.report_now(count):
             return None
-        evaluation = Evaluation(instant, bounds, self.query.form, elements=count)
+        evaluation = Evaluation(instant, {w: content.shown for w, content in contents.items()},
+                                self.query.form, elements=count)
         if incremental:
             evaluation.rows = self.r2s.apply(rows)
         elif self.query.form is QueryForm.SELECT:
@@ -235,10 +270,10 @@ class QueryEvaluator:
         return result
 
     # -- incremental evaluation (docs/incremental-evaluation.md) ----------------------------
-    def _complete(self, bounds: tuple[int, int]) -> bool:
+    def _complete(self, closes: int) -> bool:
         """Whether no element can still arrive in the window without being counted late."""
         watermark = self.store.watermark(self.query.windows[self.incremental_window].stream)
-        return watermark is not None and watermark >= bounds[1]
+        return watermark is not None and watermark >= closes
 
     def _rows_by_ranges(self, opens: int, closes: int) -> tuple[list[dict], int]:
         """The window's rows, and how many elements it holds, from contiguous time ranges, each
@@ -292,10 +327,6 @@ class QueryEvaluator:
         else:
             self.r2s.restore(state)
 
-    def retention_bounds(self, instant: int) -> dict[str, int]:
-        """Per stream, the earliest timestamp an evaluation at or after `instant` can read."""
-        bounds: dict[str, int] = {}
-        for window in self.query.windows.values():
-            reach = window.earliest_reachable(instant)
-            bounds[window.stream] = min(reach, bounds.get(window.stream, reach))
-        return bounds
+    def retention_bounds(self, after: int) -> dict[str, int]:
+        """Per stream, the earliest timestamp an evaluation after `after` can read."""
+        return self.policy.retention(after, self.store)

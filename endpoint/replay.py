@@ -21,6 +21,7 @@ from translator.validate import compile_query
 
 from .clock import VirtualClock
 from .engine import Engine, EngineConfig
+from .evaluation import EvaluationOptions
 from .errors import UsageError
 
 # Replay is offline, over the user's own files: the limits that protect a shared live engine
@@ -59,7 +60,9 @@ class Replay:
         self.spec = spec
         if not spec.queries:
             raise UsageError("a replay needs a query")
-        self.queries = {query_id: compile_query(text) for query_id, text in spec.queries.items()}
+        options = EvaluationOptions.from_pairs(spec.options)
+        self.queries = {query_id: compile_query(text, dialect=options.dialect, start=options.start)
+                        for query_id, text in spec.queries.items()}
         read = set().union(*(q.streams for q in self.queries.values()))
         unread = [stream for stream, _ in spec.streams if stream not in read]
         if unread:
@@ -109,24 +112,36 @@ class Replay:
         return store, pending
 
     def publish_until(self, instant: int) -> int:
-        """Publish every element with τ <= instant (the virtual watermark)."""
+        """Publish every element with τ <= instant."""
         batches: dict[str, list[StagedElement]] = {}
         while self.pending and self.pending[0][0] <= instant:
             _, _, _, stream, element = heapq.heappop(self.pending)
             batches.setdefault(stream, []).append(element)
         return sum(self.store.publish(stream, elements) for stream, elements in batches.items())
 
+    def candidate_instants(self) -> Iterator[int]:
+        """Every instant in (start, end] at which some query may be due: the instants its
+        policy fixes in advance and, where a policy reports as elements arrive (count windows,
+        content change), every element's timestamp. The engine decides which are due."""
+        start, end = self.spec.start, self.spec.end
+        policies = [registered.evaluator.policy for registered in self.registered.values()]
+        sources = [p.fixed_instants(start, end) for p in policies]
+        if any(p.arrivals for p in policies):
+            sources.append(sorted({entry[0] for entry in self.pending if start < entry[0] <= end}))
+        for instant, _ in itertools.groupby(heapq.merge(*sources)):
+            yield instant
+
     def run(self) -> Iterator[tuple[str, dict]]:
         """(query id, record) of every evaluation in (start, end], instant by instant, as the
         engine emits them."""
         feeds = {query_id: registered.feed.subscribe() for query_id, registered in self.registered.items()}
         streams = set().union(*(q.streams for q in self.queries.values()))
-        instants = heapq.merge(*(q.report_instants(self.spec.start, self.spec.end) for q in self.queries.values()))
         try:
-            for instant, _ in itertools.groupby(instants):
+            for instant in self.candidate_instants():
                 self.publish_until(instant)
                 for stream in streams:
-                    self.store.advance_watermark(stream, instant)
+                    # Every element with τ <= instant is in: the streams are complete past it.
+                    self.store.advance_watermark(stream, instant + 1)
                 self.clock.set(instant)
                 self.engine.tick()
                 for query_id, feed in feeds.items():

@@ -66,8 +66,9 @@ class LiveScheduler:
         stream, watermark = event.stream, event.watermark
         now = datetime.now(timezone.utc)
         for registered in self.engine.queries():
-            due = registered.next_instant
-            if due is not None and due <= watermark and stream in registered.query.streams:
+            due = registered.next_instant()
+            if due is not None and registered.evaluator.policy.complete_through(due) <= watermark \
+                    and stream in registered.query.streams:
                 try:
                     self.scheduler.modify_job(QUERY_JOB_PREFIX + registered.id, next_run_time=now)
                 except JobLookupError:

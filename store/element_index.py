@@ -7,6 +7,8 @@ import bisect
 import itertools
 from dataclasses import dataclass
 
+from translator.model import CountContent
+
 
 @dataclass
 class StreamStats:
@@ -58,6 +60,59 @@ class ElementIndex:
         lo = bisect.bisect_left(entries, (opens,))
         hi = bisect.bisect_left(entries, (closes,))
         return [entry[2] for entry in entries[lo:hi]]
+
+    # -- element numbers (spec §6.1): the i-th held element of a stream has number evicted + i + 1.
+    def _last_through(self, stream: str, instant: int) -> tuple[list, int]:
+        """The stream's entries and the position of its last element with τ <= instant (-1)."""
+        entries = self._entries.get(stream, [])
+        return entries, bisect.bisect_left(entries, (instant + 1,)) - 1
+
+    def count_window(self, stream: str, through: int, size: int, step: int) -> CountContent | None:
+        """The last `size` elements up to the latest element with τ <= through whose number is
+        a multiple of `step`; None before the first such element."""
+        entries, last = self._last_through(stream, through)
+        base = self._stats[stream].evicted if stream in self._stats else 0
+        number = ((base + last + 1) // step) * step
+        close = number - base - 1
+        if number < 1 or close < 0:
+            return None
+        held = entries[max(0, close - size + 1):close + 1]
+        return CountContent([entry[2] for entry in held], held[0][0], held[-1][0])
+
+    def count_closes(self, stream: str, after: int, until: int, step: int) -> list[int]:
+        """The distinct timestamps in (after, until] of elements whose number is a multiple of
+        `step`."""
+        entries, first = self._last_through(stream, after)
+        _, last = self._last_through(stream, until)
+        base = self._stats[stream].evicted if stream in self._stats else 0
+        position = first + 1 + (-(base + first + 2)) % step
+        closes: list[int] = []
+        while position <= last:
+            if not closes or closes[-1] != entries[position][0]:
+                closes.append(entries[position][0])
+            position += step
+        return closes
+
+    def next_count_close(self, stream: str, after: int, step: int) -> int | None:
+        entries, first = self._last_through(stream, after)
+        base = self._stats[stream].evicted if stream in self._stats else 0
+        position = first + 1 + (-(base + first + 2)) % step
+        return entries[position][0] if position < len(entries) else None
+
+    def count_reach(self, stream: str, instant: int, size: int, step: int) -> int:
+        """The earliest timestamp a count window of `size` elements stepped by `step` reads at
+        an evaluation at or after `instant`."""
+        entries, last = self._last_through(stream, instant)
+        if last < 0:
+            return instant + 1 if not entries else min(entries[0][0], instant + 1)
+        base = self._stats[stream].evicted
+        close = ((base + last + 1) // step) * step - base - 1
+        return entries[max(0, close - size + 1)][0]
+
+    def next_arrival(self, stream: str, after: int) -> int | None:
+        """The earliest timestamp above `after` of an element the stream holds."""
+        entries, last = self._last_through(stream, after)
+        return entries[last + 1][0] if last + 1 < len(entries) else None
 
     def cut_before(self, stream: str, instant: int) -> list[tuple[str, object]]:
         """Remove and return (graph name, stamp) of the elements with τ < instant, counted as

@@ -25,6 +25,7 @@ from urllib.parse import unquote
 
 import pyoxigraph as ox
 
+from translator.model import CountContent
 from translator.temporal import parse_instant
 from translator.vocabulary import (
     PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
@@ -347,6 +348,26 @@ class StreamStore:
         """Graph names of the elements of `stream` with opens <= τ < closes, in time order."""
         with self._lock:
             return self._index.between(stream, opens, closes)
+
+    def count_window(self, stream: str, through: int, size: int, step: int) -> CountContent | None:
+        with self._lock:
+            return self._index.count_window(stream, through, size, step)
+
+    def count_closes(self, stream: str, after: int, until: int, step: int) -> list[int]:
+        with self._lock:
+            return self._index.count_closes(stream, after, until, step)
+
+    def next_count_close(self, stream: str, after: int, step: int) -> int | None:
+        with self._lock:
+            return self._index.next_count_close(stream, after, step)
+
+    def count_reach(self, stream: str, instant: int, size: int, step: int) -> int:
+        with self._lock:
+            return self._index.count_reach(stream, instant, size, step)
+
+    def next_arrival(self, stream: str, after: int) -> int | None:
+        with self._lock:
+            return self._index.next_arrival(stream, after)
 
     def evict_before(self, stream: str, instant: int) -> int:
         """Drop the elements of `stream` with τ < instant (no window can reach them any more)."""

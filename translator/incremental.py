@@ -14,11 +14,12 @@ a range evaluated once serves every later window that contains it. Checked on th
   RAND, UUID, STRUUID, BNODE);
 - no triple pattern outside the block: a window's default graph (the elements' timestamps) or
   the background would join across elements or change between evaluations;
-- RANGE / STEP at most MAX_RANGES_PER_WINDOW.
+- a time window `[RANGE a STEP β]` read at its closes, with RANGE / STEP at most
+  MAX_RANGES_PER_WINDOW.
 """
 from __future__ import annotations
 
-from .model import ContinuousQuery, QueryForm
+from .model import ContinuousQuery, QueryForm, TimeWindow
 from .syntax import Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, UnionPattern
 from .tokens import NAME, VAR
 
@@ -62,6 +63,10 @@ def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
     if not _element_local(blocks[0].group, tokens):
         return None, "the GRAPH block reads more than its element (GRAPH, WINDOW or SERVICE inside it)"
     declared = query.windows[body.resolve(window.name)]
+    if not isinstance(declared, TimeWindow):
+        return None, "a count window is evaluated whole"
+    if declared.lag or declared.upper_closed:
+        return None, "a window in the past or with upper-closed bounds is evaluated whole"
     if declared.range > MAX_RANGES_PER_WINDOW * declared.step:
         return None, "the window would be kept as more than %d ranges (RANGE / STEP)" % MAX_RANGES_PER_WINDOW
     return body.resolve(window.name), ""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, Union
 
 from .temporal import format_duration, format_instant
 
@@ -27,31 +27,101 @@ class QueryForm(enum.Enum):
     ASK = "ASK"
 
 
+class StreamView(Protocol):
+    """What windows and report policies read of the streams: the element index, in stream
+    order (by timestamp, ties in arrival order), numbered 1, 2, 3, ... from each stream's first
+    element (spec §6.1)."""
+
+    def elements_in(self, stream: str, opens: int, closes: int) -> list[str]: ...
+
+    def count_window(self, stream: str, through: int, size: int, step: int) -> "CountContent | None": ...
+
+    def count_closes(self, stream: str, after: int, until: int, step: int) -> list[int]: ...
+
+    def next_count_close(self, stream: str, after: int, step: int) -> int | None: ...
+
+    def count_reach(self, stream: str, instant: int, size: int, step: int) -> int: ...
+
+    def next_arrival(self, stream: str, after: int) -> int | None: ...
+
+
 @dataclass(frozen=True)
-class WindowDeclaration:
-    """`FROM NAMED WINDOW iri ON stream [RANGE α STEP β START τ0]`, times in microseconds."""
+class CountContent:
+    """The elements of a count window, in stream order, and the first and last one's time."""
+
+    graphs: list[str]
+    first: int
+    last: int
+
+
+@dataclass(frozen=True)
+class WindowContent:
+    """What a window holds at one evaluation: the elements with opens <= τ < closes (time
+    windows) or the listed graphs (count windows), and the interval the results show."""
+
+    shown: tuple[int, int]
+    opens: int = 0
+    closes: int = 0
+    graphs: list[str] | None = None
+
+    def select(self, stream: str, view: StreamView) -> list[str]:
+        return self.graphs if self.graphs is not None else view.elements_in(stream, self.opens, self.closes)
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """A time-based window, times in microseconds. At its closes x_i = τ0 + a + i·β it holds
+    [x_i − a, x_i − b): `FROM NAMED WINDOW iri ON stream [RANGE a STEP β START τ0]` has b = 0,
+    `[FROM NOW-a TO NOW-b STEP β]` (spec §6.2) any 0 <= b < a. `upper_closed` windows hold
+    (x_i − a, x_i − b] instead: C-SPARQL's bounds (spec §6.5); timestamps are whole
+    microseconds, so that is [x_i − a + 1, x_i − b + 1)."""
 
     iri: str
     stream: str
     range: int
     step: int
     start: int = 0
+    lag: int = 0
+    upper_closed: bool = False
     line: int = 0
     column: int = 0
 
     def close_at_or_before(self, instant: int) -> int | None:
-        """The latest close x_i = τ0 + α + i·β with x_i <= instant, or None before the first."""
+        """The latest close x_i = τ0 + a + i·β with x_i <= instant, or None before the first."""
         first = self.start + self.range
         if instant < first:
             return None
         return first + ((instant - first) // self.step) * self.step
 
     def bounds_at(self, instant: int) -> tuple[int, int] | None:
-        """The window `[x - α, x)` an evaluation at `instant` sees, or None if none closed yet."""
+        """[opens, closes): the timestamps the window holds at an evaluation at `instant`, or
+        None if it has not closed yet."""
         close = self.close_at_or_before(instant)
-        return None if close is None else (close - self.range, close)
+        return None if close is None else self._selection(close)
 
-    def closes_between(self, after: int, until: int) -> list[int]:
+    def _selection(self, close: int) -> tuple[int, int]:
+        shift = 1 if self.upper_closed else 0
+        return close - self.range + shift, close - self.lag + shift
+
+    def content_at(self, instant: int, view: StreamView) -> WindowContent | None:
+        close = self.close_at_or_before(instant)
+        if close is None:
+            return None
+        opens, closes = self._selection(close)
+        return WindowContent((close - self.range, close - self.lag), opens, closes)
+
+    def content_sliding(self, instant: int, view: StreamView) -> WindowContent:
+        """Content change (spec §6.3): t − a < τ <= t − b at the evaluation instant t."""
+        return WindowContent((instant - self.range, instant - self.lag),
+                             instant - self.range + 1, instant - self.lag + 1)
+
+    def next_close(self, after: int, view: StreamView) -> int | None:
+        first = self.start + self.range
+        if after < first:
+            return first
+        return first + ((after - first) // self.step + 1) * self.step
+
+    def closes_between(self, after: int, until: int, view: StreamView | None = None) -> list[int]:
         """Every close x with after < x <= until."""
         first = self.start + self.range
         if until < first:
@@ -64,14 +134,72 @@ class WindowDeclaration:
             x += self.step
         return closes
 
-    def earliest_reachable(self, instant: int) -> int:
-        """No window of an evaluation at or after `instant` opens before this instant."""
+    def earliest_reachable(self, instant: int, view: StreamView | None = None) -> int:
+        """No evaluation at or after `instant` reads an element earlier than this."""
         bounds = self.bounds_at(instant)
         return self.start if bounds is None else bounds[0]
 
+    def sliding_reach(self, after: int, view: StreamView) -> int:
+        """No content-change evaluation after `after` reads an element earlier than this."""
+        return after - self.range + 1
+
+    @property
+    def rate(self) -> float:
+        """Closes per second."""
+        return 1_000_000 / self.step
+
     def describe(self) -> dict:
-        return {"iri": self.iri, "stream": self.stream, "range": format_duration(self.range),
+        data = {"iri": self.iri, "stream": self.stream, "range": format_duration(self.range),
                 "step": format_duration(self.step), "start": format_instant(self.start)}
+        if self.lag:
+            data["to"] = "NOW-" + format_duration(self.lag)
+        if self.upper_closed:
+            data["bounds"] = "(close - range, close]"
+        return data
+
+
+@dataclass(frozen=True)
+class CountWindow:
+    """`[ELEMS n STEP m]` (spec §6.1): a close at every element whose number is a multiple of
+    m, at that element's time; the window then holds the last n elements up to it."""
+
+    iri: str
+    stream: str
+    size: int
+    step: int = 1
+    line: int = 0
+    column: int = 0
+
+    def content_at(self, instant: int, view: StreamView) -> WindowContent | None:
+        return self._content(view.count_window(self.stream, instant, self.size, self.step))
+
+    def content_sliding(self, instant: int, view: StreamView) -> WindowContent | None:
+        """Content change: the last n elements with τ <= t (STEP ignored)."""
+        return self._content(view.count_window(self.stream, instant, self.size, 1))
+
+    @staticmethod
+    def _content(content: CountContent | None) -> WindowContent | None:
+        if content is None:
+            return None
+        return WindowContent((content.first, content.last), graphs=content.graphs)
+
+    def next_close(self, after: int, view: StreamView) -> int | None:
+        return view.next_count_close(self.stream, after, self.step)
+
+    def closes_between(self, after: int, until: int, view: StreamView) -> list[int]:
+        return view.count_closes(self.stream, after, until, self.step)
+
+    def earliest_reachable(self, instant: int, view: StreamView) -> int:
+        return view.count_reach(self.stream, instant, self.size, self.step)
+
+    def sliding_reach(self, after: int, view: StreamView) -> int:
+        return view.count_reach(self.stream, after, self.size, 1)
+
+    def describe(self) -> dict:
+        return {"iri": self.iri, "stream": self.stream, "elements": self.size, "step": self.step}
+
+
+Window = Union[TimeWindow, CountWindow]
 
 
 @dataclass
@@ -81,57 +209,27 @@ class ContinuousQuery:
     text: str
     form: QueryForm
     r2s: R2S
-    windows: dict[str, WindowDeclaration]
+    windows: dict[str, Window]
     body: "ParsedBody"
     name: str | None = None
     output_stream: str | None = None
     computed_every: int | None = None
     from_graphs: list[str] = field(default_factory=list)
     from_named_graphs: list[str] = field(default_factory=list)
+    report: str | None = None        # the report policy the query's dialect implies (spec §6.5)
+    dialect: str = "rspql"
+    # Options the dialect implies (its window content, say); a user's options override them.
+    option_defaults: dict[str, str] = field(default_factory=dict)
+    translation: str | None = None   # a dialect query written as RSP-QL*
+    # C-SPARQL / Streaming SPARQL (spec §6.5): outside WINDOW and GRAPH, triples match the
+    # merge of these windows' elements and the background default graph.
+    merged_windows: tuple[str, ...] | None = None
 
     @property
     def streams(self) -> list[str]:
         return sorted({w.stream for w in self.windows.values()})
 
     def policy_origin(self) -> int:
-        """τ0 of the query: the earliest START of its windows, else the epoch."""
-        starts = [w.start for w in self.windows.values()]
+        """τ0 of the query: the earliest START of its time windows, else the epoch."""
+        starts = [w.start for w in self.windows.values() if isinstance(w, TimeWindow)]
         return min(starts) if starts else 0
-
-    def report_instants(self, after: int, until: int) -> list[int]:
-        """Evaluation instants in (after, until] under the query's report policy (spec §3)."""
-        if self.computed_every is not None:
-            origin, period = self.policy_origin(), self.computed_every
-            k = max(0, (after - origin) // period + 1)
-            instants = []
-            t = origin + k * period
-            while t <= until:
-                instants.append(t)
-                t += period
-            return instants
-        closes: set[int] = set()
-        for window in self.windows.values():
-            closes.update(window.closes_between(after, until))
-        return sorted(closes)
-
-    def next_report_instant(self, after: int) -> int | None:
-        """The first evaluation instant strictly after `after` (None for a query without windows
-        and without COMPUTED EVERY, which never reports by itself)."""
-        if self.computed_every is not None:
-            return self.report_instants(after, after + self.computed_every)[0]
-        candidates = []
-        for window in self.windows.values():
-            first = window.start + window.range
-            if after < first:
-                candidates.append(first)
-            else:
-                candidates.append(first + ((after - first) // window.step + 1) * window.step)
-        return min(candidates) if candidates else None
-
-    def window_bounds(self, instant: int) -> dict[str, tuple[int, int]]:
-        bounds = {}
-        for iri, window in self.windows.items():
-            b = window.bounds_at(instant)
-            if b is not None:
-                bounds[iri] = b
-        return bounds

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .errors import QuerySyntaxError, TemporalValueError
 from .namespaces import RSPU, XSD
-from .model import ContinuousQuery, QueryForm, R2S, WindowDeclaration
+from .model import ContinuousQuery, CountWindow, QueryForm, R2S, TimeWindow, Window
 from .syntax import (
     Annotation, Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group,
     InlineData, Keyworded, ObjectWithAnnotations, ParsedBody, PropertyValues, ReifiedTriple, Span,
@@ -24,7 +24,7 @@ from .tokens import (
 
 # Words that only make sense in the RSP-QL* header; seen anywhere else they are misplaced.
 _HEADER_ONLY = {"REGISTER", "COMPUTED", "RSTREAM", "ISTREAM", "DSTREAM", "FROM", "RANGE", "STEP",
-                "TUMBLING", "START"}
+                "TUMBLING", "START", "ELEMS"}
 _PATH_START_PUNCT = ("^", "!", "(")
 
 
@@ -180,7 +180,7 @@ class _Parser:
         else:
             raise self.error("expected SELECT, CONSTRUCT or ASK, found %s" % self.describe(form_tok))
 
-        windows: dict[str, WindowDeclaration] = {}
+        windows: dict[str, Window] = {}
         from_graphs: list[str] = []
         from_named: list[str] = []
         while self.peek().is_keyword("FROM"):
@@ -326,7 +326,7 @@ class _Parser:
         self.expect_punct("}", "to close the CONSTRUCT template")
         return Group(open_idx, self.i - 1, [Span(open_idx + 1, self.i - 1)])
 
-    def window_declaration(self) -> WindowDeclaration:
+    def window_declaration(self) -> Window:
         name_tok = self.peek()
         iri, _ = self.declaration_iri("naming the window after FROM NAMED WINDOW")
         self.expect_keyword("ON", "after the window name")
@@ -334,14 +334,43 @@ class _Parser:
             self.advance()
         stream, _ = self.declaration_iri("naming the stream after ON")
         self.expect_punct("[", "to open the window specification")
-        self.expect_keyword("RANGE", "in the window specification")
-        width, _ = self.duration("RANGE")
-        step = width
-        if self.peek().is_keyword("STEP"):
+        line, column = self.source.position(name_tok.offset)
+        if self.peek().is_keyword("ELEMS"):
+            self.advance()
+            size = self.count("ELEMS")
+            step = 1
+            if self.peek().is_keyword("STEP"):
+                self.advance()
+                step = self.count("STEP")
+            self.expect_punct("]", "to close the window specification (ELEMS n STEP m)")
+            return CountWindow(iri, stream, size, step, line, column)
+        lag = 0
+        if self.peek().is_keyword("FROM"):
+            self.advance()
+            self.expect_keyword("NOW", "after FROM in a window in the past")
+            self.expect_punct("-", "after FROM NOW")
+            width, width_tok = self.duration("FROM NOW-")
+            self.expect_keyword("TO", "after FROM NOW-a")
+            self.expect_keyword("NOW", "after TO")
+            if self.peek().is_punct("-"):
+                self.advance()
+                lag, lag_tok = self.duration("TO NOW-")
+                if lag >= width:
+                    raise self.error("a window in the past ends before it begins: FROM NOW-a TO NOW-b needs "
+                                     "a > b", lag_tok)
+            if not self.peek().is_keyword("STEP"):
+                raise self.error("expected STEP after FROM NOW-a TO NOW-b, found %s" % self.describe(self.peek()))
             self.advance()
             step, _ = self.duration("STEP")
-        elif self.peek().is_keyword("TUMBLING"):
-            self.advance()
+        else:
+            self.expect_keyword("RANGE", "in the window specification")
+            width, _ = self.duration("RANGE")
+            step = width
+            if self.peek().is_keyword("STEP"):
+                self.advance()
+                step, _ = self.duration("STEP")
+            elif self.peek().is_keyword("TUMBLING"):
+                self.advance()
         start = 0
         if self.peek().is_keyword("START"):
             self.advance()
@@ -350,8 +379,15 @@ class _Parser:
             raise self.error("expected STEP, TUMBLING, START or ']' in the window specification, found %s"
                              % self.describe(self.peek()))
         self.advance()
-        line, column = self.source.position(name_tok.offset)
-        return WindowDeclaration(iri, stream, width, step, start, line, column)
+        return TimeWindow(iri, stream, width, step, start, lag, line=line, column=column)
+
+    def count(self, what: str) -> int:
+        """A positive whole number of elements."""
+        tok = self.peek()
+        if tok.kind != NUMBER or not tok.text.isdigit() or int(tok.text) < 1:
+            raise self.error("%s takes a positive whole number of elements, found %s" % (what, self.describe(tok)))
+        self.advance()
+        return int(tok.text)
 
     # -- graph patterns ------------------------------------------------------------------
     def group(self) -> Group:
@@ -541,7 +577,7 @@ class _Parser:
             parts.append(Span(span_start, end))
         return parts
 
-    def check_windows_declared(self, group: Group, windows: dict[str, WindowDeclaration]) -> None:
+    def check_windows_declared(self, group: Group, windows: dict[str, Window]) -> None:
         def visit(node) -> None:
             if isinstance(node, GraphPattern):
                 if node.is_window:

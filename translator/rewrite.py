@@ -343,6 +343,8 @@ class _Rewriter:
         elif isinstance(node, TriplesBlock):
             if ctx.window is not None and not ctx.in_graph:
                 self.window_default_triples(node, ctx.window)
+            elif ctx.window is None and not ctx.in_graph and self.query.merged_windows:
+                self.merged_default_triples(node)
             else:
                 self.emit.copy(node.span)
         else:  # pragma: no cover - the parser produces no other node
@@ -393,11 +395,19 @@ class _Rewriter:
             self.emit.put("}", node.keyword)
 
     # -- a window's default graph --------------------------------------------------------------
-    def window_default_triples(self, block: TriplesBlock, window: str) -> None:
+    def merged_default_triples(self, block: TriplesBlock) -> None:
+        triples = self.block_triples(block)
+        self.union_default_triples(triples, list(self.query.merged_windows), True, block.span.start)
+
+    def block_triples(self, block: TriplesBlock) -> list[tuple[str, str, str]]:
         triples: list[tuple[str, str, str]] = []
         labels: dict[str, str] = {}
         for tss in block.triples:
             self.expand_subject(tss, triples, labels)
+        return triples
+
+    def window_default_triples(self, block: TriplesBlock, window: str) -> None:
+        triples = self.block_triples(block)
         restricted: list[str] = []
         constants: list[str] = []
         impossible = False
@@ -411,7 +421,7 @@ class _Rewriter:
                 impossible = True
         at = block.span.start
         if self.options.window_union:
-            self.union_default_triples(triples, window, at)
+            self.union_default_triples(triples, [window], False, at)
             return
         self.emit.put("{ GRAPH <%s> {" % timestamps_graph(self.query.windows[window].stream), at)
         for s, p, o in triples:
@@ -425,29 +435,40 @@ class _Rewriter:
             self.emit.put(_NOTHING, at)
         self.emit.put("}", at)
 
-    def union_default_triples(self, triples: list[tuple[str, str, str]], window: str, at: int) -> None:
-        """`window_default_graph = "union"` (spec §3): the default graph is the merge of the
-        elements' timestamp triples and content. A BGP over a merge joins each pattern's
-        distinct matches over all the graphs, so each pattern becomes a DISTINCT sub-select
-        over the timestamps graph UNION the element graphs."""
-        values = Values(window)
-        ts_graph = timestamps_graph(self.query.windows[window].stream)
+    def union_default_triples(self, triples: list[tuple[str, str, str]], windows: list[str], background: bool,
+                              at: int) -> None:
+        """A default graph that merges the elements of `windows` (their timestamp triples and
+        content) and, with `background`, the background default graph: `window_default_graph
+        = "union"` (spec §3) or a dialect's merged windows (§6.5). A BGP over a merge joins
+        each pattern's distinct matches over all the graphs, so each pattern becomes a
+        DISTINCT sub-select over a UNION of the graphs."""
         self.emit.put("{", at)
         for s, p, o in triples:
             variables = sorted({t for t in re.findall(r"[?$][\w]+", " ".join((s, p, o)))})
             projection = " ".join(variables) if variables else "(1 AS %s)" % self.fresh()
-            graph = self.fresh()
-            if s.startswith("?"):
-                timestamp_part = ("GRAPH <%s> { %s %s %s } VALUES %s { " % (ts_graph, s, p, o, s), values, " }")
-            elif s.startswith("<"):
-                timestamp_part = (IfMember(window, (s[1:-1],), ("GRAPH <%s> { %s %s %s }" % (ts_graph, s, p, o),),
-                                           (_NOTHING,)),)
-            else:
-                timestamp_part = (_NOTHING,)
-            self.emit.put(("{ SELECT DISTINCT %s WHERE { { " % projection, *timestamp_part,
-                           " } UNION { GRAPH %s { %s %s %s } VALUES %s { " % (graph, s, p, o, graph), values,
-                           " } } } }"), at)
+            members = [member for window in windows for member in self.window_members(s, p, o, window)]
+            if background:
+                members.append(("%s %s %s" % (s, p, o),))
+            pieces: list = ["{ SELECT DISTINCT %s WHERE { " % projection]
+            for k, member in enumerate(members):
+                pieces += ["UNION { " if k else "{ ", *member, " } "]
+            self.emit.put(tuple(pieces) + ("} }",), at)
         self.emit.put("}", at)
+
+    def window_members(self, s: str, p: str, o: str, window: str) -> list[tuple]:
+        """Where one triple pattern matches a window's merged elements: the timestamps graph
+        (subjects restricted to the elements) and the element graphs."""
+        values = Values(window)
+        ts_graph = timestamps_graph(self.query.windows[window].stream)
+        graph = self.fresh()
+        if s.startswith("?"):
+            timestamp_part = ("GRAPH <%s> { %s %s %s } VALUES %s { " % (ts_graph, s, p, o, s), values, " }")
+        elif s.startswith("<"):
+            timestamp_part = (IfMember(window, (s[1:-1],), ("GRAPH <%s> { %s %s %s }" % (ts_graph, s, p, o),),
+                                       (_NOTHING,)),)
+        else:
+            timestamp_part = (_NOTHING,)
+        return [timestamp_part, ("GRAPH %s { %s %s %s } VALUES %s { " % (graph, s, p, o, graph), values, " }")]
 
     def term_text(self, term: Term, labels: dict[str, str]) -> str:
         """A term as text for a timestamps-graph pattern: blank nodes become fresh variables
@@ -507,8 +528,9 @@ class _Rewriter:
                           labels: dict[str, str]) -> None:
         for pv in properties:
             if not pv.is_simple:
-                raise self.error("property paths are not supported in a window's default graph "
-                                 "(it holds only the elements' timestamp triples)", pv.verb.start)
+                raise self.error("property paths are not supported in a window's default graph (its "
+                                 "triples are matched one pattern at a time; use GRAPH ?g { ... })",
+                                 pv.verb.start)
             verb = self.verb_text(pv.verb)
             for obj in pv.objects:
                 o = self.node_text(obj.node, triples, labels)

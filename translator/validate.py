@@ -6,6 +6,7 @@ import re
 
 import pyoxigraph as ox
 
+from .dialects import translate
 from .errors import QuerySyntaxError
 from .model import ContinuousQuery
 from .parser import parse_query
@@ -32,8 +33,22 @@ def oxigraph_syntax_error(message: str) -> tuple[str, int | None, int | None]:
     return _short(m.group(3)), int(m.group(1)), int(m.group(2))
 
 
-def compile_query(text: str, functions: FunctionLibrary | None = None) -> ContinuousQuery:
-    """Parse and fully check an RSP-QL* query; raises QuerySyntaxError (line, column)."""
+def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: str | None = None,
+                  start: str | None = None) -> ContinuousQuery:
+    """Parse and fully check a query written in RSP-QL* or one of the dialects (spec §6.5:
+    `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows);
+    raises QuerySyntaxError (line, column of `text`)."""
+    translation = translate(text, dialect, start)
+    if translation is None:
+        return _compile(text, functions)
+    try:
+        query = _compile(translation.text, functions)
+    except QuerySyntaxError as e:
+        raise translation.locate(e) from None
+    return translation.apply(query, text)
+
+
+def _compile(text: str, functions: FunctionLibrary | None) -> ContinuousQuery:
     query = parse_query(text)
     rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
     check_with_oxigraph(query, rewritten, functions or FunctionLibrary())

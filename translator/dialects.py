@@ -1,0 +1,584 @@
+"""Queries written for C-SPARQL, CQELS-QL and Streaming SPARQL (spec §6.5), translated into
+RSP-QL* text plus what that text cannot say (window bounds, report policy, the merged default
+graph), then compiled as any RSP-QL* query. Errors found in the translation are reported at
+the line and column of the user's text.
+
+| | window clause | window content | bounds | report | R2S |
+| --- | --- | --- | --- | --- | --- |
+| C-SPARQL | `FROM STREAM <s> [RANGE 10s STEP 1s]` | merge of all windows and background | (x − a, x] | close, non-empty | RStream |
+| CQELS-QL | `STREAM <s> [RANGE 5s] { P }` in WHERE | merge of the block's window | (t − a, t] | content change | IStream |
+| Streaming SPARQL | `FROM STREAM <s> WINDOW RANGE 30 MINUTE SLIDE` | merge of all windows | [x − a, x) | close | RStream |
+
+A query with one window and neither background graphs nor GRAPH patterns becomes
+`WHERE { WINDOW <s> { P } }` with the window's default graph the merge of its elements
+(`window_default_graph = union`); otherwise the WHERE clause's default graph is the merge of
+every window and the background default graph (`ContinuousQuery.merged_windows`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .errors import PositionedError, QuerySyntaxError, TemporalValueError
+from .model import ContinuousQuery, TimeWindow
+from .temporal import format_duration, format_instant, parse_instant
+from .tokens import EOF, IRI, NAME, NUMBER, PNAME, VAR, SourceText, Token, tokenize
+from .vocabulary import PROV_GENERATED_AT_TIME
+
+DIALECTS = ("rspql", "csparql", "cqels", "streaming-sparql")
+
+_UNITS = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
+_STREAMING_UNITS = {"MS": 1_000, "S": 1_000_000, "MINUTE": 60_000_000, "HOUR": 3_600_000_000,
+                    "DAY": 86_400_000_000, "WEEK": 604_800_000_000}
+_XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
+# What the translation calls the variable holding a C-SPARQL timestamp() (never in results).
+_TIMESTAMP_VARIABLE = "?__rsp_timestamp%d"
+
+
+@dataclass
+class Translation:
+    """A dialect query as RSP-QL* text, with what the text cannot say."""
+
+    dialect: str
+    source: SourceText
+    text: str
+    placed: list[tuple[int, int, int]]        # (offset in text, offset in source, length copied)
+    report: str | None = None
+    upper_closed: bool = False
+    merged: bool = False
+    name: str | None = None
+    option_defaults: dict[str, str] = field(default_factory=dict)
+
+    def locate(self, error: QuerySyntaxError) -> QuerySyntaxError:
+        """The error at the user's line and column."""
+        offset = SourceText(self.text).offset(error.line, error.column)
+        out, src, copied = 0, 0, 0
+        for entry in self.placed:
+            if entry[0] > offset:
+                break
+            out, src, copied = entry
+        line, column = self.source.position(src + min(max(offset - out, 0), max(copied - 1, 0)))
+        return QuerySyntaxError("%s (in the query's RSP-QL* translation)" % error.message
+                                if not copied else error.message, line, column)
+
+    def apply(self, query: ContinuousQuery, text: str) -> ContinuousQuery:
+        windows = {iri: replace(w, upper_closed=True) if self.upper_closed and isinstance(w, TimeWindow) else w
+                   for iri, w in query.windows.items()}
+        return replace(query, text=text, windows=windows, report=self.report, dialect=self.dialect,
+                       option_defaults=dict(self.option_defaults), translation=self.text,
+                       merged_windows=tuple(windows) if self.merged else None,
+                       name=self.name if self.name is not None else query.name)
+
+
+def detect(text: str) -> str:
+    """The dialect a query is written in, from its window clauses."""
+    tokens = tokenize(SourceText(text))
+    depth = 0
+    for k, tok in enumerate(tokens):
+        if tok.is_punct("{"):
+            depth += 1
+        elif tok.is_punct("}"):
+            depth -= 1
+        elif tok.is_keyword("STREAM") and tokens[k + 1].kind in (IRI, PNAME):
+            after = tokens[k + 2] if k + 2 < len(tokens) else tokens[-1]
+            before = tokens[k - 1] if k else None
+            if depth > 0 and after.is_punct("["):
+                return "cqels"
+            if before is not None and before.is_keyword("FROM", "NAMED"):
+                if after.is_keyword("WINDOW") or before.is_keyword("NAMED"):
+                    return "streaming-sparql"
+                if after.is_punct("["):
+                    return "csparql"
+    return "rspql"
+
+
+def translate(text: str, dialect: str | None = None, start: str | None = None) -> Translation | None:
+    """The RSP-QL* translation of a dialect query; None for an RSP-QL* query."""
+    dialect = dialect or detect(text)
+    if dialect not in DIALECTS:
+        raise QuerySyntaxError("unknown dialect %r (known: %s)" % (dialect, ", ".join(DIALECTS)), 1, 1)
+    if dialect == "rspql":
+        return None
+    origin = None
+    if start is not None:
+        try:
+            origin = parse_instant(start)
+        except TemporalValueError as e:
+            raise QuerySyntaxError("option start: %s" % e, 1, 1) from None
+    reader = {"csparql": _CSparql, "cqels": _Cqels, "streaming-sparql": _StreamingSparql}[dialect]
+    return reader(text, origin).translate()
+
+
+@dataclass
+class _Window:
+    stream: str
+    spec: str          # the RSP-QL* window specification, without brackets
+    iri: str = ""
+
+
+class _Reader:
+    """Token-level reading of a dialect query into edits of its text (replacements of token
+    ranges), applied in one pass so that every copied piece keeps its source offset."""
+
+    dialect = ""
+
+    def __init__(self, text: str, origin: int | None):
+        self.source = SourceText(text)
+        self.tokens = tokenize(self.source)
+        self.origin = origin
+        self.i = 0
+        self.edits: list[tuple[int, int, str]] = []    # (start offset, end offset, text)
+        self.windows: list[_Window] = []
+        self.prefixes: dict[str, str] = {}
+        self.name: str | None = None
+        self.timestamp_calls: list[tuple[int, int, int, str]] = []   # (start, end, group close, text)
+
+    # -- tokens ------------------------------------------------------------------------
+    def peek(self, k: int = 0) -> Token:
+        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        tok = self.tokens[self.i]
+        if tok.kind != EOF:
+            self.i += 1
+        return tok
+
+    def error(self, message: str, tok: Token | None = None) -> PositionedError:
+        return self.source.error(message, (tok or self.peek()).offset)
+
+    def expect_keyword(self, word: str, context: str) -> Token:
+        if not self.peek().is_keyword(word):
+            raise self.error("expected %s %s, found %s" % (word, context, self.describe(self.peek())))
+        return self.advance()
+
+    def expect_punct(self, text: str, context: str) -> Token:
+        if not self.peek().is_punct(text):
+            raise self.error("expected %r %s, found %s" % (text, context, self.describe(self.peek())))
+        return self.advance()
+
+    @staticmethod
+    def describe(tok: Token) -> str:
+        return "end of query" if tok.kind == EOF else repr(tok.text)
+
+    def iri(self, context: str) -> str:
+        tok = self.peek()
+        if tok.kind == IRI:
+            self.advance()
+            return tok.text[1:-1]
+        if tok.kind == PNAME:
+            prefix, _, local = tok.text.partition(":")
+            if prefix not in self.prefixes:
+                raise self.error("undeclared prefix %r" % (prefix + ":"))
+            self.advance()
+            return self.prefixes[prefix] + local
+        raise self.error("expected an IRI %s, found %s" % (context, self.describe(tok)))
+
+    def edit(self, first: Token, last: Token, text: str) -> None:
+        """Replace the text from token `first` through token `last` (an insertion before
+        `first` when `last` is None)."""
+        self.edits.append((first.offset, first.offset if last is None else last.end, text))
+
+    # -- shared pieces ------------------------------------------------------------------
+    def prologue(self) -> None:
+        while self.peek().is_keyword("PREFIX", "BASE"):
+            if self.advance().is_keyword("PREFIX"):
+                tok = self.advance()
+                if tok.kind != PNAME or not tok.text.endswith(":"):
+                    raise self.error("expected a prefix name such as ex: after PREFIX", tok)
+                target = self.advance()
+                if target.kind != IRI:
+                    raise self.error("expected <iri> after PREFIX %s" % tok.text, target)
+                self.prefixes[tok.text[:-1]] = target.text[1:-1]
+            else:
+                self.advance()
+
+    def duration(self, context: str) -> int:
+        """A C-SPARQL / CQELS duration: a number and a unit (ms, s, m, h, d)."""
+        number = self.peek()
+        if number.kind != NUMBER or not number.text.isdigit():
+            raise self.error("expected a duration such as 10s for %s, found %s" % (context, self.describe(number)))
+        self.advance()
+        unit = self.peek()
+        if unit.kind != NAME or unit.text.lower() not in _UNITS or unit.offset != number.end:
+            raise self.error("a duration needs a unit right after its number (ms, s, m, h or d) for %s" % context,
+                             unit)
+        self.advance()
+        value = int(number.text) * _UNITS[unit.text.lower()]
+        if value <= 0:
+            raise self.error("%s must be positive" % context, number)
+        return value
+
+    def count(self, context: str) -> int:
+        tok = self.peek()
+        if tok.kind != NUMBER or not tok.text.isdigit() or int(tok.text) < 1:
+            raise self.error("%s takes a positive whole number of elements, found %s" % (context, self.describe(tok)))
+        self.advance()
+        return int(tok.text)
+
+    def time_spec(self, width: int, step: int) -> str:
+        spec = "RANGE %s STEP %s" % (format_duration(width), format_duration(step))
+        if self.origin is not None:
+            spec += ' START "%s"^^<%s>' % (format_instant(self.origin), _XSD_DATETIME)
+        return spec
+
+    def add_window(self, stream: str, spec: str) -> _Window:
+        same = sum(1 for w in self.windows if w.stream == stream)
+        window = _Window(stream, spec, stream if not same else "%s#%d" % (stream, same + 1))
+        self.windows.append(window)
+        return window
+
+    def declarations(self) -> str:
+        return " ".join("FROM NAMED WINDOW <%s> ON <%s> [%s]" % (w.iri, w.stream, w.spec) for w in self.windows)
+
+    def find_where(self) -> int:
+        """The token index of the WHERE clause's opening brace (from the current token)."""
+        if self.peek().is_keyword("WHERE"):
+            self.advance()
+        if not self.peek().is_punct("{"):
+            raise self.error("expected WHERE { ... }, found %s" % self.describe(self.peek()))
+        return self.i
+
+    def matching(self, open_index: int) -> int:
+        depth = 0
+        for k in range(open_index, len(self.tokens)):
+            tok = self.tokens[k]
+            if tok.is_punct("{"):
+                depth += 1
+            elif tok.is_punct("}"):
+                depth -= 1
+                if depth == 0:
+                    return k
+        raise self.error("'{' is never closed", self.tokens[open_index])
+
+    def skip_to_dataset(self) -> None:
+        """Past the query form, to its first FROM, WHERE or the WHERE clause's brace (a
+        CONSTRUCT template is skipped whole)."""
+        while not self.peek().is_keyword("FROM", "WHERE") and self.peek().kind != EOF:
+            if self.peek().is_punct("{"):
+                if not (self.i and self.tokens[self.i - 1].is_keyword("CONSTRUCT")):
+                    return
+                self.i = self.matching(self.i) + 1
+                continue
+            self.advance()
+
+    def refuse(self, tok: Token, construct: str, instead: str = "") -> PositionedError:
+        return self.error("%s has no equivalent in this engine%s" % (construct, instead), tok)
+
+    def timestamp_function(self, where_open: int, where_close: int) -> None:
+        """C-SPARQL's timestamp(?s ?p ?o) is the time of the element holding that triple (the
+        latest one if several do): a variable bound by a sub-query over the windows, left
+        unbound (an expression error, as in C-SPARQL) when no window holds the triple."""
+        groups: list[int] = []
+        for k in range(where_open, where_close + 1):
+            tok = self.tokens[k]
+            if tok.is_punct("{"):
+                groups.append(self.matching(k))
+            elif tok.is_punct("}"):
+                groups.pop()
+            elif tok.kind in (NAME, PNAME) and (tok.text.lower() == "timestamp" or
+                                                tok.text.lower().endswith(":timestamp")) \
+                    and self.tokens[k + 1].is_punct("("):
+                args, end = [], k + 2
+                while not self.tokens[end].is_punct(")"):
+                    if self.tokens[end].kind in (VAR, IRI, PNAME):
+                        args.append(self.tokens[end].text)
+                    elif not self.tokens[end].is_punct(","):
+                        raise self.refuse(self.tokens[end], "timestamp() of anything but three variables or IRIs")
+                    end += 1
+                if len(args) != 3:
+                    raise self.error("timestamp() takes a triple: timestamp(?s ?p ?o)", tok)
+                variable = _TIMESTAMP_VARIABLE % (len(self.timestamp_calls) + 1)
+                self.timestamp_calls.append((k, end, groups[-1] if groups else where_close, variable))
+                self.edit(tok, self.tokens[end], variable)
+
+    def timestamp_patterns(self, call_args: dict[str, list[str]]) -> None:
+        for start, end, close, variable in self.timestamp_calls:
+            s, p, o = call_args[variable]
+            windows = " UNION ".join(
+                "{ WINDOW <%s> { ?__rsp_g <%s> ?__rsp_t . GRAPH ?__rsp_g { %s %s %s } } }"
+                % (w.iri, PROV_GENERATED_AT_TIME, s, p, o) for w in self.windows)
+            keys = " ".join(t for t in (s, p, o) if t.startswith("?"))
+            self.edits.append((self.tokens[close].offset, self.tokens[close].offset,
+                               "OPTIONAL { SELECT %s (MAX(?__rsp_t) AS %s) WHERE { %s } GROUP BY %s } "
+                               % (keys, variable, windows, keys)))
+
+    def finish(self) -> Translation:
+        text = self.source.text
+        pieces, placed, length, at = [], [], 0, 0
+        for start, end, inserted in sorted(self.edits, key=lambda e: (e[0], e[1])):
+            pieces.append(text[at:start])
+            placed.append((length, at, start - at))
+            length += start - at
+            pieces.append(inserted)
+            placed.append((length, start, 0))
+            length += len(inserted)
+            at = end
+        pieces.append(text[at:])
+        placed.append((length, at, len(text) - at))
+        return Translation(self.dialect, self.source, "".join(pieces), placed, name=self.name)
+
+
+class _CSparql(_Reader):
+    dialect = "csparql"
+
+    def translate(self) -> Translation:
+        self.register()
+        self.prologue()
+        if self.peek().is_keyword("REGISTER"):
+            self.register()
+        background = False
+        self.skip_to_dataset()
+        while self.peek().is_keyword("FROM"):
+            first = self.advance()
+            if self.peek().is_keyword("STREAM"):
+                self.advance()
+                stream = self.iri("after FROM STREAM")
+                window = self.add_window(stream, self.window_spec())
+                self.edit(first, self.tokens[self.i - 1], "FROM NAMED WINDOW <%s> ON <%s> [%s]"
+                          % (window.iri, stream, window.spec))
+            else:
+                background = True
+                if self.peek().is_keyword("NAMED"):
+                    self.advance()
+                self.iri("after FROM")
+        if not self.windows:
+            raise self.error("a C-SPARQL query reads at least one FROM STREAM <iri> [RANGE ...]")
+        where_open = self.find_where()
+        where_close = self.matching(where_open)
+        self.timestamp_function(where_open, where_close)
+        args = self.call_arguments()
+        self.timestamp_patterns(args)
+        graphs = any(t.is_keyword("GRAPH") for t in self.tokens[where_open:where_close])
+        merged = len(self.windows) > 1 or background or graphs
+        if not merged:
+            self.edit(self.tokens[where_open + 1], None, "WINDOW <%s> { " % self.windows[0].iri)
+            self.edit(self.tokens[where_close], None, "} ")
+        translation = self.finish()
+        translation.report = "non-empty"
+        translation.upper_closed = True
+        translation.merged = merged
+        translation.option_defaults = {"window_default_graph": "union"}
+        return translation
+
+    def call_arguments(self) -> dict[str, list[str]]:
+        found = {}
+        for start, end, _, variable in self.timestamp_calls:
+            found[variable] = [t.text for t in self.tokens[start + 2:end] if not t.is_punct(",")]
+        return found
+
+    def register(self) -> None:
+        if not self.peek().is_keyword("REGISTER"):
+            return
+        first = self.advance()
+        kind = self.peek()
+        if not kind.is_keyword("QUERY", "STREAM"):
+            raise self.error("expected QUERY or STREAM after REGISTER, found %s" % self.describe(kind))
+        self.advance()
+        name_tok = self.peek()
+        if name_tok.kind == NAME:
+            self.advance()
+            self.name = name_tok.text
+            iri = None
+        else:
+            iri = self.iri("naming the query after REGISTER %s" % kind.text.upper())
+        every = None
+        if self.peek().is_keyword("COMPUTED"):
+            self.advance()
+            self.expect_keyword("EVERY", "after COMPUTED")
+            every = self.duration("COMPUTED EVERY")
+        self.expect_keyword("AS", "after the REGISTER clause")
+        clause = ""
+        if iri is not None or every is not None:
+            target = iri if iri is not None else "urn:csparql:query:" + self.name
+            clause = "REGISTER %s <%s>" % ("RSTREAM" if kind.is_keyword("STREAM") and iri is not None else "QUERY",
+                                           target)
+            if every is not None:
+                clause += " COMPUTED EVERY %s" % format_duration(every)
+            clause += " AS"
+        self.edit(first, self.tokens[self.i - 1], clause)
+
+    def window_spec(self) -> str:
+        self.expect_punct("[", "to open the window after FROM STREAM <iri>")
+        self.expect_keyword("RANGE", "in a C-SPARQL window")
+        if self.peek().is_keyword("TRIPLES"):
+            self.advance()
+            spec = "ELEMS %d" % self.count("RANGE TRIPLES")
+        else:
+            width = self.duration("RANGE")
+            step = width
+            if self.peek().is_keyword("STEP"):
+                self.advance()
+                step = self.duration("STEP")
+            elif self.peek().is_keyword("TUMBLING"):
+                self.advance()
+            spec = self.time_spec(width, step)
+        self.expect_punct("]", "to close the window (C-SPARQL windows are RANGE d STEP d, RANGE d TUMBLING or "
+                               "RANGE TRIPLES n)")
+        return spec
+
+
+class _Cqels(_Reader):
+    dialect = "cqels"
+
+    def translate(self) -> Translation:
+        self.prologue()
+        form = self.peek()
+        if not form.is_keyword("SELECT", "CONSTRUCT", "ASK"):
+            raise self.error("expected SELECT, CONSTRUCT or ASK, found %s" % self.describe(form))
+        self.advance()
+        if self.peek().is_keyword("ISTREAM", "RSTREAM", "DSTREAM"):
+            raise self.refuse(self.peek(), "%s in CQELS-QL" % self.peek().text.upper(),
+                              " (CQELS admits IStream only, which is its default)")
+        if not form.is_keyword("ASK"):
+            self.edit(self.peek(), None, "ISTREAM ")
+        self.skip_to_dataset()
+        while self.peek().is_keyword("FROM"):
+            self.advance()
+            if self.peek().is_keyword("NAMED"):
+                self.advance()
+            self.iri("after FROM")
+        header_end = self.peek()
+        where_open = self.find_where()
+        where_close = self.matching(where_open)
+        k = where_open
+        while k < where_close:
+            tok = self.tokens[k]
+            if tok.is_keyword("STREAM") and self.tokens[k + 1].kind in (IRI, PNAME):
+                self.i = k + 1
+                stream = self.iri("after STREAM")
+                window = self.add_window(stream, self.window_spec())
+                self.expect_punct("{", "to open the pattern of STREAM <%s> [...]" % stream)
+                self.edit(tok, self.tokens[self.i - 2], "WINDOW <%s>" % window.iri)
+                k = self.i
+                continue
+            k += 1
+        if not self.windows:
+            raise self.error("a CQELS-QL query reads at least one STREAM <iri> [RANGE ...] { ... }",
+                             self.tokens[where_open])
+        self.edit(header_end, None, self.declarations() + " ")
+        translation = self.finish()
+        translation.report = "content-change"
+        translation.upper_closed = True
+        translation.option_defaults = {"window_default_graph": "union"}
+        return translation
+
+    def window_spec(self) -> str:
+        self.expect_punct("[", "to open the window after STREAM <iri>")
+        tok = self.peek()
+        if tok.is_keyword("NOW"):
+            self.advance()
+            spec = self.time_spec(1, 1)
+        elif tok.is_keyword("TRIPLES"):
+            self.advance()
+            spec = "ELEMS %d" % self.count("TRIPLES")
+        elif tok.is_keyword("RANGE"):
+            self.advance()
+            width = self.duration("RANGE")
+            step = width
+            if self.peek().is_keyword("SLIDE"):
+                self.advance()
+                step = self.duration("SLIDE")
+            spec = self.time_spec(width, step)
+        elif tok.is_keyword("ALL"):
+            raise self.refuse(tok, "[ALL]", " (a window over the whole stream is unbounded)")
+        else:
+            raise self.error("expected RANGE, NOW or TRIPLES in a CQELS window, found %s" % self.describe(tok))
+        self.expect_punct("]", "to close the CQELS window")
+        return spec
+
+
+class _StreamingSparql(_Reader):
+    dialect = "streaming-sparql"
+
+    def translate(self) -> Translation:
+        self.prologue()
+        self.skip_to_dataset()
+        background = False
+        while self.peek().is_keyword("FROM"):
+            first = self.advance()
+            if self.peek().is_keyword("NAMED") and self.peek(1).is_keyword("STREAM"):
+                raise self.refuse(self.peek(), "FROM NAMED STREAM",
+                                  " (declare the stream with FROM STREAM; its elements are named graphs already)")
+            if self.peek().is_keyword("STREAM"):
+                self.advance()
+                stream = self.iri("after FROM STREAM")
+                window = self.add_window(stream, self.window())
+                self.edit(first, self.tokens[self.i - 1], "FROM NAMED WINDOW <%s> ON <%s> [%s]"
+                          % (window.iri, stream, window.spec))
+            else:
+                background = True
+                if self.peek().is_keyword("NAMED"):
+                    self.advance()
+                self.iri("after FROM")
+        if not self.windows:
+            raise self.error("a Streaming SPARQL query reads at least one FROM STREAM <iri> WINDOW ...")
+        where_open = self.find_where()
+        where_close = self.matching(where_open)
+        stream = self.windows[0].stream
+        group_windows = self.group_windows(where_open, where_close, stream)
+        graphs = any(t.is_keyword("GRAPH") for t in self.tokens[where_open:where_close])
+        merged = len(self.windows) - group_windows > 1 or background or graphs
+        if merged and group_windows:
+            raise self.refuse(self.tokens[where_open], "a window inside a graph pattern of a query with several "
+                              "streams or background graphs")
+        if not merged:
+            self.edit(self.tokens[where_open + 1], None, "WINDOW <%s> { " % self.windows[0].iri)
+            self.edit(self.tokens[where_close], None, "} ")
+        translation = self.finish()
+        translation.merged = merged
+        translation.option_defaults = {"window_default_graph": "union"}
+        return translation
+
+    def group_windows(self, where_open: int, where_close: int, stream: str) -> int:
+        """`{ P WINDOW ELEMS n }`: the group's patterns read that window of the stream."""
+        opens: list[int] = []
+        found = 0
+        k = where_open
+        while k <= where_close:
+            tok = self.tokens[k]
+            if tok.is_punct("{"):
+                opens.append(k)
+            elif tok.is_punct("}"):
+                opens.pop()
+            elif tok.is_keyword("WINDOW") and self.tokens[k + 1].is_keyword("RANGE", "ELEMS"):
+                self.i = k
+                window = self.add_window(stream, self.window())
+                close = self.i
+                if not self.tokens[close].is_punct("}"):
+                    raise self.error("a window inside a graph pattern comes last in its group", self.tokens[close])
+                group_open = opens[-1]
+                self.edit(self.tokens[group_open + 1], None, "WINDOW <%s> { " % window.iri)
+                self.edit(tok, self.tokens[close - 1], "} ")
+                found += 1
+                k = close
+                continue
+            k += 1
+        return found
+
+    def window(self) -> str:
+        self.expect_keyword("WINDOW", "after FROM STREAM <iri>")
+        if self.peek().is_keyword("ELEMS"):
+            self.advance()
+            return "ELEMS %d" % self.count("WINDOW ELEMS")
+        self.expect_keyword("RANGE", "after WINDOW")
+        width, unit = self.value("RANGE")
+        if self.peek().is_keyword("FIXED"):
+            self.advance()
+            return self.time_spec(width, width)
+        self.expect_keyword("SLIDE", "after WINDOW RANGE n (or FIXED)")
+        step = unit
+        if self.peek().kind == NUMBER:
+            step, _ = self.value("SLIDE")
+        return self.time_spec(width, step)
+
+    def value(self, context: str) -> tuple[int, int]:
+        """A ValSpec: INTEGER and an optional unit (milliseconds by default); returns the
+        value and one of its unit, in microseconds."""
+        number = self.peek()
+        if number.kind != NUMBER or not number.text.isdigit() or int(number.text) < 1:
+            raise self.error("%s takes a positive whole number and a unit (MS, S, MINUTE, HOUR, DAY, WEEK), found %s"
+                             % (context, self.describe(number)))
+        self.advance()
+        unit = _STREAMING_UNITS["MS"]
+        if self.peek().kind == NAME and self.peek().text.upper() in _STREAMING_UNITS:
+            unit = _STREAMING_UNITS[self.advance().text.upper()]
+        return int(number.text) * unit, unit
