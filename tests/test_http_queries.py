@@ -51,3 +51,19 @@ def test_results_parameters_are_checked(client):
         response = client.get("/queries/q1/results", query_string=params)
         assert response.status_code == 400, params
     assert client.get("/queries/q1/results", query_string={"limit": "1000000"}).status_code == 200
+
+
+def test_dialect_queries_register_over_http_with_errors_at_their_position(client):
+    cqels = ("PREFIX ex: <http://example.org/>\n"
+             "SELECT ?o WHERE { STREAM <http://example.org/s> [RANGE 2s] { ?o ex:p ?v } }")
+    created = client.post("/queries", json={"id": "c", "query": cqels, "options": {"dialect": "cqels"}}, headers=AUTH)
+    assert created.status_code == 201
+    described = client.get("/queries/c").get_json()
+    assert described["dialect"] == "cqels" and described["r2s"] == "ISTREAM"
+    bad = client.post("/queries", query_string={"id": "d", "option": "dialect=cqels"},
+                      data=cqels.replace("[RANGE 2s]", "[RANGE 2 s]"), content_type="application/sparql-query",
+                      headers=AUTH)
+    assert bad.status_code == 400
+    assert (bad.get_json()["line"], bad.get_json()["column"]) == (2, 58)   # the unit apart from its number
+    unknown = client.post("/queries", json={"query": cqels, "options": {"dialect": "sparqlstream"}}, headers=AUTH)
+    assert unknown.status_code == 400 and "dialect" in unknown.get_json()["message"]

@@ -29,6 +29,7 @@ DIALECTS = ("rspql", "csparql", "cqels", "streaming-sparql")
 _UNITS = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
 _STREAMING_UNITS = {"MS": 1_000, "S": 1_000_000, "MINUTE": 60_000_000, "HOUR": 3_600_000_000,
                     "DAY": 86_400_000_000, "WEEK": 604_800_000_000}
+_CSPARQL_FUNCTIONS = "http://larkc.eu/csparql/sparql/jena/ext#"
 _XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
 # What the translation calls the variable holding a C-SPARQL timestamp() (never in results).
 _TIMESTAMP_VARIABLE = "?__rsp_timestamp%d"
@@ -130,7 +131,7 @@ class _Reader:
         self.windows: list[_Window] = []
         self.prefixes: dict[str, str] = {}
         self.name: str | None = None
-        self.timestamp_calls: list[tuple[int, int, int, str]] = []   # (start, end, group close, text)
+        self.timestamp_calls: list[tuple[list[str], int, str]] = []   # (triple, group close, variable)
 
     # -- tokens ------------------------------------------------------------------------
     def peek(self, k: int = 0) -> Token:
@@ -226,8 +227,9 @@ class _Reader:
         self.windows.append(window)
         return window
 
-    def declarations(self) -> str:
-        return " ".join("FROM NAMED WINDOW <%s> ON <%s> [%s]" % (w.iri, w.stream, w.spec) for w in self.windows)
+    def declarations(self, windows: list[_Window] | None = None) -> str:
+        return " ".join("FROM NAMED WINDOW <%s> ON <%s> [%s]" % (w.iri, w.stream, w.spec)
+                        for w in (self.windows if windows is None else windows))
 
     def find_where(self) -> int:
         """The token index of the WHERE clause's opening brace (from the current token)."""
@@ -263,43 +265,49 @@ class _Reader:
     def refuse(self, tok: Token, construct: str, instead: str = "") -> PositionedError:
         return self.error("%s has no equivalent in this engine%s" % (construct, instead), tok)
 
-    def timestamp_function(self, where_open: int, where_close: int) -> None:
-        """C-SPARQL's timestamp(?s ?p ?o) is the time of the element holding that triple (the
-        latest one if several do): a variable bound by a sub-query over the windows, left
-        unbound (an expression error, as in C-SPARQL) when no window holds the triple."""
+    def is_timestamp_function(self, tok: Token) -> bool:
+        if tok.kind == NAME:
+            return tok.text.lower() == "timestamp"
+        if tok.kind == PNAME:
+            prefix, _, local = tok.text.partition(":")
+            return self.prefixes.get(prefix) == _CSPARQL_FUNCTIONS and local == "timestamp"
+        return False
+
+    def timestamp_function(self, first: int, where_open: int, where_close: int) -> None:
+        """C-SPARQL's timestamp(?s ?p ?o), from token `first` (the query form) to the end of
+        the WHERE clause: the time of the element holding that triple (the latest one if
+        several do), a variable bound by a sub-query over the windows and left unbound (an
+        expression error, as in C-SPARQL) when no window holds the triple. The sub-query joins
+        the group the call is in (the WHERE clause for the projection)."""
         groups: list[int] = []
-        for k in range(where_open, where_close + 1):
+        for k in range(first, where_close + 1):
             tok = self.tokens[k]
-            if tok.is_punct("{"):
+            if tok.is_punct("{") and k >= where_open:
                 groups.append(self.matching(k))
-            elif tok.is_punct("}"):
+            elif tok.is_punct("}") and k >= where_open:
                 groups.pop()
-            elif tok.kind in (NAME, PNAME) and (tok.text.lower() == "timestamp" or
-                                                tok.text.lower().endswith(":timestamp")) \
-                    and self.tokens[k + 1].is_punct("("):
+            elif self.is_timestamp_function(tok) and self.tokens[k + 1].is_punct("("):
                 args, end = [], k + 2
                 while not self.tokens[end].is_punct(")"):
                     if self.tokens[end].kind in (VAR, IRI, PNAME):
                         args.append(self.tokens[end].text)
                     elif not self.tokens[end].is_punct(","):
-                        raise self.refuse(self.tokens[end], "timestamp() of anything but three variables or IRIs")
+                        raise self.refuse(self.tokens[end], "timestamp() of anything but variables and IRIs")
                     end += 1
                 if len(args) != 3:
-                    raise self.error("timestamp() takes a triple: timestamp(?s ?p ?o)", tok)
+                    raise self.error("timestamp() takes a triple: timestamp(?s, ?p, ?o)", tok)
                 variable = _TIMESTAMP_VARIABLE % (len(self.timestamp_calls) + 1)
-                self.timestamp_calls.append((k, end, groups[-1] if groups else where_close, variable))
+                close = groups[-1] if groups else where_close
+                self.timestamp_calls.append((args, close, variable))
                 self.edit(tok, self.tokens[end], variable)
-
-    def timestamp_patterns(self, call_args: dict[str, list[str]]) -> None:
-        for start, end, close, variable in self.timestamp_calls:
-            s, p, o = call_args[variable]
+        for (s, p, o), close, variable in self.timestamp_calls:
             windows = " UNION ".join(
                 "{ WINDOW <%s> { ?__rsp_g <%s> ?__rsp_t . GRAPH ?__rsp_g { %s %s %s } } }"
                 % (w.iri, PROV_GENERATED_AT_TIME, s, p, o) for w in self.windows)
             keys = " ".join(t for t in (s, p, o) if t.startswith("?"))
             self.edits.append((self.tokens[close].offset, self.tokens[close].offset,
-                               "OPTIONAL { SELECT %s (MAX(?__rsp_t) AS %s) WHERE { %s } GROUP BY %s } "
-                               % (keys, variable, windows, keys)))
+                               "OPTIONAL { SELECT %s (MAX(?__rsp_t) AS %s) WHERE { %s }%s } "
+                               % (keys, variable, windows, " GROUP BY " + keys if keys else "")))
 
     def finish(self) -> Translation:
         text = self.source.text
@@ -326,6 +334,7 @@ class _CSparql(_Reader):
         if self.peek().is_keyword("REGISTER"):
             self.register()
         background = False
+        form_index = self.i
         self.skip_to_dataset()
         while self.peek().is_keyword("FROM"):
             first = self.advance()
@@ -344,9 +353,7 @@ class _CSparql(_Reader):
             raise self.error("a C-SPARQL query reads at least one FROM STREAM <iri> [RANGE ...]")
         where_open = self.find_where()
         where_close = self.matching(where_open)
-        self.timestamp_function(where_open, where_close)
-        args = self.call_arguments()
-        self.timestamp_patterns(args)
+        self.timestamp_function(form_index, where_open, where_close)
         graphs = any(t.is_keyword("GRAPH") for t in self.tokens[where_open:where_close])
         merged = len(self.windows) > 1 or background or graphs
         if not merged:
@@ -358,12 +365,6 @@ class _CSparql(_Reader):
         translation.merged = merged
         translation.option_defaults = {"window_default_graph": "union"}
         return translation
-
-    def call_arguments(self) -> dict[str, list[str]]:
-        found = {}
-        for start, end, _, variable in self.timestamp_calls:
-            found[variable] = [t.text for t in self.tokens[start + 2:end] if not t.is_punct(",")]
-        return found
 
     def register(self) -> None:
         if not self.peek().is_keyword("REGISTER"):
@@ -433,6 +434,9 @@ class _Cqels(_Reader):
         self.skip_to_dataset()
         while self.peek().is_keyword("FROM"):
             self.advance()
+            if self.peek().is_keyword("STREAM"):
+                raise self.refuse(self.peek(), "FROM STREAM in CQELS-QL",
+                                  " (CQELS-QL reads a stream with STREAM <s> [RANGE ...] { ... } inside WHERE)")
             if self.peek().is_keyword("NAMED"):
                 self.advance()
             self.iri("after FROM")
@@ -511,10 +515,14 @@ class _StreamingSparql(_Reader):
                 self.iri("after FROM")
         if not self.windows:
             raise self.error("a Streaming SPARQL query reads at least one FROM STREAM <iri> WINDOW ...")
+        where_token = self.peek()
         where_open = self.find_where()
         where_close = self.matching(where_open)
         stream = self.windows[0].stream
+        declared = len(self.windows)
         group_windows = self.group_windows(where_open, where_close, stream)
+        if group_windows:
+            self.edit(where_token, None, self.declarations(self.windows[declared:]) + " ")
         graphs = any(t.is_keyword("GRAPH") for t in self.tokens[where_open:where_close])
         merged = len(self.windows) - group_windows > 1 or background or graphs
         if merged and group_windows:

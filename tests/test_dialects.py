@@ -1,0 +1,145 @@
+"""Queries written for C-SPARQL, CQELS-QL and Streaming SPARQL (spec 6.5): recognized,
+translated into RSP-QL* with their own semantics, refused with a position where they have no
+equivalent. Their evaluation is covered by the conformance cases named after each dialect."""
+import json
+
+import pytest
+
+from endpoint.cli import main
+from endpoint.clock import VirtualClock
+from endpoint.engine import Engine
+from endpoint.replay import Replay, ReplayInput
+from store.stream_store import StreamStore
+from translator.dialects import detect
+from translator.errors import QuerySyntaxError
+from translator.model import CountWindow, R2S, TimeWindow
+from translator.temporal import parse_instant
+from translator.validate import compile_query
+
+S = 1_000_000
+EX = "PREFIX ex: <http://example.org/>\n"
+CSPARQL = EX + "SELECT ?t ?v FROM STREAM <http://example.org/temp> [RANGE 4s STEP 2s] WHERE { ?t ex:value ?v }"
+CQELS = EX + "SELECT ?t WHERE { STREAM <http://example.org/temp> [RANGE 3s] { ?t ex:value ?v } }"
+STREAMING = EX + "SELECT ?t FROM STREAM <http://example.org/temp> WINDOW RANGE 30 MINUTE SLIDE WHERE { ?t ex:value ?v }"
+RSPQL = EX + "SELECT ?t FROM NAMED WINDOW ex:w ON STREAM ex:temp [RANGE PT4S] WHERE { WINDOW ex:w { GRAPH ?g { ?t ex:value ?v } } }"
+
+
+def test_the_dialect_is_recognized_from_the_window_clauses():
+    assert [detect(q) for q in (CSPARQL, CQELS, STREAMING, RSPQL)] == ["csparql", "cqels", "streaming-sparql", "rspql"]
+
+
+def test_csparql_is_translated_with_its_semantics():
+    query = compile_query("REGISTER QUERY warm COMPUTED EVERY 5s AS\n" + CSPARQL.replace("[RANGE 4s STEP 2s]",
+                                                                                        "[RANGE 10m TUMBLING]"))
+    [window] = query.windows.values()
+    assert isinstance(window, TimeWindow) and window.upper_closed
+    assert (window.iri, window.range, window.step) == ("http://example.org/temp", 600 * S, 600 * S)
+    assert (query.name, query.computed_every, query.report, query.r2s) == ("warm", 5 * S, "non-empty", R2S.RSTREAM)
+    assert query.option_defaults == {"window_default_graph": "union"} and query.merged_windows is None
+    assert "WHERE { WINDOW <http://example.org/temp> { ?t ex:value ?v } }" in query.translation
+    count = compile_query(CSPARQL.replace("[RANGE 4s STEP 2s]", "[RANGE TRIPLES 5]"))
+    assert count.windows["http://example.org/temp"] == CountWindow("http://example.org/temp", "http://example.org/temp",
+                                                                   5, 1, count.windows["http://example.org/temp"].line,
+                                                                   count.windows["http://example.org/temp"].column)
+
+
+def test_csparql_with_several_streams_or_background_matches_their_merge():
+    query = compile_query(CSPARQL.replace("WHERE", "FROM STREAM <http://example.org/temp> [RANGE 8s STEP 2s] "
+                                                   "FROM <http://example.org/rooms> WHERE"))
+    # The same stream twice: the second window is keyed <stream>#2 (spec 6.5).
+    assert list(query.windows) == ["http://example.org/temp", "http://example.org/temp#2"]
+    assert query.merged_windows == ("http://example.org/temp", "http://example.org/temp#2")
+    assert query.from_graphs == ["http://example.org/rooms"]
+
+
+def test_cqels_is_istream_on_content_change_and_start_sets_t0():
+    query = compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 3s SLIDE 1s]"), start="2026-03-01T08:00:01Z")
+    [window] = query.windows.values()
+    assert (query.r2s, query.report, window.start, window.step) == \
+        (R2S.ISTREAM, "content-change", parse_instant("2026-03-01T08:00:01Z"), S)
+    now = compile_query(CQELS.replace("[RANGE 3s]", "[NOW]"))
+    assert now.windows["http://example.org/temp"].range == 1    # the elements with tau = t
+    two = compile_query(EX + "SELECT * WHERE { STREAM ex:a [TRIPLES 2] { ?x ?p ?o } STREAM ex:a [RANGE 1s] { ?x ?q ?z } "
+                             "GRAPH <http://example.org/g> { ?x ?r ?w } }")
+    assert list(two.windows) == ["http://example.org/a", "http://example.org/a#2"]
+    assert isinstance(two.windows["http://example.org/a"], CountWindow)
+
+
+def test_streaming_sparql_units_slide_and_windows_inside_groups():
+    query = compile_query(STREAMING)
+    [window] = query.windows.values()
+    assert (window.range, window.step, window.upper_closed, query.report) == (1800 * S, 60 * S, False, None)
+    # Seed 003, Listing 1.1: a window in a group applies to that group's patterns.
+    listing = """PREFIX wtur: <http://iec.org/61400-25/root/ln/classes/WTUR#>
+SELECT ?x ?y ?z
+FROM STREAM <http://iec.org/61400-25/root/td.rdf>
+  WINDOW RANGE 30 MINUTE SLIDE
+WHERE { ?x wtur:StrCnt ?y .
+  OPTIONAL { ?x wtur:StopCnt ?z .
+    WINDOW ELEMS 1500 }}"""
+    query = compile_query(listing)
+    stream = "http://iec.org/61400-25/root/td.rdf"
+    assert query.windows[stream + "#2"].size == 1500
+    assert "OPTIONAL { WINDOW <%s#2> { ?x wtur:StopCnt ?z . } }" % stream in " ".join(query.translation.split())
+    milliseconds = compile_query(STREAMING.replace("RANGE 30 MINUTE SLIDE", "RANGE 500 SLIDE 100"))
+    assert milliseconds.windows["http://example.org/temp"].step == 100_000
+
+
+@pytest.mark.parametrize("text, message, line, column", [
+    (CSPARQL.replace("4s", "4x"), "unit", 2, 60),
+    (CSPARQL.replace("?v }", "?v FILTER(?v >) }"), "invalid expression", 2, 94),   # the FILTER, as in RSP-QL*
+    (CQELS.replace("[RANGE 3s]", "[ALL]"), "[ALL] has no equivalent", 2, 53),
+    (CQELS.replace("SELECT", "SELECT RSTREAM"), "RSTREAM in CQELS-QL has no equivalent", 2, 8),
+    (STREAMING.replace("FROM STREAM", "FROM NAMED STREAM"), "FROM NAMED STREAM has no equivalent", 2, 16),
+    (CSPARQL.replace("[RANGE 4s STEP 2s]", "[RANGE 4s SLIDE 2s]"), "to close the window", 2, 62),
+])
+def test_dialect_errors_name_the_construct_at_the_users_position(text, message, line, column):
+    with pytest.raises(QuerySyntaxError, match=message.replace("[", r"\[").replace("]", r"\]")) as e:
+        compile_query(text)
+    assert (e.value.line, e.value.column) == (line, column)
+
+
+def test_an_explicit_dialect_wins_over_recognition():
+    with pytest.raises(QuerySyntaxError, match="FROM STREAM in CQELS-QL has no equivalent"):
+        compile_query(CSPARQL, dialect="cqels")
+    assert compile_query(RSPQL, dialect="rspql").dialect == "rspql"
+
+
+def test_csparql_timestamp_function_gives_the_elements_time(tmp_path):
+    stream = tmp_path / "temp.trig"
+    stream.write_text("""@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+ex:e1 prov:generatedAtTime "2026-03-01T08:00:01Z"^^xsd:dateTime . ex:e1 { ex:t1 ex:value 20 . }
+ex:e2 prov:generatedAtTime "2026-03-01T08:00:03Z"^^xsd:dateTime . ex:e2 { ex:t2 ex:value 25 . }
+""")
+    text = EX + """PREFIX f: <http://larkc.eu/csparql/sparql/jena/ext#>
+SELECT ?t (f:timestamp(?t, ex:value, ?v) AS ?at)
+FROM STREAM <http://example.org/temp> [RANGE 4s STEP 4s]
+WHERE { ?t ex:value ?v FILTER(f:timestamp(?t, ex:value, ?v) > "2026-03-01T08:00:02Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>) }"""
+    replay = Replay(ReplayInput.single(text, [("http://example.org/temp", stream)], parse_instant("2026-03-01T08:00:00Z"),
+                                       parse_instant("2026-03-01T08:00:04Z")))
+    [(_, record)] = list(replay.run())
+    assert record["bindings"] == [{"t": "<http://example.org/t2>",
+                                   "at": '"2026-03-01T08:00:03Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>'}]
+
+
+def test_the_engine_registers_dialect_queries_and_describes_their_translation():
+    engine = Engine(StreamStore(), VirtualClock(0))
+    registered = engine.register(CQELS, "q")
+    described = registered.describe()
+    assert described["dialect"] == "cqels" and "WINDOW <http://example.org/temp>" in described["translation"]
+    assert described["report"].startswith("at every instant an element arrives")
+    # An option overrides what the dialect implies.
+    other = engine.register(CQELS, "q2", options={"report": "close", "window_default_graph": "timestamps"})
+    assert other.evaluator.policy.name == "close" and not other.evaluator.rewrite_options.window_union
+
+
+def test_check_prints_the_translation_policy_and_windows(tmp_path, capsys):
+    path = tmp_path / "q.rq"
+    path.write_text(CSPARQL)
+    assert main(["check", str(path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["dialect"] == "csparql" and summary["report"].endswith("skipped when every window is empty")
+    assert any("FROM NAMED WINDOW <http://example.org/temp>" in line for line in summary["rspql"])
+    assert summary["windows"][0]["bounds"] == "(close - range, close]"
+    assert main(["check", str(path), "--option", "dialect=cqels"]) == 2
