@@ -15,7 +15,7 @@ from endpoint.engine import (
     MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, QueryOverLimits, UnknownQuery,
 )
 from endpoint.sinks import SinkNotAllowed
-from store.rdf_input import format_for_path
+from store.rdf_input import Element, format_for_path, instant_literal
 from store.stream_store import StreamStore
 from translator.errors import QuerySyntaxError
 from translator.parser import parse_query
@@ -405,3 +405,49 @@ def test_a_stored_query_now_past_the_limits_is_set_aside_not_lost(tmp_path):
     assert strict.queries() == []
     [kept] = json.loads((tmp_path / "data" / "unrestored-queries.json").read_text())
     assert kept["id"] == "fast" and kept["text"] == text
+
+
+def _element(k: int, instant: int, room: str) -> "Element":
+    name = ox.NamedNode("http://example.org/e%d" % k)
+    quads = [ox.Quad(ox.NamedNode("http://example.org/t%d" % k), ox.NamedNode("http://example.org/room"),
+                     ox.NamedNode("http://example.org/" + room), name)]
+    return Element(name.value, instant, instant_literal(instant), quads)
+
+
+def test_background_updated_while_a_query_runs_is_seen_by_the_next_evaluation():
+    # Spec 6.4 (seed 004, refreshing stored data): no evaluation keeps a stale copy.
+    store = StreamStore()
+    store.load_background(b"<http://example.org/r1> <http://example.org/label> \"kitchen\" .",
+                          ox.RdfFormat.N_TRIPLES, "background")
+    clock = VirtualClock(T0)
+    engine = Engine(store, clock)
+    registered = engine.register(
+        "PREFIX ex: <http://example.org/> SELECT ?label FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] "
+        "WHERE { WINDOW ex:w { GRAPH ?g { ?t ex:room ?r } } ?r ex:label ?label }", "q")
+    store.add_elements("http://example.org/s", [_element(1, T0 + S, "r1")])
+    for t in (2, 4):
+        store.advance_watermark("http://example.org/s", T0 + t * S)
+        clock.set(T0 + t * S)
+        engine.tick()
+        if t == 2:
+            store.update_background('PREFIX ex: <http://example.org/> DELETE DATA { ex:r1 ex:label "kitchen" } ; '
+                                    'INSERT DATA { ex:r1 ex:label "scullery" }')
+    labels = [[row["label"] for row in record["bindings"]] for record in registered.history.since()]
+    assert labels == [['"kitchen"'], ['"scullery"']]
+
+
+def test_retention_keeps_the_last_elements_a_count_window_reads():
+    store = StreamStore()
+    clock = VirtualClock(T0)
+    engine = Engine(store, clock)
+    engine.register("PREFIX ex: <http://example.org/> SELECT (COUNT(*) AS ?n) "
+                    "FROM NAMED WINDOW ex:w ON ex:s [ELEMS 3] WHERE { WINDOW ex:w { GRAPH ?g { ?t ?p ?o } } }", "q")
+    for k in range(1, 11):
+        store.add_elements("http://example.org/s", [_element(k, T0 + k * S, "r1")])
+        store.advance_watermark("http://example.org/s", T0 + k * S + 1)
+        clock.set(T0 + k * S + 1)
+        engine.tick()
+        held = store.streams()["http://example.org/s"].elements
+        assert held == min(k, 3), (k, held)
+    counts = [record["bindings"][0]["n"] for record in engine.get("q").history.since()]
+    assert counts == ['"%d"^^<http://www.w3.org/2001/XMLSchema#integer>' % min(k, 3) for k in range(1, 11)]
