@@ -40,6 +40,22 @@ options = { report = "non-empty" }
     assert [x.id for x in again.queries()] == ["from-config"]
 
 
+def test_a_query_written_in_a_dialect_registers_from_config(tmp_path):
+    (tmp_path / "cqels.rq").write_text("PREFIX ex: <http://example.org/>\n"
+                                       "SELECT ?o WHERE { STREAM ex:s [RANGE 2s] { ?o ?p ?v } }")
+    (tmp_path / "engine.toml").write_text('''
+[[queries]]
+id = "cqels"
+file = "cqels.rq"
+options = { dialect = "cqels", start = "2026-03-01T08:00:01Z" }
+''')
+    config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
+    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(engine, config) == ["cqels"]
+    query = engine.get("cqels").query
+    assert query.dialect == "cqels" and query.windows["http://example.org/s"].start == T0 + 1_000_000
+
+
 @pytest.mark.parametrize("toml,query,fragment", [
     ('[engine]\nmax_delay = "soon"\n', None, "max_delay"),
     ('[[queries]]\nid = "x"\n', None, 'needs file'),
