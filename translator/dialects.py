@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from .errors import PositionedError, QuerySyntaxError, TemporalValueError
 from .model import ContinuousQuery, TimeWindow
 from .temporal import format_duration, format_instant, parse_instant
-from .tokens import EOF, IRI, NAME, NUMBER, PNAME, VAR, SourceText, Token, tokenize
+from .tokens import EOF, IRI, NAME, NUMBER, PNAME, VAR, SourceText, Token, TokenReader, tokenize
 from .vocabulary import PROV_GENERATED_AT_TIME
 
 DIALECTS = ("rspql", "csparql", "cqels", "streaming-sparql")
@@ -116,49 +116,22 @@ class _Window:
     iri: str = ""
 
 
-class _Reader:
+class _Reader(TokenReader):
     """Token-level reading of a dialect query into edits of its text (replacements of token
     ranges), applied in one pass so that every copied piece keeps its source offset."""
 
     dialect = ""
+    # (language, hint) where FROM STREAM is not the language's (None: it declares a window).
+    from_stream: tuple[str, str] | None = None
 
     def __init__(self, text: str, origin: int | None):
-        self.source = SourceText(text)
-        self.tokens = tokenize(self.source)
+        super().__init__(text)
         self.origin = origin
-        self.i = 0
         self.edits: list[tuple[int, int, str]] = []    # (start offset, end offset, text)
         self.windows: list[_Window] = []
         self.prefixes: dict[str, str] = {}
         self.name: str | None = None
         self.timestamp_calls: list[tuple[list[str], int, str]] = []   # (triple, group close, variable)
-
-    # -- tokens ------------------------------------------------------------------------
-    def peek(self, k: int = 0) -> Token:
-        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
-
-    def advance(self) -> Token:
-        tok = self.tokens[self.i]
-        if tok.kind != EOF:
-            self.i += 1
-        return tok
-
-    def error(self, message: str, tok: Token | None = None) -> PositionedError:
-        return self.source.error(message, (tok or self.peek()).offset)
-
-    def expect_keyword(self, word: str, context: str) -> Token:
-        if not self.peek().is_keyword(word):
-            raise self.error("expected %s %s, found %s" % (word, context, self.describe(self.peek())))
-        return self.advance()
-
-    def expect_punct(self, text: str, context: str) -> Token:
-        if not self.peek().is_punct(text):
-            raise self.error("expected %r %s, found %s" % (text, context, self.describe(self.peek())))
-        return self.advance()
-
-    @staticmethod
-    def describe(tok: Token) -> str:
-        return "end of query" if tok.kind == EOF else repr(tok.text)
 
     def iri(self, context: str) -> str:
         tok = self.peek()
@@ -208,13 +181,6 @@ class _Reader:
             raise self.error("%s must be positive" % context, number)
         return value
 
-    def count(self, context: str) -> int:
-        tok = self.peek()
-        if tok.kind != NUMBER or not tok.text.isdigit() or int(tok.text) < 1:
-            raise self.error("%s takes a positive whole number of elements, found %s" % (context, self.describe(tok)))
-        self.advance()
-        return int(tok.text)
-
     def time_spec(self, width: int, step: int) -> str:
         spec = "RANGE %s STEP %s" % (format_duration(width), format_duration(step))
         if self.origin is not None:
@@ -250,6 +216,34 @@ class _Reader:
                 if depth == 0:
                     return k
         raise self.error("'{' is never closed", self.tokens[open_index])
+
+    def dataset_clauses(self) -> bool:
+        """FROM STREAM clauses become window declarations, FROM and FROM NAMED graphs stay;
+        whether the query names background graphs."""
+        background = False
+        while self.peek().is_keyword("FROM"):
+            first = self.advance()
+            if self.peek().is_keyword("NAMED") and self.peek(1).is_keyword("STREAM"):
+                raise self.refuse(self.peek(), "FROM NAMED STREAM",
+                                  " (declare the stream with FROM STREAM; its elements are named graphs already)")
+            if self.peek().is_keyword("STREAM") and self.from_stream is not None:
+                raise self.refuse(self.peek(), "FROM STREAM in %s" % self.from_stream[0], self.from_stream[1])
+            if self.peek().is_keyword("STREAM"):
+                keyword = self.advance()
+                stream = self.iri("after FROM STREAM")
+                window = self.add_window(stream, self.stream_window(keyword))
+                self.edit(first, self.tokens[self.i - 1], "FROM NAMED WINDOW <%s> ON <%s> [%s]"
+                          % (window.iri, stream, window.spec))
+            else:
+                background = True
+                if self.peek().is_keyword("NAMED"):
+                    self.advance()
+                self.iri("after FROM")
+        return background
+
+    def stream_window(self, keyword: Token) -> str:
+        """The RSP-QL* window specification of the window after FROM STREAM <s>."""
+        raise NotImplementedError
 
     def skip_to_dataset(self) -> None:
         """Past the query form, to its first FROM, WHERE or the WHERE clause's brace (a
@@ -336,19 +330,7 @@ class _CSparql(_Reader):
         background = False
         form_index = self.i
         self.skip_to_dataset()
-        while self.peek().is_keyword("FROM"):
-            first = self.advance()
-            if self.peek().is_keyword("STREAM"):
-                self.advance()
-                stream = self.iri("after FROM STREAM")
-                window = self.add_window(stream, self.window_spec())
-                self.edit(first, self.tokens[self.i - 1], "FROM NAMED WINDOW <%s> ON <%s> [%s]"
-                          % (window.iri, stream, window.spec))
-            else:
-                background = True
-                if self.peek().is_keyword("NAMED"):
-                    self.advance()
-                self.iri("after FROM")
+        background = self.dataset_clauses()
         if not self.windows:
             raise self.error("a C-SPARQL query reads at least one FROM STREAM <iri> [RANGE ...]")
         where_open = self.find_where()
@@ -397,7 +379,7 @@ class _CSparql(_Reader):
             clause += " AS"
         self.edit(first, self.tokens[self.i - 1], clause)
 
-    def window_spec(self) -> str:
+    def stream_window(self, keyword: Token) -> str:
         self.expect_punct("[", "to open the window after FROM STREAM <iri>")
         self.expect_keyword("RANGE", "in a C-SPARQL window")
         if self.peek().is_keyword("TRIPLES"):
@@ -419,6 +401,7 @@ class _CSparql(_Reader):
 
 class _Cqels(_Reader):
     dialect = "cqels"
+    from_stream = ("CQELS-QL", " (CQELS-QL reads a stream with STREAM <s> [RANGE ...] { ... } inside WHERE)")
 
     def translate(self) -> Translation:
         self.prologue()
@@ -432,14 +415,7 @@ class _Cqels(_Reader):
         if not form.is_keyword("ASK"):
             self.edit(self.peek(), None, "ISTREAM ")
         self.skip_to_dataset()
-        while self.peek().is_keyword("FROM"):
-            self.advance()
-            if self.peek().is_keyword("STREAM"):
-                raise self.refuse(self.peek(), "FROM STREAM in CQELS-QL",
-                                  " (CQELS-QL reads a stream with STREAM <s> [RANGE ...] { ... } inside WHERE)")
-            if self.peek().is_keyword("NAMED"):
-                self.advance()
-            self.iri("after FROM")
+        self.dataset_clauses()
         header_end = self.peek()
         where_open = self.find_where()
         where_close = self.matching(where_open)
@@ -449,7 +425,7 @@ class _Cqels(_Reader):
             if tok.is_keyword("STREAM") and self.tokens[k + 1].kind in (IRI, PNAME):
                 self.i = k + 1
                 stream = self.iri("after STREAM")
-                window = self.add_window(stream, self.window_spec())
+                window = self.add_window(stream, self.stream_window(tok))
                 self.expect_punct("{", "to open the pattern of STREAM <%s> [...]" % stream)
                 self.edit(tok, self.tokens[self.i - 2], "WINDOW <%s>" % window.iri)
                 k = self.i
@@ -465,7 +441,7 @@ class _Cqels(_Reader):
         translation.option_defaults = {"window_default_graph": "union"}
         return translation
 
-    def window_spec(self) -> str:
+    def stream_window(self, keyword: Token) -> str:
         self.expect_punct("[", "to open the window after STREAM <iri>")
         tok = self.peek()
         if tok.is_keyword("NOW"):
@@ -497,22 +473,7 @@ class _StreamingSparql(_Reader):
         self.prologue()
         self.skip_to_dataset()
         background = False
-        while self.peek().is_keyword("FROM"):
-            first = self.advance()
-            if self.peek().is_keyword("NAMED") and self.peek(1).is_keyword("STREAM"):
-                raise self.refuse(self.peek(), "FROM NAMED STREAM",
-                                  " (declare the stream with FROM STREAM; its elements are named graphs already)")
-            if self.peek().is_keyword("STREAM"):
-                self.advance()
-                stream = self.iri("after FROM STREAM")
-                window = self.add_window(stream, self.window())
-                self.edit(first, self.tokens[self.i - 1], "FROM NAMED WINDOW <%s> ON <%s> [%s]"
-                          % (window.iri, stream, window.spec))
-            else:
-                background = True
-                if self.peek().is_keyword("NAMED"):
-                    self.advance()
-                self.iri("after FROM")
+        background = self.dataset_clauses()
         if not self.windows:
             raise self.error("a Streaming SPARQL query reads at least one FROM STREAM <iri> WINDOW ...")
         where_token = self.peek()
@@ -549,7 +510,7 @@ class _StreamingSparql(_Reader):
                 opens.pop()
             elif tok.is_keyword("WINDOW") and self.tokens[k + 1].is_keyword("RANGE", "ELEMS"):
                 self.i = k
-                window = self.add_window(stream, self.window())
+                window = self.add_window(stream, self.stream_window(tok))
                 close = self.i
                 if not self.tokens[close].is_punct("}"):
                     raise self.error("a window inside a graph pattern comes last in its group", self.tokens[close])
@@ -562,7 +523,7 @@ class _StreamingSparql(_Reader):
             k += 1
         return found
 
-    def window(self) -> str:
+    def stream_window(self, keyword: Token) -> str:
         self.expect_keyword("WINDOW", "after FROM STREAM <iri>")
         if self.peek().is_keyword("ELEMS"):
             self.advance()

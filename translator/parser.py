@@ -18,7 +18,7 @@ from .syntax import (
 from .temporal import parse_duration, parse_instant
 from .nesting import check_nesting
 from .tokens import (
-    BNODE, EOF, IRI, LANGTAG, NAME, NUMBER, PNAME, STRING, VAR, SourceText, Token, tokenize,
+    BNODE, EOF, IRI, LANGTAG, NAME, NUMBER, PNAME, STRING, VAR, Token, TokenReader,
 )
 
 
@@ -30,43 +30,12 @@ _PATH_START_PUNCT = ("^", "!", "(")
 
 _CLOSER_OF = {"(": ")", "{": "}", "[": "]", "<<": ">>", "<<(": ")>>"}
 
-class _Parser:
+class _Parser(TokenReader):
     def __init__(self, text: str):
-        self.source = SourceText(text)
-        self.tokens = tokenize(self.source)
-        self.i = 0
+        super().__init__(text)
         self.prefixes: dict[str, str] = {}
         self.base: str | None = None
         self.removed: list[Span] = []
-
-    # -- token helpers -------------------------------------------------------------------
-    def peek(self, k: int = 0) -> Token:
-        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
-
-    def advance(self) -> Token:
-        tok = self.tokens[self.i]
-        if tok.kind != EOF:
-            self.i += 1
-        return tok
-
-    def error(self, message: str, tok: Token | None = None) -> QuerySyntaxError:
-        tok = tok or self.peek()
-        return self.source.error(message, tok.offset)
-
-    def describe(self, tok: Token) -> str:
-        return "end of query" if tok.kind == EOF else repr(tok.text)
-
-    def expect_punct(self, text: str, context: str) -> Token:
-        tok = self.peek()
-        if not tok.is_punct(text):
-            raise self.error("expected %r %s, found %s" % (text, context, self.describe(tok)))
-        return self.advance()
-
-    def expect_keyword(self, word: str, context: str) -> Token:
-        tok = self.peek()
-        if not tok.is_keyword(word):
-            raise self.error("expected %s %s, found %s" % (word, context, self.describe(tok)))
-        return self.advance()
 
     # -- IRIs ------------------------------------------------------------------------------
     def resolve(self, tok: Token, text: str | None = None) -> str:
@@ -380,14 +349,6 @@ class _Parser:
                              % self.describe(self.peek()))
         self.advance()
         return TimeWindow(iri, stream, width, step, start, lag, line=line, column=column)
-
-    def count(self, what: str) -> int:
-        """A positive whole number of elements."""
-        tok = self.peek()
-        if tok.kind != NUMBER or not tok.text.isdigit() or int(tok.text) < 1:
-            raise self.error("%s takes a positive whole number of elements, found %s" % (what, self.describe(tok)))
-        self.advance()
-        return int(tok.text)
 
     # -- graph patterns ------------------------------------------------------------------
     def group(self) -> Group:

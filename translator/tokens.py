@@ -92,6 +92,51 @@ class SourceText:
         return QuerySyntaxError(message, line, column)
 
 
+class TokenReader:
+    """A cursor over a query's tokens, with errors at the token's line and column."""
+
+    def __init__(self, text: str):
+        self.source = SourceText(text)
+        self.tokens = tokenize(self.source)
+        self.i = 0
+
+    def peek(self, k: int = 0) -> Token:
+        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+
+    def advance(self) -> Token:
+        tok = self.tokens[self.i]
+        if tok.kind != EOF:
+            self.i += 1
+        return tok
+
+    def error(self, message: str, tok: Token | None = None) -> QuerySyntaxError:
+        return self.source.error(message, (tok or self.peek()).offset)
+
+    @staticmethod
+    def describe(tok: Token) -> str:
+        return "end of query" if tok.kind == EOF else repr(tok.text)
+
+    def expect_punct(self, text: str, context: str) -> Token:
+        tok = self.peek()
+        if not tok.is_punct(text):
+            raise self.error("expected %r %s, found %s" % (text, context, self.describe(tok)))
+        return self.advance()
+
+    def expect_keyword(self, word: str, context: str) -> Token:
+        tok = self.peek()
+        if not tok.is_keyword(word):
+            raise self.error("expected %s %s, found %s" % (word, context, self.describe(tok)))
+        return self.advance()
+
+    def count(self, what: str) -> int:
+        """A positive whole number of elements."""
+        tok = self.peek()
+        if tok.kind != NUMBER or not tok.text.isdigit() or int(tok.text) < 1:
+            raise self.error("%s takes a positive whole number of elements, found %s" % (what, self.describe(tok)))
+        self.advance()
+        return int(tok.text)
+
+
 def tokenize(source: SourceText) -> list[Token]:
     text = source.text
     tokens: list[Token] = []
