@@ -76,8 +76,11 @@ class StreamStore:
     """Stream elements and background data in one Oxigraph store (in memory, or on disk when
     `path` is given)."""
 
-    def __init__(self, path: str | None = None, compact_after: int = 50_000):
+    def __init__(self, path: str | None = None, compact_after: int = 50_000, remove_evicted: bool = True):
         self.path = path
+        # Whether eviction also removes an element's quads from Oxigraph, or only from the
+        # index (then no query sees them again: windows select elements through the index).
+        self.remove_evicted = remove_evicted
         self._lock = threading.RLock()
         self.generations = Generations(path)
         self.compact_after = compact_after
@@ -378,9 +381,10 @@ class StreamStore:
             # The index keeps each element's timestamp triple as stored, so it is removed
             # directly: no SPARQL update is parsed and matched per close (bench/eviction.py;
             # removing the element graphs costs the most either way).
-            for graph, stamp in doomed:
-                self._write("remove_graph", ox.NamedNode(graph))
-                self._write("remove", stamp)
+            if self.remove_evicted:
+                for graph, stamp in doomed:
+                    self._write("remove_graph", ox.NamedNode(graph))
+                    self._write("remove", stamp)
             self._evicted_since_compaction += len(doomed)
             self._evicted_since_flush += len(doomed)
             return len(doomed)

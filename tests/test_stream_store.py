@@ -313,3 +313,14 @@ ex:e2 { ex:o ex:v 2 . }
     assert [q.subject.value for q in stamps] == ["http://example.org/e2"]
     assert ox.NamedNode("http://example.org/e1") not in set(store.oxigraph.named_graphs())
     assert store.elements_in("http://s", T0, T0 + 10 * S) == ["http://example.org/e2"]
+
+
+def test_a_store_that_keeps_evicted_quads_still_shows_them_to_no_window():
+    # A replay's store (never rebuilt, so removing quads would free nothing) evicts from the
+    # index alone; windows select their elements through the index.
+    store = StreamStore(remove_evicted=False)
+    store.add_elements("http://s", read_elements(ANNOTATED.replace(b"_:g0", b"ex:g0"), "hr.trig").elements)
+    quads = len(store.oxigraph)
+    assert len(store.elements_in("http://s", 0, 2**62)) == 3
+    assert store.evict_before("http://s", 2**62) == 3
+    assert len(store.oxigraph) == quads and store.elements_in("http://s", 0, 2**62) == []
