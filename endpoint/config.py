@@ -10,7 +10,8 @@ from translator.errors import PositionedError, TemporalValueError, TranslatorErr
 from translator.temporal import parse_duration
 
 from .engine import (
-    DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, DEFAULT_MAX_RANGE, DEFAULT_MAX_REPORTS_PER_SECOND, Engine, EngineConfig,
+    DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_RANGE, DEFAULT_MAX_REPORTS_PER_SECOND,
+    Engine, EngineConfig,
 )
 from .errors import EndpointError
 
@@ -68,6 +69,7 @@ def load_config(path: Path, data_dir: Path | None = None) -> Config:
         federation_allowed=list(raw.get("federation", {}).get("allowed", [])),
         max_range=_duration(engine_table, "max_range", DEFAULT_MAX_RANGE, where),
         max_reports_per_second=float(engine_table.get("max_reports_per_second", DEFAULT_MAX_REPORTS_PER_SECOND)),
+        max_elements=int(engine_table.get("max_elements", DEFAULT_MAX_ELEMENTS)),
     )
     queries = []
     for k, entry in enumerate(raw.get("queries", [])):

@@ -24,7 +24,7 @@ from store.landing import replace_text
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.errors import TranslatorError
-from translator.model import ContinuousQuery, QueryForm, TimeWindow
+from translator.model import ContinuousQuery, CountWindow, QueryForm, TimeWindow
 from translator.policy import report_policy
 from translator.temporal import format_duration, format_instant
 from translator.federation import check_federation
@@ -42,6 +42,7 @@ DEFAULT_MAX_DELAY = 2_000_000
 DEFAULT_IDLE_RETENTION = 600_000_000
 DEFAULT_MAX_RANGE = 86_400_000_000          # a day: what a window holds stays in the store
 DEFAULT_MAX_REPORTS_PER_SECOND = 10.0
+DEFAULT_MAX_ELEMENTS = 100_000                # what a count window holds stays in the store
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
@@ -162,6 +163,7 @@ class EngineConfig:
     federation_allowed: list[str] | None = field(default_factory=list)
     max_range: int = DEFAULT_MAX_RANGE                  # µs, the longest window RANGE
     max_reports_per_second: float = DEFAULT_MAX_REPORTS_PER_SECOND   # evaluations a query may ask for
+    max_elements: int = DEFAULT_MAX_ELEMENTS            # the most elements a count window may hold
 
 
 class Engine:
@@ -243,11 +245,15 @@ class Engine:
         return registered
 
     def _check_limits(self, query: ContinuousQuery, options: EvaluationOptions) -> None:
-        """Refuse windows longer than `max_range` (they pin what the store holds) and report
+        """Refuse windows longer than `max_range` or holding more than `max_elements` (they pin
+        what the store holds) and report
         instants more frequent than `max_reports_per_second` (each one is evaluated, none is
         skipped, so a query asking for more could never keep up). Count windows and content
         change report as the data arrives: their rate is the streams' own."""
         for window in query.windows.values():
+            if isinstance(window, CountWindow) and window.size > self.config.max_elements:
+                raise QueryOverLimits("window <%s>: ELEMS %d holds more elements than the engine's limit of %d "
+                                      "(max_elements)" % (window.iri, window.size, self.config.max_elements))
             if isinstance(window, TimeWindow) and window.range > self.config.max_range:
                 raise QueryOverLimits("window <%s>: RANGE %s is longer than the engine's limit of %s (max_range)"
                                       % (window.iri, format_duration(window.range),

@@ -355,6 +355,8 @@ def test_a_configured_query_deleted_through_the_api_stays_deleted(tmp_path):
     ("[RANGE P99999999D STEP PT10S]", "RANGE PT8639999913600S is longer than the engine's limit of PT86400S"),
     ("[RANGE PT10S STEP PT0.1S] FROM NAMED WINDOW ex:w2 ON ex:s [RANGE PT10S STEP PT0.5S]",
      "asks for 12 evaluations per second"),
+    ("[ELEMS 100001]", "ELEMS 100001 holds more elements than the engine's limit of 100000"),
+    ("[FROM NOW-P2D TO NOW-P1D STEP PT1H]", "RANGE PT172800S is longer"),
 ])
 def test_windows_past_the_limits_are_refused_at_registration(window, fragment):
     engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
@@ -364,7 +366,8 @@ def test_windows_past_the_limits_are_refused_at_registration(window, fragment):
         engine.register(text, "q")
     assert engine.queries() == []
     # Within configured limits the same query registers.
-    roomy = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_range=10**20, max_reports_per_second=2e6))
+    roomy = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_range=10**20, max_reports_per_second=2e6,
+                                                                 max_elements=10**6))
     roomy.register(text, "q")
 
 
