@@ -320,7 +320,8 @@ class Engine:
         reached it ("watermark"), or `max_delay` of clock time has passed ("max_delay")."""
         streams = registered.query.streams
         needed = registered.evaluator.policy.complete_through(instant)
-        if streams and all((self.store.watermark(s) or needed - 1) >= needed for s in streams):
+        watermarks = [self.store.watermark(s) for s in streams]
+        if streams and all(w is not None and w >= needed for w in watermarks):
             return "watermark"
         if self.clock.now() >= instant + (self.config.max_delay if streams else 0):
             return "max_delay"

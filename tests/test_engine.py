@@ -454,3 +454,18 @@ def test_retention_keeps_the_last_elements_a_count_window_reads():
         assert held == min(k, 3), (k, held)
     counts = [record["bindings"][0]["n"] for record in engine.get("q").history.since()]
     assert counts == ['"%d"^^<http://www.w3.org/2001/XMLSchema#integer>' % min(k, 3) for k in range(1, 11)]
+
+
+def test_a_watermark_at_the_epoch_counts_as_complete_input():
+    # A stream complete up to 1970-01-01T00:00:00Z (microsecond 0) is complete: the evaluation
+    # closing there runs on the watermark, not after max_delay.
+    store = StreamStore()
+    clock = VirtualClock(-5 * S)
+    engine = Engine(store, clock, EngineConfig(max_delay=60 * S))
+    registered = engine.register(
+        'PREFIX ex: <http://example.org/> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> SELECT * '
+        'FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S START "1969-12-31T23:59:50Z"^^xsd:dateTime] '
+        'WHERE { WINDOW ex:w { GRAPH ?g { ?s ?p ?o } } }', "q")
+    store.advance_watermark("http://example.org/s", 0)
+    clock.set(0)
+    assert engine.tick() == 1 and registered.status.last_trigger == "watermark"

@@ -197,7 +197,7 @@ def _earliest(bounds: list[tuple[str, int]]) -> dict[str, int]:
     return earliest
 
 
-def report_policy(query: ContinuousQuery, report: str | None = None):
+def report_policy(query: ContinuousQuery, report: str | None = None) -> ReportPolicy:
     """The policy of a query: `report` as given in its options, else what the query itself
     says (COMPUTED EVERY, its dialect), else window close."""
     windows = list(query.windows.values())
