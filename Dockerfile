@@ -4,7 +4,7 @@
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends openjdk-17-jre-headless \
+    && apt-get install -y --no-install-recommends openjdk-17-jre-headless libjemalloc2 \
     && rm -rf /var/lib/apt/lists/* \
     && java -version
 

@@ -151,7 +151,8 @@ def cmd_check(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .serve import serve
+    from .serve import serve, use_jemalloc
+    use_jemalloc()
     return serve(Path(args.config) if args.config else DEFAULT_CONFIG, args.host, args.port, Path(args.data))
 
 

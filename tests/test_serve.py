@@ -3,6 +3,7 @@ its example queries, and the console progress line."""
 from endpoint.clock import VirtualClock
 from endpoint.config import DEFAULT_CONFIG, load_config, register_configured
 from endpoint.engine import Engine, EngineConfig
+from endpoint import serve as serve_module
 from endpoint.serve import progress_line, write_token
 from store.stream_store import StreamStore
 from translator.temporal import parse_instant
@@ -38,3 +39,16 @@ def test_a_write_token_is_made_once_at_the_first_start_unless_configured(tmp_pat
     assert write_token(config, tmp_path) is None                     # explicitly off
     config.raw["http"]["token"] = "chosen"
     assert write_token(config, tmp_path) == "chosen"
+
+
+def test_serve_runs_under_jemalloc_where_the_system_has_it(tmp_path, monkeypatch):
+    library = tmp_path / "libjemalloc.so.2"
+    library.write_bytes(b"")
+    monkeypatch.setattr(serve_module, "JEMALLOC_PATTERNS", (str(library),))
+    environment = serve_module.allocator_environment({"PATH": "/bin", "LD_PRELOAD": "/x.so"}, "libc.so.6")
+    assert environment == {"PATH": "/bin", "LD_PRELOAD": "%s /x.so" % library}
+    # Already under it, turned off, or not installed: the process goes on as it is.
+    assert serve_module.allocator_environment({}, "/usr/lib/libjemalloc.so.2") is None
+    assert serve_module.allocator_environment({"RSPSTAR_ALLOCATOR": "system"}, "libc.so.6") is None
+    monkeypatch.setattr(serve_module, "JEMALLOC_PATTERNS", (str(tmp_path / "absent.so"),))
+    assert serve_module.allocator_environment({}, "libc.so.6") is None
