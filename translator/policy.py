@@ -49,13 +49,17 @@ class ReportPolicy:
         return sorted(closes)
 
     def contents(self, instant: int, view: StreamView) -> dict[str, WindowContent]:
-        """Every window that has closed by `instant`, at its latest close."""
+        """What each window holds at `instant` (a window that holds nothing yet is left out)."""
         found = {}
         for window in self.windows:
-            content = window.content_at(instant, view)
+            content = self.content(window, instant, view)
             if content is not None:
                 found[window.iri] = content
         return found
+
+    def content(self, window: Window, instant: int, view: StreamView) -> WindowContent | None:
+        """A window at its latest close by `instant` (None: not closed yet)."""
+        return window.content_at(instant, view)
 
     def report_now(self, elements: int) -> bool:
         return True
@@ -169,13 +173,8 @@ class ContentChange(ReportPolicy):
     def fixed_instants(self, after: int, until: int) -> list[int]:
         return []
 
-    def contents(self, instant: int, view: StreamView) -> dict[str, WindowContent]:
-        found = {}
-        for window in self.windows:
-            content = window.content_sliding(instant, view)
-            if content is not None:
-                found[window.iri] = content
-        return found
+    def content(self, window: Window, instant: int, view: StreamView) -> WindowContent | None:
+        return window.content_sliding(instant, view)
 
     def complete_through(self, instant: int) -> int:
         return instant + 1
