@@ -229,9 +229,9 @@ class _Reader(TokenReader):
             if self.peek().is_keyword("STREAM") and self.from_stream is not None:
                 raise self.refuse(self.peek(), "FROM STREAM in %s" % self.from_stream[0], self.from_stream[1])
             if self.peek().is_keyword("STREAM"):
-                keyword = self.advance()
+                self.advance()
                 stream = self.iri("after FROM STREAM")
-                window = self.add_window(stream, self.stream_window(keyword))
+                window = self.add_window(stream, self.stream_window())
                 self.edit(first, self.tokens[self.i - 1], "FROM NAMED WINDOW <%s> ON <%s> [%s]"
                           % (window.iri, stream, window.spec))
             else:
@@ -241,7 +241,7 @@ class _Reader(TokenReader):
                 self.iri("after FROM")
         return background
 
-    def stream_window(self, keyword: Token) -> str:
+    def stream_window(self) -> str:
         """The RSP-QL* window specification of the window after FROM STREAM <s>."""
         raise NotImplementedError
 
@@ -379,7 +379,7 @@ class _CSparql(_Reader):
             clause += " AS"
         self.edit(first, self.tokens[self.i - 1], clause)
 
-    def stream_window(self, keyword: Token) -> str:
+    def stream_window(self) -> str:
         self.expect_punct("[", "to open the window after FROM STREAM <iri>")
         self.expect_keyword("RANGE", "in a C-SPARQL window")
         if self.peek().is_keyword("TRIPLES"):
@@ -425,7 +425,7 @@ class _Cqels(_Reader):
             if tok.is_keyword("STREAM") and self.tokens[k + 1].kind in (IRI, PNAME):
                 self.i = k + 1
                 stream = self.iri("after STREAM")
-                window = self.add_window(stream, self.stream_window(tok))
+                window = self.add_window(stream, self.stream_window())
                 self.expect_punct("{", "to open the pattern of STREAM <%s> [...]" % stream)
                 self.edit(tok, self.tokens[self.i - 2], "WINDOW <%s>" % window.iri)
                 k = self.i
@@ -441,7 +441,7 @@ class _Cqels(_Reader):
         translation.option_defaults = {"window_default_graph": "union"}
         return translation
 
-    def stream_window(self, keyword: Token) -> str:
+    def stream_window(self) -> str:
         self.expect_punct("[", "to open the window after STREAM <iri>")
         tok = self.peek()
         if tok.is_keyword("NOW"):
@@ -510,7 +510,7 @@ class _StreamingSparql(_Reader):
                 opens.pop()
             elif tok.is_keyword("WINDOW") and self.tokens[k + 1].is_keyword("RANGE", "ELEMS"):
                 self.i = k
-                window = self.add_window(stream, self.stream_window(tok))
+                window = self.add_window(stream, self.stream_window())
                 close = self.i
                 if not self.tokens[close].is_punct("}"):
                     raise self.error("a window inside a graph pattern comes last in its group", self.tokens[close])
@@ -523,7 +523,7 @@ class _StreamingSparql(_Reader):
             k += 1
         return found
 
-    def stream_window(self, keyword: Token) -> str:
+    def stream_window(self) -> str:
         self.expect_keyword("WINDOW", "after FROM STREAM <iri>")
         if self.peek().is_keyword("ELEMS"):
             self.advance()
