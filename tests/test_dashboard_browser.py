@@ -41,6 +41,8 @@ def server():
                     "SELECT ?o ?v ?d FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] "
                     "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v "
                     'BIND(STRDT(CONCAT("N(", STR(?v), ", 0.25)"), rspu:distribution) AS ?d) } } }', "demo")
+    engine.register("PREFIX ex: <http://example.org/> SELECT (COUNT(*) AS ?n) FROM NAMED WINDOW ex:c ON ex:s "
+                    "[ELEMS 5 STEP 2] WHERE { WINDOW ex:c { GRAPH ?g { ?o ex:v ?v } } }", "counted")
     http = make_server("127.0.0.1", 0, create_app(engine), threaded=True)
     thread = threading.Thread(target=http.serve_forever, daemon=True)
     thread.start()
@@ -61,6 +63,7 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
     engine, url = server
     empty = chromium(tmp_path, "--dump-dom", url)
     assert 'data-id="demo"' in empty
+    assert "<td>PT4S/PT2S on example.org/s</td>" in empty and "<td>5 elements/2 on example.org/s</td>" in empty
     assert 'class="result"' not in empty
 
     engine.clock.set(T0 + 10 * S)

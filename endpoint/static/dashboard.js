@@ -97,6 +97,13 @@ async function refreshSources() {
   }
 }
 
+// A window as the query declares it: count windows by their elements, windows in the past
+// with where they end.
+function windowShape(w) {
+  if (w.elements !== undefined) return `${w.elements} elements/${w.step}`;
+  return `${w.range}${w.to ? " to " + w.to : ""}/${w.step}`;
+}
+
 async function refreshQueries() {
   let queries;
   try { queries = (await getJSON("/queries")).queries; } catch (e) { return; }
@@ -107,7 +114,7 @@ async function refreshQueries() {
     const row = el("tr", null, { class: "selectable" + (q.id === state.selected ? " selected" : ""), "data-id": q.id });
     const latency = s.close_to_result_ms ? `${s.close_to_result_ms.p50} / ${s.close_to_result_ms.p99}` : "–";
     row.append(el("td", q.id), el("td", q.form + (q.r2s !== "RSTREAM" ? " " + q.r2s : "")),
-      el("td", q.windows.map(w => `${w.range}/${w.step} on ${w.stream.split("/").slice(-2).join("/")}`).join(", ")),
+      el("td", q.windows.map(w => `${windowShape(w)} on ${w.stream.split("/").slice(-2).join("/")}`).join(", ")),
       el("td", s.state, { class: s.state === "failed" ? "failed" : "", title: s.last_error || "" }),
       el("td", s.evaluations, { class: "num" }), el("td", s.results_emitted, { class: "num" }),
       el("td", s.missed_runs, { class: "num" }), el("td", s.last_evaluation || "–", { class: "time" }),
