@@ -67,37 +67,31 @@ class ElementIndex:
         entries = self._entries.get(stream, [])
         return entries, bisect.bisect_left(entries, (instant + 1,)) - 1
 
+    def _evicted(self, stream: str) -> int:
+        stats = self._stats.get(stream)
+        return 0 if stats is None else stats.evicted
+
+    def _latest_close(self, stream: str, instant: int, step: int) -> tuple[list, int]:
+        """The stream's entries and the position of the latest element with τ <= instant whose
+        number is a multiple of `step` (negative before the first)."""
+        entries, last = self._last_through(stream, instant)
+        base = self._evicted(stream)
+        return entries, ((base + last + 1) // step) * step - base - 1
+
     def count_window(self, stream: str, through: int, size: int, step: int) -> CountContent | None:
         """The last `size` elements up to the latest element with τ <= through whose number is
         a multiple of `step`; None before the first such element."""
-        entries, last = self._last_through(stream, through)
-        base = self._stats[stream].evicted if stream in self._stats else 0
-        number = ((base + last + 1) // step) * step
-        close = number - base - 1
-        if number < 1 or close < 0:
+        entries, close = self._latest_close(stream, through, step)
+        if close < 0:
             return None
         held = entries[max(0, close - size + 1):close + 1]
         return CountContent([entry[2] for entry in held], held[0][0], held[-1][0])
 
-    def count_closes(self, stream: str, after: int, until: int, step: int) -> list[int]:
-        """The distinct timestamps in (after, until] of elements whose number is a multiple of
-        `step`."""
-        entries, first = self._last_through(stream, after)
-        _, last = self._last_through(stream, until)
-        base = self._stats[stream].evicted if stream in self._stats else 0
-        position = first + 1 + (-(base + first + 2)) % step
-        closes: list[int] = []
-        while position <= last:
-            if not closes or closes[-1] != entries[position][0]:
-                closes.append(entries[position][0])
-            position += step
-        return closes
-
     def next_count_close(self, stream: str, after: int, step: int) -> int | None:
-        entries, first = self._last_through(stream, after)
-        base = self._stats[stream].evicted if stream in self._stats else 0
-        position = first + 1 + (-(base + first + 2)) % step
-        return entries[position][0] if position < len(entries) else None
+        """The timestamp of the first element with τ > after whose number is a multiple of
+        `step`."""
+        entries, close = self._latest_close(stream, after, step)
+        return entries[close + step][0] if close + step < len(entries) else None
 
     def count_reach(self, stream: str, instant: int, size: int, step: int) -> int:
         """The earliest timestamp a count window of `size` elements stepped by `step` reads at
@@ -105,8 +99,7 @@ class ElementIndex:
         entries, last = self._last_through(stream, instant)
         if last < 0:
             return instant + 1 if not entries else min(entries[0][0], instant + 1)
-        base = self._stats[stream].evicted
-        close = ((base + last + 1) // step) * step - base - 1
+        _, close = self._latest_close(stream, instant, step)
         return entries[max(0, close - size + 1)][0]
 
     def next_arrival(self, stream: str, after: int) -> int | None:

@@ -358,10 +358,6 @@ class StreamStore:
         with self._lock:
             return self._index.count_window(stream, through, size, step)
 
-    def count_closes(self, stream: str, after: int, until: int, step: int) -> list[int]:
-        with self._lock:
-            return self._index.count_closes(stream, after, until, step)
-
     def next_count_close(self, stream: str, after: int, step: int) -> int | None:
         with self._lock:
             return self._index.next_count_close(stream, after, step)

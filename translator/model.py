@@ -36,8 +36,6 @@ class StreamView(Protocol):
 
     def count_window(self, stream: str, through: int, size: int, step: int) -> "CountContent | None": ...
 
-    def count_closes(self, stream: str, after: int, until: int, step: int) -> list[int]: ...
-
     def next_count_close(self, stream: str, after: int, step: int) -> int | None: ...
 
     def count_reach(self, stream: str, instant: int, size: int, step: int) -> int: ...
@@ -121,7 +119,7 @@ class TimeWindow:
             return first
         return first + ((after - first) // self.step + 1) * self.step
 
-    def closes_between(self, after: int, until: int, view: StreamView | None = None) -> list[int]:
+    def closes_between(self, after: int, until: int) -> list[int]:
         """Every close x with after < x <= until."""
         first = self.start + self.range
         if until < first:
@@ -185,9 +183,6 @@ class CountWindow:
 
     def next_close(self, after: int, view: StreamView) -> int | None:
         return view.next_count_close(self.stream, after, self.step)
-
-    def closes_between(self, after: int, until: int, view: StreamView) -> list[int]:
-        return view.count_closes(self.stream, after, until, self.step)
 
     def earliest_reachable(self, instant: int, view: StreamView) -> int:
         return view.count_reach(self.stream, instant, self.size, self.step)
