@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from .errors import PositionedError, QuerySyntaxError, TemporalValueError
 from .model import ContinuousQuery, TimeWindow
 from .temporal import format_duration, format_instant, parse_instant
-from .tokens import EOF, IRI, NAME, NUMBER, PNAME, VAR, SourceText, Token, TokenReader, tokenize
+from .parser import PrologueReader
+from .tokens import EOF, IRI, NAME, NUMBER, PNAME, VAR, SourceText, Token, tokenize
 from .vocabulary import PROV_GENERATED_AT_TIME
 
 DIALECTS = ("rspql", "csparql", "cqels", "streaming-sparql")
@@ -116,7 +117,7 @@ class _Window:
     iri: str = ""
 
 
-class _Reader(TokenReader):
+class _Reader(PrologueReader):
     """Token-level reading of a dialect query into edits of its text (replacements of token
     ranges), applied in one pass so that every copied piece keeps its source offset."""
 
@@ -129,22 +130,8 @@ class _Reader(TokenReader):
         self.origin = origin
         self.edits: list[tuple[int, int, str]] = []    # (start offset, end offset, text)
         self.windows: list[_Window] = []
-        self.prefixes: dict[str, str] = {}
         self.name: str | None = None
         self.timestamp_calls: list[tuple[list[str], int, str]] = []   # (triple, group close, variable)
-
-    def iri(self, context: str) -> str:
-        tok = self.peek()
-        if tok.kind == IRI:
-            self.advance()
-            return tok.text[1:-1]
-        if tok.kind == PNAME:
-            prefix, _, local = tok.text.partition(":")
-            if prefix not in self.prefixes:
-                raise self.error("undeclared prefix %r" % (prefix + ":"))
-            self.advance()
-            return self.prefixes[prefix] + local
-        raise self.error("expected an IRI %s, found %s" % (context, self.describe(tok)))
 
     def edit(self, first: Token, last: Token, text: str) -> None:
         """Replace the text from token `first` through token `last` (an insertion before
@@ -152,19 +139,6 @@ class _Reader(TokenReader):
         self.edits.append((first.offset, first.offset if last is None else last.end, text))
 
     # -- shared pieces ------------------------------------------------------------------
-    def prologue(self) -> None:
-        while self.peek().is_keyword("PREFIX", "BASE"):
-            if self.advance().is_keyword("PREFIX"):
-                tok = self.advance()
-                if tok.kind != PNAME or not tok.text.endswith(":"):
-                    raise self.error("expected a prefix name such as ex: after PREFIX", tok)
-                target = self.advance()
-                if target.kind != IRI:
-                    raise self.error("expected <iri> after PREFIX %s" % tok.text, target)
-                self.prefixes[tok.text[:-1]] = target.text[1:-1]
-            else:
-                self.advance()
-
     def duration(self, context: str) -> int:
         """A C-SPARQL / CQELS duration: a number and a unit (ms, s, m, h, d)."""
         number = self.peek()
@@ -230,7 +204,7 @@ class _Reader(TokenReader):
                 raise self.refuse(self.peek(), "FROM STREAM in %s" % self.from_stream[0], self.from_stream[1])
             if self.peek().is_keyword("STREAM"):
                 self.advance()
-                stream = self.iri("after FROM STREAM")
+                stream = self.declaration_iri("after FROM STREAM")[0]
                 window = self.add_window(stream, self.stream_window())
                 self.edit(first, self.tokens[self.i - 1], "FROM NAMED WINDOW <%s> ON <%s> [%s]"
                           % (window.iri, stream, window.spec))
@@ -238,12 +212,23 @@ class _Reader(TokenReader):
                 background = True
                 if self.peek().is_keyword("NAMED"):
                     self.advance()
-                self.iri("after FROM")
+                self.declaration_iri("after FROM")
         return background
 
     def stream_window(self) -> str:
         """The RSP-QL* window specification of the window after FROM STREAM <s>."""
         raise NotImplementedError
+
+    def merge_or_wrap(self, where_open: int, where_close: int, windows: list[_Window], background: bool) -> bool:
+        """Whether the WHERE clause's default graph must be the merge of several windows, the
+        background or both (C-SPARQL, Streaming SPARQL), GRAPH there naming background graphs;
+        otherwise the clause becomes `WINDOW <w> { ... }` over its one window."""
+        graphs = any(t.is_keyword("GRAPH") for t in self.tokens[where_open:where_close])
+        merged = len(windows) > 1 or background or graphs
+        if not merged:
+            self.edit(self.tokens[where_open + 1], None, "WINDOW <%s> { " % windows[0].iri)
+            self.edit(self.tokens[where_close], None, "} ")
+        return merged
 
     def skip_to_dataset(self) -> None:
         """Past the query form, to its first FROM, WHERE or the WHERE clause's brace (a
@@ -327,7 +312,6 @@ class _CSparql(_Reader):
         self.prologue()
         if self.peek().is_keyword("REGISTER"):
             self.register()
-        background = False
         form_index = self.i
         self.skip_to_dataset()
         background = self.dataset_clauses()
@@ -336,11 +320,7 @@ class _CSparql(_Reader):
         where_open = self.find_where()
         where_close = self.matching(where_open)
         self.timestamp_function(form_index, where_open, where_close)
-        graphs = any(t.is_keyword("GRAPH") for t in self.tokens[where_open:where_close])
-        merged = len(self.windows) > 1 or background or graphs
-        if not merged:
-            self.edit(self.tokens[where_open + 1], None, "WINDOW <%s> { " % self.windows[0].iri)
-            self.edit(self.tokens[where_close], None, "} ")
+        merged = self.merge_or_wrap(where_open, where_close, self.windows, background)
         translation = self.finish()
         translation.report = "non-empty"
         translation.upper_closed = True
@@ -362,7 +342,7 @@ class _CSparql(_Reader):
             self.name = name_tok.text
             iri = None
         else:
-            iri = self.iri("naming the query after REGISTER %s" % kind.text.upper())
+            iri = self.declaration_iri("naming the query after REGISTER %s" % kind.text.upper())[0]
         every = None
         if self.peek().is_keyword("COMPUTED"):
             self.advance()
@@ -424,7 +404,7 @@ class _Cqels(_Reader):
             tok = self.tokens[k]
             if tok.is_keyword("STREAM") and self.tokens[k + 1].kind in (IRI, PNAME):
                 self.i = k + 1
-                stream = self.iri("after STREAM")
+                stream = self.declaration_iri("after STREAM")[0]
                 window = self.add_window(stream, self.stream_window())
                 self.expect_punct("{", "to open the pattern of STREAM <%s> [...]" % stream)
                 self.edit(tok, self.tokens[self.i - 2], "WINDOW <%s>" % window.iri)
@@ -472,26 +452,20 @@ class _StreamingSparql(_Reader):
     def translate(self) -> Translation:
         self.prologue()
         self.skip_to_dataset()
-        background = False
         background = self.dataset_clauses()
         if not self.windows:
             raise self.error("a Streaming SPARQL query reads at least one FROM STREAM <iri> WINDOW ...")
         where_token = self.peek()
         where_open = self.find_where()
         where_close = self.matching(where_open)
-        stream = self.windows[0].stream
         declared = len(self.windows)
-        group_windows = self.group_windows(where_open, where_close, stream)
+        group_windows = self.group_windows(where_open, where_close, self.windows[0].stream)
         if group_windows:
             self.edit(where_token, None, self.declarations(self.windows[declared:]) + " ")
-        graphs = any(t.is_keyword("GRAPH") for t in self.tokens[where_open:where_close])
-        merged = len(self.windows) - group_windows > 1 or background or graphs
+        merged = self.merge_or_wrap(where_open, where_close, self.windows[:declared], background)
         if merged and group_windows:
             raise self.refuse(self.tokens[where_open], "a window inside a graph pattern of a query with several "
                               "streams or background graphs")
-        if not merged:
-            self.edit(self.tokens[where_open + 1], None, "WINDOW <%s> { " % self.windows[0].iri)
-            self.edit(self.tokens[where_close], None, "} ")
         translation = self.finish()
         translation.merged = merged
         translation.option_defaults = {"window_default_graph": "union"}

@@ -30,14 +30,16 @@ _PATH_START_PUNCT = ("^", "!", "(")
 
 _CLOSER_OF = {"(": ")", "{": "}", "[": "]", "<<": ">>", "<<(": ")>>"}
 
-class _Parser(TokenReader):
+
+class PrologueReader(TokenReader):
+    """A token reader that knows the query's PREFIX and BASE declarations and reads IRIs
+    through them (shared by the RSP-QL* parser and the dialect readers)."""
+
     def __init__(self, text: str):
         super().__init__(text)
         self.prefixes: dict[str, str] = {}
         self.base: str | None = None
-        self.removed: list[Span] = []
 
-    # -- IRIs ------------------------------------------------------------------------------
     def resolve(self, tok: Token, text: str | None = None) -> str:
         text = tok.text if text is None else text
         try:
@@ -66,6 +68,36 @@ class _Parser(TokenReader):
             end = nxt.end
             self.advance()
         return self.resolve(tok, text), tok
+
+    def prologue(self) -> None:
+        while True:
+            tok = self.peek()
+            if tok.is_keyword("PREFIX"):
+                self.advance()
+                ns = self.peek()
+                if ns.kind != PNAME or not ns.text.endswith(":") or ns.text.count(":") != 1:
+                    raise self.error("expected a prefix name such as ex: after PREFIX, found %s" % self.describe(ns))
+                self.advance()
+                iri_tok = self.peek()
+                if iri_tok.kind != IRI:
+                    raise self.error("expected <IRI> after PREFIX %s" % ns.text)
+                self.advance()
+                self.prefixes[ns.text[:-1]] = self.resolve(iri_tok)
+            elif tok.is_keyword("BASE"):
+                self.advance()
+                iri_tok = self.peek()
+                if iri_tok.kind != IRI:
+                    raise self.error("expected <IRI> after BASE")
+                self.advance()
+                self.base = self.resolve(iri_tok)
+            else:
+                return
+
+
+class _Parser(PrologueReader):
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.removed: list[Span] = []
 
     # -- temporal values ------------------------------------------------------------------
     def _typed_literal(self, datatype: str, what: str) -> tuple[str, Token]:
@@ -238,30 +270,6 @@ class _Parser(TokenReader):
         self.expect_keyword("AS", "to end the REGISTER clause")
         self.removed.append(Span(start, self.i))
         return kind, iri, every, reg_tok
-
-    def prologue(self) -> None:
-        while True:
-            tok = self.peek()
-            if tok.is_keyword("PREFIX"):
-                self.advance()
-                ns = self.peek()
-                if ns.kind != PNAME or not ns.text.endswith(":") or ns.text.count(":") != 1:
-                    raise self.error("expected a prefix name such as ex: after PREFIX, found %s" % self.describe(ns))
-                self.advance()
-                iri_tok = self.peek()
-                if iri_tok.kind != IRI:
-                    raise self.error("expected <IRI> after PREFIX %s" % ns.text)
-                self.advance()
-                self.prefixes[ns.text[:-1]] = self.resolve(iri_tok)
-            elif tok.is_keyword("BASE"):
-                self.advance()
-                iri_tok = self.peek()
-                if iri_tok.kind != IRI:
-                    raise self.error("expected <IRI> after BASE")
-                self.advance()
-                self.base = self.resolve(iri_tok)
-            else:
-                return
 
     def projection(self) -> frozenset[str] | None:
         if self.peek().is_keyword("DISTINCT", "REDUCED"):
