@@ -151,3 +151,12 @@ def test_a_dialect_query_nested_too_deep_is_a_positioned_error():
     with pytest.raises(QuerySyntaxError, match="nested deeper than") as e:
         compile_query(deep)
     assert e.value.line == 2
+
+
+def test_a_window_closing_the_where_clause_is_the_one_its_patterns_read():
+    # Seed 003: the window of a graph pattern wins over the FROM window, also when the graph
+    # pattern is the WHERE clause itself.
+    query = compile_query(EX + "SELECT ?x FROM STREAM <http://example.org/s> WINDOW RANGE 10 S SLIDE "
+                               "WHERE { ?x ex:p ?y WINDOW ELEMS 5 }")
+    assert "WHERE { WINDOW <http://example.org/s> { WINDOW <http://example.org/s#2> { ?x ex:p ?y } } }" in \
+        " ".join(query.translation.split())

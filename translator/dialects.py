@@ -459,10 +459,12 @@ class _StreamingSparql(_Reader):
         where_open = self.find_where()
         where_close = self.matching(where_open)
         declared = len(self.windows)
+        # The FROM window wraps the WHERE clause before a group's own window is placed, so a
+        # group window that ends the WHERE clause itself is the inner, the one its patterns read.
+        merged = self.merge_or_wrap(where_open, where_close, self.windows, background)
         group_windows = self.group_windows(where_open, where_close, self.windows[0].stream)
         if group_windows:
             self.edit(where_token, None, self.declarations(self.windows[declared:]) + " ")
-        merged = self.merge_or_wrap(where_open, where_close, self.windows[:declared], background)
         if merged and group_windows:
             raise self.refuse(self.tokens[where_open], "a window inside a graph pattern of a query with several "
                               "streams or background graphs")
