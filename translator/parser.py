@@ -326,7 +326,7 @@ class _Parser(PrologueReader):
             self.advance()
             self.expect_keyword("NOW", "after FROM in a window in the past")
             self.expect_punct("-", "after FROM NOW")
-            width, width_tok = self.duration("FROM NOW-")
+            width, _ = self.duration("FROM NOW-")
             self.expect_keyword("TO", "after FROM NOW-a")
             self.expect_keyword("NOW", "after TO")
             if self.peek().is_punct("-"):
@@ -335,9 +335,7 @@ class _Parser(PrologueReader):
                 if lag >= width:
                     raise self.error("a window in the past ends before it begins: FROM NOW-a TO NOW-b needs "
                                      "a > b", lag_tok)
-            if not self.peek().is_keyword("STEP"):
-                raise self.error("expected STEP after FROM NOW-a TO NOW-b, found %s" % self.describe(self.peek()))
-            self.advance()
+            self.expect_keyword("STEP", "after FROM NOW-a TO NOW-b")
             step, _ = self.duration("STEP")
         else:
             self.expect_keyword("RANGE", "in the window specification")

@@ -408,6 +408,10 @@ class _Rewriter:
 
     def window_default_triples(self, block: TriplesBlock, window: str) -> None:
         triples = self.block_triples(block)
+        at = block.span.start
+        if self.options.window_union:
+            self.union_default_triples(triples, [window], False, at)
+            return
         restricted: list[str] = []
         constants: list[str] = []
         impossible = False
@@ -419,10 +423,6 @@ class _Rewriter:
                 constants.append(s[1:-1])
             else:
                 impossible = True
-        at = block.span.start
-        if self.options.window_union:
-            self.union_default_triples(triples, [window], False, at)
-            return
         self.emit.put("{ GRAPH <%s> {" % timestamps_graph(self.query.windows[window].stream), at)
         for s, p, o in triples:
             self.emit.put("%s %s %s ." % (s, p, o), at)
