@@ -357,7 +357,9 @@ class Engine:
                 registered.after = instant
                 self._emit(registered, instant, trigger, evaluation)
                 ran += 1
-            pending = registered.status.next_close
+            # A count window's or an arrival's next instant may have become known without an
+            # evaluation here: the status says what is next now.
+            pending = registered.status.next_close = registered.next_instant()
             registered.status.behind = 0 if pending is None else max(0, self.clock.now() - pending)
             if ran:
                 # One write keeps the instant and the R2S state it produced together.

@@ -469,3 +469,16 @@ def test_a_watermark_at_the_epoch_counts_as_complete_input():
     store.advance_watermark("http://example.org/s", 0)
     clock.set(0)
     assert engine.tick() == 1 and registered.status.last_trigger == "watermark"
+
+
+def test_the_status_names_a_count_windows_next_close_once_its_element_is_in():
+    store = StreamStore()
+    clock = VirtualClock(T0)
+    engine = Engine(store, clock, EngineConfig(max_delay=60 * S))
+    registered = engine.register("PREFIX ex: <http://example.org/> SELECT * FROM NAMED WINDOW ex:w ON ex:s "
+                                 "[ELEMS 2 STEP 2] WHERE { WINDOW ex:w { GRAPH ?g { ?s ?p ?o } } }", "q")
+    assert registered.status.next_close is None
+    store.add_elements("http://example.org/s", [_element(1, T0 + S, "r1"), _element(2, T0 + 2 * S, "r1")])
+    clock.set(T0 + 2 * S)
+    assert engine.tick() == 0                      # its watermark has not passed element 2 yet
+    assert registered.status.next_close == T0 + 2 * S
