@@ -132,7 +132,7 @@ def cmd_check(args) -> int:
     except QuerySyntaxError as e:
         print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
-    window, why_not = options.incremental_window(query)
+    window, why_not = options.incremental_window(query, policy)
     summary = {
         "dialect": query.dialect, "form": query.form.value, "r2s": query.r2s.value, "name": query.name,
         "output_stream": query.output_stream,

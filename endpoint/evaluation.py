@@ -17,7 +17,7 @@ from translator.incremental import distributive_window
 from translator.dialects import DIALECTS
 from translator.errors import TemporalValueError
 from translator.model import R2S, ContinuousQuery, QueryForm
-from translator.policy import POLICIES, report_policy
+from translator.policy import POLICIES, ReportPolicy, report_policy
 from translator.rewrite import INTERNAL_VARIABLE_PREFIX, RewriteOptions, Template, compile_template, defers_filters
 from translator.temporal import format_instant, parse_instant
 from translator.uncertainty import FunctionLibrary
@@ -91,11 +91,12 @@ class EvaluationOptions:
         return RewriteOptions(lazy_bind=self.lazy_bind, h4=self.h4, window_union=window_default_graph == "union",
                               fuse_rspu=self.fuse_rspu)
 
-    def incremental_window(self, query: ContinuousQuery) -> tuple[str | None, str]:
-        """(the window evaluated incrementally, "") or (None, why not)."""
+    def incremental_window(self, query: ContinuousQuery, policy: ReportPolicy) -> tuple[str | None, str]:
+        """(the window evaluated incrementally, "") or (None, why not), under the query's
+        report policy."""
         if not self.incremental:
             return None, "incremental evaluation is off (option incremental)"
-        if not report_policy(query, self.report).at_closes:
+        if not policy.at_closes:
             return None, "the report policy reads the windows between their closes"
         return distributive_window(query)
 
@@ -210,7 +211,7 @@ class QueryEvaluator:
         self.h4 = H4Choice() if options.h4 and defers_filters(query) else None
         # Rewritten once per set of rewrite options (two at most: H4 on and off).
         self._templates: dict[RewriteOptions, Template] = {}
-        self.incremental_window = options.incremental_window(query)[0]
+        self.incremental_window = options.incremental_window(query, self.policy)[0]
         self._ranges: list[_Range] = []      # contiguous, in time order, inside the last window
         self._late_seen: int | None = None
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)

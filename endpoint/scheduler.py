@@ -66,9 +66,10 @@ class LiveScheduler:
         stream, watermark = event.stream, event.watermark
         now = datetime.now(timezone.utc)
         for registered in self.engine.queries():
+            if stream not in registered.query.streams:
+                continue
             due = registered.next_instant()
-            if due is not None and registered.evaluator.policy.complete_through(due) <= watermark \
-                    and stream in registered.query.streams:
+            if due is not None and registered.evaluator.policy.complete_through(due) <= watermark:
                 try:
                     self.scheduler.modify_job(QUERY_JOB_PREFIX + registered.id, next_run_time=now)
                 except JobLookupError:
