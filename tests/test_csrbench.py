@@ -129,6 +129,7 @@ def test_csrbench_queries_as_their_users_wrote_them_match_the_oracle(query, dial
 
 # -- the answers CSRBench ships (recorded from C-SPARQL and CQELS themselves) ----------------
 _NUMERIC = ("integer", "double", "decimal", "float")
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 
 
 def _comparable(row: dict) -> tuple:
@@ -160,8 +161,6 @@ def shipped(query: str, dialect: str) -> list[tuple[int, list[tuple]]]:
         out.append((relation["timestamp"] * 1000, sorted(rows)))
     return out
 
-
-XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 
 
 def _by_instant(evaluations) -> dict[int, list[tuple]]:
