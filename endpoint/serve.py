@@ -25,6 +25,7 @@ import pyoxigraph as ox
 from werkzeug.serving import make_server
 
 from store.rdf_input import format_for_path
+from store.recordings import DEFAULT_MAX_BYTES, Recordings
 from store.stream_store import StreamStore
 from translator.errors import TemporalValueError
 from translator.temporal import parse_duration
@@ -142,6 +143,15 @@ def write_token(config: Config, data_dir: Path) -> str | None:
     return token
 
 
+def recordings(config: Config, data_dir: Path) -> Recordings | None:
+    """DATA/recording within `[recording] max_bytes` (0 records nothing)."""
+    value = config.raw.get("recording", {}).get("max_bytes", DEFAULT_MAX_BYTES)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError("%s [recording]: max_bytes must be a whole number of bytes (0: record nothing), got %r"
+                          % (config.path, value))
+    return Recordings(data_dir / "recording", value) if value else None
+
+
 def http_settings(config: Config, landing: Path | None, token: str | None) -> HttpSettings:
     table = config.raw.get("http", {})
     return HttpSettings(token=token, cors_origins=list(table.get("cors_origins", [])),
@@ -185,6 +195,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     config = load_config(config_path, data_dir / "engine")
     sources = source_configs(config, data_dir)
+    recorded = recordings(config, data_dir)
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
     engine = Engine(store, WallClock(), config.engine)
@@ -197,7 +208,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     log.info("starting Spark (%s)", master)
     spark = spark_session(master, {k: str(v) for k, v in spark_table.items()})
     ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                               data_dir / "recording")
+                               recorded)
     landing = next((Path(s.path) for s in sources if s.kind == "files"), None)
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=ingestion.status)

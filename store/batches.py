@@ -23,22 +23,17 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
-from urllib.parse import quote
 
 import pyoxigraph as ox
 
 from translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
-from .codec import CANONICAL, Payload, canonical, decode
-from .landing import bounded_name, file_safe
+from .codec import Payload, decode
+from .landing import file_safe
 from .rdf_input import Element
 from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
-# Each stream's recording is rotated at this size, and this many older files are kept.
-RECORDING_MAX_BYTES = 64 * 1024 * 1024
-RECORDING_KEEP = 4
-
 _COMMITTED = ox.NamedNode("urn:rspstar:committed")
 
 
@@ -168,44 +163,3 @@ def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:
         else:
             grouped.append(p)
     return grouped
-
-
-def recording_path(directory: Path, stream: str) -> Path:
-    """One file per stream, named by its percent-encoded IRI (distinct streams, distinct
-    files; a digest where the name would be too long)."""
-    return directory / (bounded_name(quote(stream, safe="")) + CANONICAL.extension)
-
-
-def rotated_path(path: Path, k: int) -> Path:
-    """The k-th older recording of a stream (still an N-Quads file, so it replays as one)."""
-    suffix = CANONICAL.extension
-    return path.with_name("%s.%d%s" % (path.name[:-len(suffix)], k, suffix))
-
-
-def _rotate(path: Path, keep: int) -> None:
-    for k in range(keep, 0, -1):
-        older = rotated_path(path, k)
-        if older.exists():
-            if k == keep:
-                older.unlink()
-            else:
-                older.replace(rotated_path(path, k + 1))
-    if keep:
-        path.replace(rotated_path(path, 1))
-    else:
-        path.unlink()
-
-
-def record(directory: Path, elements: dict[str, list[Element]], max_bytes: int = RECORDING_MAX_BYTES,
-           keep: int = RECORDING_KEEP) -> None:
-    """Append stored elements to their streams' recordings as N-Quads 1.2, each with its
-    timestamp triple: whatever the source's format, a recording replays with `rspstar replay`
-    into the same elements. A recording that has reached `max_bytes` is rotated first (the
-    current one becomes `.1.nq`, ...), and only the `keep` newest older ones stay."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for stream, stream_elements in elements.items():
-        path = recording_path(directory, stream)
-        if path.exists() and path.stat().st_size >= max_bytes:
-            _rotate(path, keep)
-        with path.open("ab") as out:
-            out.write(canonical(stream_elements))

@@ -40,9 +40,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import formats
-from .batches import BatchWriter, record
+from .batches import BatchWriter
 from .codec import Payload
 from .landing import stream_of_landing_file
+from .recordings import Recordings
 from .errors import StoreError
 from .simulator import SCENARIOS
 from .stream_store import StreamStore
@@ -182,7 +183,7 @@ class SparkIngestion:
     """The streaming queries of all configured sources, writing into one store."""
 
     def __init__(self, spark: SparkSession, store: StreamStore, sources: list[SourceConfig],
-                 checkpoint_dir: Path, quarantine_dir: Path, recording_dir: Path | None = None):
+                 checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise IngestionError("source names must be unique, got %s" % names)
@@ -190,7 +191,7 @@ class SparkIngestion:
         self.store = store
         self.sources = sources
         self.checkpoint_dir = checkpoint_dir
-        self.recording_dir = recording_dir
+        self.recordings = recordings
         self.writers = {s.name: BatchWriter(store, s.name, quarantine_dir, s.allowed_lateness) for s in sources}
         self.queries: dict = {}
         self.batches: dict[str, int] = {s.name: 0 for s in sources}
@@ -288,8 +289,8 @@ class SparkIngestion:
             payloads = self._payloads(source, rows)
             report = writer.write(batch_id, payloads)
             self.batches[source.name] = batch_id
-            if self.recording_dir is not None and not report.skipped:
-                record(self.recording_dir, report.elements)
+            if self.recordings is not None and not report.skipped:
+                self.recordings.record(report.elements)
             if report.stored or report.quarantined:
                 log.debug("%s batch %d: stored %s, late %s, quarantined %s", source.name, batch_id,
                          report.stored, report.late, report.quarantined)

@@ -5,9 +5,8 @@ import pytest
 
 import pyoxigraph as ox
 
-from store.batches import BatchWriter, record, recording_path, rotated_path
+from store.batches import BatchWriter
 from store.codec import Payload
-from store.rdf_input import read_elements
 from store.stream_store import StreamStore
 from translator.temporal import parse_instant
 
@@ -185,18 +184,3 @@ def test_the_watermark_reaches_a_batchs_oldest_element_before_the_batch_is_store
     w.write(1, [Payload(STREAM, "trig", "a.trig", trig(0, 1), T0)])
     w.write(2, [Payload(STREAM, "trig", "b.trig", trig(5, 7), T0)])
     assert seen == [(T0 - S, 0), (T0, 2), (T0 + 4 * S, 2), (T0 + 6 * S, 4)]
-
-
-def test_recordings_rotate_and_keep_only_the_newest_older_files(tmp_path):
-    store = StreamStore()
-    batches = [read_elements(trig(k).encode(), "t.trig", ox.RdfFormat.TRIG).elements for k in range(6)]
-    for elements in batches:
-        record(tmp_path, {STREAM: elements}, max_bytes=1, keep=2)   # every append rotates
-    current = recording_path(tmp_path, STREAM)
-    files = sorted(p.name for p in tmp_path.iterdir())
-    assert files == sorted([current.name, rotated_path(current, 1).name, rotated_path(current, 2).name])
-    # The newest is the current file, then .1, then .2: each replays as N-Quads.
-    for path, elements in [(current, batches[5]), (rotated_path(current, 1), batches[4]),
-                           (rotated_path(current, 2), batches[3])]:
-        staged = store.stage_document(STREAM, path.read_bytes(), ox.RdfFormat.N_QUADS, str(path)).staged
-        assert [s.graph for s in staged] == [e.graph for e in elements]

@@ -10,7 +10,7 @@ import pyoxigraph as ox
 import pytest
 
 from store.ingestion import IngestionError, SourceConfig, SparkIngestion, find_java_home, spark_session  # noqa: E402
-from store.batches import recording_path  # noqa: E402
+from store.recordings import Recordings, recording_path  # noqa: E402
 from store.simulator import HOMECARE, TVS  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
@@ -42,7 +42,8 @@ def trig(*seconds) -> str:
     return "\n".join(lines) + "\n"
 
 def run(spark, store, tmp_path, sources, recording=None):
-    ingestion = SparkIngestion(spark, store, sources, tmp_path / "checkpoints", tmp_path / "quarantine", recording)
+    ingestion = SparkIngestion(spark, store, sources, tmp_path / "checkpoints", tmp_path / "quarantine",
+                               None if recording is None else Recordings(recording))
     ingestion.start(available_now=True)
     ingestion.await_termination(120)
     return ingestion
@@ -248,7 +249,8 @@ def test_socket_source_reads_lines_and_quarantines_bad_ones(spark, tmp_path):
     threading.Thread(target=serve, daemon=True).start()
     store = StreamStore()
     source = SourceConfig("sock", "socket", stream=STREAM, host="127.0.0.1", port=port, trigger_seconds=0.2)
-    ingestion = SparkIngestion(spark, store, [source], tmp_path / "c", tmp_path / "q", tmp_path / "recorded")
+    ingestion = SparkIngestion(spark, store, [source], tmp_path / "c", tmp_path / "q",
+                               Recordings(tmp_path / "recorded"))
     ingestion.start()
     try:
         deadline = time.monotonic() + 60

@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from conftest import REPO, compare_lines
-from store.batches import recording_path
+from store.recordings import recording_path
 from translator.temporal import format_instant, parse_instant
 
 pytestmark = pytest.mark.slow

@@ -1,7 +1,9 @@
 """`rspstar serve`'s pieces that run without Spark: the embedded default configuration and
 its example queries, and the console progress line."""
+import pytest
+
 from endpoint.clock import VirtualClock
-from endpoint.config import DEFAULT_CONFIG, load_config, register_configured
+from endpoint.config import DEFAULT_CONFIG, ConfigError, load_config, register_configured
 from endpoint.engine import Engine, EngineConfig
 from endpoint import serve as serve_module
 from endpoint.serve import progress_line, write_token
@@ -52,3 +54,16 @@ def test_serve_runs_under_jemalloc_where_the_system_has_it(tmp_path, monkeypatch
     assert serve_module.allocator_environment({"RSPSTAR_ALLOCATOR": "system"}, "libc.so.6") is None
     monkeypatch.setattr(serve_module, "JEMALLOC_PATTERNS", (str(tmp_path / "absent.so"),))
     assert serve_module.allocator_environment({}, "libc.so.6") is None
+
+
+def test_the_recordings_budget_comes_from_the_configuration(tmp_path):
+    config = load_config(DEFAULT_CONFIG)
+    assert serve_module.recordings(config, tmp_path).max_bytes == 256 * 1024 * 1024
+    config.raw["recording"] = {"max_bytes": 1024}
+    assert serve_module.recordings(config, tmp_path).max_bytes == 1024
+    config.raw["recording"] = {"max_bytes": 0}
+    assert serve_module.recordings(config, tmp_path) is None          # nothing recorded
+    for bad in ("1GB", -1, 1.5, True):
+        config.raw["recording"] = {"max_bytes": bad}
+        with pytest.raises(ConfigError, match=r"\[recording\]: max_bytes"):
+            serve_module.recordings(config, tmp_path)
