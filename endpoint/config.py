@@ -10,10 +10,11 @@ from translator.errors import PositionedError, TemporalValueError, TranslatorErr
 from translator.temporal import parse_duration
 
 from .engine import (
-    DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_RANGE, DEFAULT_MAX_REPORTS_PER_SECOND,
+    DEFAULT_HISTORY, DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_RANGE, DEFAULT_MAX_REPORTS_PER_SECOND,
     Engine, EngineConfig,
 )
 from .errors import EndpointError
+from .sinks import DEFAULT_HISTORY_BYTES
 
 
 # The embedded defaults (shipped inside the package): simulated streams, example queries and
@@ -51,6 +52,13 @@ def _duration(table: dict, key: str, default: int, where: str) -> int:
         raise ConfigError("%s: %s: %s" % (where, key, e)) from None
 
 
+def _whole(table: dict, key: str, default: int, where: str, least: int = 1) -> int:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ConfigError("%s: %s must be a whole number of at least %d, got %r" % (where, key, least, value))
+    return value
+
+
 def load_config(path: Path, data_dir: Path | None = None) -> Config:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -64,12 +72,13 @@ def load_config(path: Path, data_dir: Path | None = None) -> Config:
         data_dir=data_dir,
         allowed_sinks=list(raw.get("sinks", {}).get("allowed", [])),
         max_delay=_duration(engine_table, "max_delay", DEFAULT_MAX_DELAY, where),
-        history_limit=int(engine_table.get("history", 1000)),
+        history_limit=_whole(engine_table, "history", DEFAULT_HISTORY, where),
+        history_bytes=_whole(engine_table, "history_bytes", DEFAULT_HISTORY_BYTES, where),
         idle_retention=_duration(engine_table, "idle_retention", DEFAULT_IDLE_RETENTION, where),
         federation_allowed=list(raw.get("federation", {}).get("allowed", [])),
         max_range=_duration(engine_table, "max_range", DEFAULT_MAX_RANGE, where),
         max_reports_per_second=float(engine_table.get("max_reports_per_second", DEFAULT_MAX_REPORTS_PER_SECOND)),
-        max_elements=int(engine_table.get("max_elements", DEFAULT_MAX_ELEMENTS)),
+        max_elements=_whole(engine_table, "max_elements", DEFAULT_MAX_ELEMENTS, where),
     )
     queries = []
     for k, entry in enumerate(raw.get("queries", [])):

@@ -33,7 +33,9 @@ from translator.validate import compile_query
 from .clock import Clock
 from .errors import EndpointError
 from .evaluation import Evaluation, EvaluationOptions, QueryEvaluator
-from .sinks import EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests
+from .sinks import (
+    DEFAULT_HISTORY_BYTES, EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,7 @@ DEFAULT_IDLE_RETENTION = 600_000_000
 DEFAULT_MAX_RANGE = 86_400_000_000          # a day: what a window holds stays in the store
 DEFAULT_MAX_REPORTS_PER_SECOND = 10.0
 DEFAULT_MAX_ELEMENTS = 100_000                # what a count window holds stays in the store
+DEFAULT_HISTORY = 1000
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
@@ -157,7 +160,8 @@ class EngineConfig:
     data_dir: Path | None = None
     allowed_sinks: list[str] = field(default_factory=list)
     max_delay: int = DEFAULT_MAX_DELAY
-    history_limit: int = 1000
+    history_limit: int = DEFAULT_HISTORY              # records kept per query for polling
+    history_bytes: int = DEFAULT_HISTORY_BYTES        # and at most this much of their JSON
     idle_retention: int = DEFAULT_IDLE_RETENTION
     # Origins SERVICE and LOAD may reach; None only offline (a replay of the user's own files).
     federation_allowed: list[str] | None = field(default_factory=list)
@@ -231,7 +235,8 @@ class Engine:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
             registered = RegisteredQuery(spec, query, evaluator, http_sinks,
-                                         ResultHistory(self.config.history_limit, history_file), start)
+                                         ResultHistory(self.config.history_limit, history_file,
+                                                       self.config.history_bytes), start)
             self._queries[query_id] = registered
             if persist:
                 self._save_specs()

@@ -33,6 +33,7 @@ from .errors import EndpointError
 log = logging.getLogger(__name__)
 
 INITIAL_BACKOFF = 500_000        # µs
+DEFAULT_HISTORY_BYTES = 4 * 1024 * 1024
 MAX_BACKOFF = 60_000_000
 
 
@@ -51,53 +52,74 @@ def check_sink_allowed(url: str, allowed: list[str]) -> None:
 
 
 class ResultHistory:
-    """The latest records of a query, for polling (`since` an instant, at most `limit`).
+    """The latest records of a query, for polling (`since` an instant, at most `limit`): at
+    most `limit` records and `max_bytes` of their JSON, the oldest dropped first (the newest
+    is always kept). A record's size grows with its window's content, so a count alone let a
+    history at a high element rate hold hundreds of MiB.
 
-    With a `path`, records are appended to that JSON-lines file as they come and the latest
-    `limit` are read back from it, so a restart keeps what users look at; the file is cut
-    back to `limit` lines whenever it reaches twice that."""
+    Records are kept as their JSON lines (written once, served as they are). With a `path`,
+    they are appended to that JSON-lines file as they come and the latest are read back from
+    it, so a restart keeps what users look at; the file is cut back to what is kept whenever
+    it reaches twice the limit of records or of bytes."""
 
-    def __init__(self, limit: int = 1000, path: Path | None = None):
-        self._records: collections.deque = collections.deque(maxlen=limit)
+    def __init__(self, limit: int = 1000, path: Path | None = None, max_bytes: int = DEFAULT_HISTORY_BYTES):
+        self._lines: collections.deque[tuple[int, str]] = collections.deque()
+        self._limit = limit
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._lock = threading.Lock()
         self._path = path
-        self._lines = 0
+        self._file_lines = 0
+        self._file_bytes = 0
         if path is not None and path.exists():
-            lines = path.read_text(encoding="utf-8").splitlines()
-            self._lines = len(lines)
-            for line in lines:
+            for line in path.read_text(encoding="utf-8").splitlines():
+                self._file_lines += 1
+                self._file_bytes += len(line) + 1
                 try:
-                    record = json.loads(line)
-                    self._records.append((parse_instant(record["time"]), record))
+                    self._keep(parse_instant(json.loads(line)["time"]), line + "\n")
                 except (ValueError, KeyError, TypeError, TemporalValueError):
                     continue   # a line cut short by a crash
         elif path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
 
+    def _keep(self, time: int, line: str) -> None:
+        self._lines.append((time, line))
+        self._bytes += len(line)
+        while len(self._lines) > 1 and (len(self._lines) > self._limit or self._bytes > self._max_bytes):
+            self._bytes -= len(self._lines.popleft()[1])
+
     def append(self, time: int, record: dict) -> None:
+        line = json.dumps(record, sort_keys=True) + "\n"
         with self._lock:
-            self._records.append((time, record))
+            self._keep(time, line)
             if self._path is None:
                 return
-            if self._lines + 1 >= 2 * self._records.maxlen:
-                replace_text(self._path, "".join(json.dumps(r, sort_keys=True) + "\n" for _, r in self._records))
-                self._lines = len(self._records)
+            if self._file_lines + 1 >= 2 * self._limit or self._file_bytes + len(line) >= 2 * self._max_bytes:
+                replace_text(self._path, "".join(kept for _, kept in self._lines))
+                self._file_lines, self._file_bytes = len(self._lines), self._bytes
             else:
                 with self._path.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps(record, sort_keys=True) + "\n")
-                self._lines += 1
+                    out.write(line)
+                self._file_lines += 1
+                self._file_bytes += len(line)
 
     def discard(self) -> None:
         """Forget the records and their file (the query is gone)."""
         with self._lock:
-            self._records.clear()
+            self._lines.clear()
+            self._bytes = 0
             if self._path is not None:
                 self._path.unlink(missing_ok=True)
 
-    def since(self, instant: int | None = None, limit: int | None = None) -> list[dict]:
+    def lines(self, instant: int | None = None, limit: int | None = None) -> list[str]:
+        """The records after `instant` (all without one), oldest first, at most `limit`, as
+        JSON lines."""
         with self._lock:
-            records = [r for t, r in self._records if instant is None or t > instant]
-        return records[:limit] if limit is not None else records
+            lines = [line for t, line in self._lines if instant is None or t > instant]
+        return lines[:limit] if limit is not None else lines
+
+    def since(self, instant: int | None = None, limit: int | None = None) -> list[dict]:
+        return [json.loads(line) for line in self.lines(instant, limit)]
 
 
 class EventFeed:

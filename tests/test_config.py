@@ -58,6 +58,9 @@ options = { dialect = "cqels", start = "2026-03-01T08:00:01Z" }
 
 @pytest.mark.parametrize("toml,query,fragment", [
     ('[engine]\nmax_delay = "soon"\n', None, "max_delay"),
+    ('[engine]\nhistory_bytes = "4 MiB"\n', None, "history_bytes must be a whole number"),
+    ('[engine]\nhistory = 0\n', None, "history must be a whole number of at least 1"),
+    ('[engine]\nmax_elements = 1.5\n', None, "max_elements must be"),
     ('[[queries]]\nid = "x"\n', None, 'needs file'),
     ('[[queries]]\nfile = "missing.rq"\n', None, "cannot read"),
     ('[engine\n', None, "engine.toml"),

@@ -14,7 +14,7 @@ from endpoint.config import load_config, register_configured
 from endpoint.engine import (
     MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, QueryOverLimits, UnknownQuery,
 )
-from endpoint.sinks import SinkNotAllowed
+from endpoint.sinks import ResultHistory, SinkNotAllowed
 from store.rdf_input import Element, format_for_path, instant_literal
 from store.stream_store import StreamStore
 from translator.errors import QuerySyntaxError
@@ -330,6 +330,24 @@ def test_the_result_history_survives_restarts_and_stays_bounded(tmp_path):
     assert restarted.get("q").history.since() == kept
     restarted.remove("q")
     assert not history_file.exists()
+
+
+def test_the_result_history_is_bounded_in_bytes_as_well_as_records(tmp_path):
+    # A record grows with its window's content: at a high element rate a thousand records
+    # held hundreds of MiB. The newest record is kept whatever its size.
+    def record(k, rows):
+        return {"time": "2026-03-01T08:00:%02dZ" % k, "bindings": [{"o": "x" * 90}] * rows}
+    size = len(json.dumps(record(0, 10), sort_keys=True)) + 1
+    path = tmp_path / "q.jsonl"
+    history = ResultHistory(limit=100, path=path, max_bytes=3 * size)
+    for k in range(10):
+        history.append(T0 + k * S, record(k, 10))
+    assert [r["time"][-3:] for r in history.since()] == ["07Z", "08Z", "09Z"]
+    assert "".join(history.lines()) == "".join(json.dumps(record(k, 10), sort_keys=True) + "\n" for k in (7, 8, 9))
+    assert path.stat().st_size < 2 * 3 * size                  # the file is cut back too
+    history.append(T0 + 10 * S, record(10, 100))               # larger than the budget alone
+    assert [r["time"][-3:] for r in history.since()] == ["10Z"]
+    assert [r["time"][-3:] for r in ResultHistory(100, path, 3 * size).since()] == ["10Z"]
 
 
 def test_a_configured_query_deleted_through_the_api_stays_deleted(tmp_path):

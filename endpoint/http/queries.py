@@ -85,8 +85,8 @@ def query_results(query_id):
     limit = request.args.get("limit")
     if limit is not None and not (limit.isascii() and limit.isdigit() and int(limit) <= MAX_RESULTS_LIMIT):
         raise BadRequest("limit must be an integer from 0 to %d, got %r" % (MAX_RESULTS_LIMIT, limit[:40]))
-    records = registered.history.since(instant, int(limit) if limit is not None else None)
-    return Response("".join(json.dumps(r, sort_keys=True) + "\n" for r in records), mimetype="application/x-ndjson")
+    lines = registered.history.lines(instant, int(limit) if limit is not None else None)
+    return Response("".join(lines), mimetype="application/x-ndjson")
 
 
 @blueprint.route("/queries/<query_id>/events", methods=["GET"])
