@@ -9,7 +9,9 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from store.ingestion import IngestionError, SourceConfig, SparkIngestion, find_java_home, spark_session  # noqa: E402
+from store.ingestion import (  # noqa: E402
+    RETAINED_STATUS, IngestionError, SourceConfig, SparkIngestion, find_java_home, spark_session,
+)
 from store.recordings import Recordings, recording_path  # noqa: E402
 from store.simulator import HOMECARE, TVS  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
@@ -40,6 +42,13 @@ def trig(*seconds) -> str:
         lines.append('ex:e%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> . '
                      "ex:e%d { ex:rut ex:heartRate %d {| ex:confidence 0.9 |} . }" % (s, s, s, 60 + s))
     return "\n".join(lines) + "\n"
+
+def test_spark_remembers_a_bounded_number_of_finished_jobs(spark):
+    # Every micro-batch is a job: what the status store keeps of them must not grow with time.
+    for _ in range(3 * RETAINED_STATUS):
+        spark.range(3).count()
+    remembered = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    assert 0 < len(remembered) <= RETAINED_STATUS + 1
 
 def run(spark, store, tmp_path, sources, recording=None):
     ingestion = SparkIngestion(spark, store, sources, tmp_path / "checkpoints", tmp_path / "quarantine",
