@@ -88,22 +88,27 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
                 count = ingested(port)
             except OSError:
                 count = None        # not serving yet
-            samples.append((minute, sum(rss.values()), rss["root"], rss["java"], rss["other"],
-                            mib(work / "data" / "store"), mib(work / "data" / "recording"),
-                            sum(k["cpu"] for k in kinds.values()), kinds["java"]["cpu"], count))
+            data = mib(work / "data")
+            store, recordings = mib(work / "data" / "store"), mib(work / "data" / "recording")
+            samples.append((minute, sum(rss.values()), rss["root"], rss["java"], rss["other"], store, recordings,
+                            sum(k["cpu"] for k in kinds.values()), kinds["java"]["cpu"], count,
+                            data - store - recordings))
             print("%.1f min: RSS %.0f MiB (Python %.0f, JVM %.0f, workers %.0f), store %.1f MiB, "
-                  "recording %.1f MiB, CPU %.0f s (JVM %.0f s), %s elements" % samples[-1], flush=True)
+                  "recording %.1f MiB, CPU %.0f s (JVM %.0f s), %s elements, rest of the data %.1f MiB"
+                  % samples[-1], flush=True)
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
         log.close()
     steady = [s for s in samples if s[0] >= warmup and s[9] is not None]
+    budget = tomllib.loads(DEFAULTS.read_text())["recording"]["max_bytes"] / 2**20
     table = Table("rspstar serve soak: %.0f min, defaults' rates x %g%s, warm-up %.0f min (%s)"
                   % (minutes, scale, "".join(", " + setting for setting in spark), warmup, machine()),
                   ["measure", "after warm-up", "at the end", "slope after warm-up (MiB/min)"])
     for k, name in ((1, "RSS of the process tree (MiB)"), (2, "  of it the Python server (MiB)"),
                     (3, "  of it Spark's JVM (MiB)"), (4, "  of it query workers (MiB)"),
-                    (5, "store on disk (MiB)"), (6, "recordings (MiB)")):
+                    (5, "store on disk (MiB)"), (6, "recordings (MiB; budget %.0f)" % budget),
+                    (10, "rest of the data directory: history, outboxes, checkpoints (MiB)")):
         table.add(name, "%.1f" % steady[0][k], "%.1f" % steady[-1][k],
                   "%.2f" % slope([(s[0], s[k]) for s in steady]))
     elements = steady[-1][9] - steady[0][9]
