@@ -51,9 +51,13 @@ class BatchWriter:
     """Writes micro-batches of one source into a stream store."""
 
     def __init__(self, store: StreamStore, source: str, quarantine_dir: Path,
-                 allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME):
+                 allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME,
+                 query: str | None = None):
         self.store = store
         self.source = source
+        # A source sharing its streaming query with others counts batches in that query's
+        # numbering: its markers are named by both.
+        self._marker_name = file_safe(source) if query is None else "%s/%s" % (file_safe(query), file_safe(source))
         self.quarantine_dir = quarantine_dir
         self.allowed_lateness = allowed_lateness
         self.timestamp_predicate = timestamp_predicate
@@ -70,7 +74,7 @@ class BatchWriter:
         self._lock = threading.Lock()
 
     def marker(self, batch_id: int) -> ox.Quad:
-        return ox.Quad(ox.NamedNode("urn:rspstar:batch:%s/%d" % (file_safe(self.source), batch_id)), _COMMITTED,
+        return ox.Quad(ox.NamedNode("urn:rspstar:batch:%s/%d" % (self._marker_name, batch_id)), _COMMITTED,
                        ox.Literal(True), ox.NamedNode(BATCHES_GRAPH))
 
     def write(self, batch_id: int, payloads: Iterable[Payload]) -> BatchReport:

@@ -10,8 +10,10 @@ import pyoxigraph as ox
 import pytest
 
 from store.ingestion import (  # noqa: E402
-    RETAINED_STATUS, IngestionError, SourceConfig, SparkIngestion, find_java_home, spark_session,
+    RETAINED_STATUS, IngestionError, SourceConfig, SparkIngestion, _query_groups, find_java_home, spark_session,
 )
+from pyspark.sql import functions as F  # noqa: E402
+from translator.vocabulary import BATCHES_GRAPH  # noqa: E402
 from store.recordings import Recordings, recording_path  # noqa: E402
 from store.simulator import HOMECARE, TVS  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
@@ -213,6 +215,69 @@ def test_simulator_releases_rate_times_trigger_rows_stamped_at_the_batch_time(sp
     assert before <= stats.latest <= after
     assert store.watermark("http://rspstar.example/stream/sensors") == stats.latest
     assert len(store.elements_in("http://rspstar.example/stream/sensors", stats.latest, stats.latest + 1)) == 10
+
+def fixed_clock_simulator(name, scenario, rows=10):
+    return SourceConfig(name, "simulator", scenario=scenario, size=2,
+                        options={"rowsPerBatch": str(rows), "startTimestamp": str(T0 // 1000),
+                                 "advanceMillisPerBatch": "1000"})
+
+def test_simulators_share_one_streaming_query_each_with_its_own_batch_markers(spark, tmp_path):
+    # A micro-batch costs the JVM about the same whatever its size: the main job's two
+    # simulators run as one query, and each source's share of a batch lands exactly once.
+    store = StreamStore()
+    sources = [fixed_clock_simulator("tvs", "tvs"), fixed_clock_simulator("care", "homecare"),
+               files_source(tmp_path)]
+    ingestion = run(spark, store, tmp_path, sources)
+    assert sorted(ingestion.queries) == ["care+tvs", "landing"]
+    status = ingestion.status()
+    assert (status["tvs"]["query"], status["care"]["query"], status["landing"]["query"]) == (
+        "care+tvs", "care+tvs", "landing")
+    stats = store.streams()
+    assert sum(stats[s].ingested for s in TVS.streams) == 10 and sum(stats[s].ingested for s in HOMECARE.streams) == 10
+    markers = sorted(q.subject.value for q in store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(BATCHES_GRAPH)))
+    assert markers == ["urn:rspstar:batch:care_tvs/care/0", "urn:rspstar:batch:care_tvs/tvs/0"]
+
+def test_a_replayed_group_batch_writes_only_the_shares_not_yet_stored(spark, tmp_path):
+    # A crash may come between two sources' writes of one micro-batch: Spark replays the
+    # batch, the share already stored is skipped (not quarantined as sent twice), the other written.
+    sources = [fixed_clock_simulator("tvs", "tvs", rows=4), fixed_clock_simulator("care", "homecare", rows=5)]
+    rows = first_batch_rows(spark, sources, tmp_path)
+    assert sorted({r["source"] for r in rows}) == ["care", "tvs"] and len(rows) == 9
+    store = StreamStore()
+    ingestion = SparkIngestion(spark, store, sources, tmp_path / "c", tmp_path / "q")
+    ingestion._write(sources[0], 0, [r for r in rows if r["source"] == "tvs"])      # stored before the crash
+    assert sum(v.ingested for v in store.streams().values()) == 4
+    write = ingestion._batch_function(sources)
+    for _ in range(2):                                                              # replayed, and again
+        write(spark.createDataFrame(rows), 0)
+    assert sum(v.ingested for v in store.streams().values()) == 9
+    assert ingestion.status()["tvs"]["quarantined"] == {} and ingestion.status()["care"]["quarantined"] == {}
+
+def first_batch_rows(spark, sources, tmp_path):
+    """The rows of the simulators' first micro-batch, as their streaming query sees them."""
+    ingestion = SparkIngestion(spark, StreamStore(), sources, tmp_path / "probe-c", tmp_path / "probe-q")
+    seen = []
+    frames = [ingestion._frame(s).withColumn("source", F.lit(s.name)) for s in sources]
+    union = frames[0].unionByName(frames[1])
+    query = (union.writeStream.foreachBatch(lambda frame, batch_id: seen.extend(r.asDict() for r in frame.collect())
+                                            if batch_id == 0 else None)
+             .option("checkpointLocation", str(tmp_path / "probe-checkpoint")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    return seen
+
+@pytest.mark.parametrize("sources,groups", [
+    ([("a", "simulator", 1.0), ("b", "simulator", 1.0), ("f", "files", 1.0)], {"a+b": ["a", "b"], "f": ["f"]}),
+    ([("a", "simulator", 1.0)], {"a": ["a"]}),
+    ([("a", "simulator", 1.0), ("c", "simulator", 0.5), ("b", "simulator", 0.5)], {"a": ["a"], "b+c": ["c", "b"]}),
+])
+def test_simulators_with_one_trigger_interval_form_one_query(sources, groups):
+    configs = [SourceConfig(n, kind, trigger_seconds=t) for n, kind, t in sources]
+    assert {name: [s.name for s in group] for name, group in _query_groups(configs).items()} == groups
+
+def test_a_source_named_like_the_simulators_query_is_refused():
+    configs = [SourceConfig("a+b", "files"), SourceConfig("a", "simulator"), SourceConfig("b", "simulator")]
+    with pytest.raises(IngestionError, match="taken by the simulators"):
+        _query_groups(configs)
 
 def test_kafka_without_its_connector_fails_with_instructions(spark, tmp_path):
     source = SourceConfig("events", "kafka", stream=STREAM, bootstrap_servers="127.0.0.1:9092", topic="t")
