@@ -33,7 +33,16 @@ SAMPLE_SECONDS = 30
 
 
 def mib(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20 if path.exists() else 0.0
+    """What the files under `path` hold; Spark and the store delete files meanwhile (os.walk
+    passes over a folder that is gone)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except FileNotFoundError:
+                continue
+    return total / 2**20
 
 
 def slope(points: list[tuple[float, float]]) -> float:
