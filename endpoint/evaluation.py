@@ -13,7 +13,7 @@ import pyoxigraph as ox
 
 from store.stream_store import StreamStore
 from store.terms import term_to_ntriples, triple_to_ntriples
-from translator.incremental import distributive_window
+from translator.incremental import distributive_window, joined_windows
 from translator.dialects import DIALECTS
 from translator.errors import TemporalValueError
 from translator.model import R2S, ContinuousQuery, QueryForm
@@ -99,6 +99,15 @@ class EvaluationOptions:
         if not policy.at_closes:
             return None, "the report policy reads the windows between their closes"
         return distributive_window(query)
+
+    def joined_windows(self, query: ContinuousQuery, policy: ReportPolicy) -> tuple[dict | None, str]:
+        """({window: its block as a query of its own}, "") when the query is evaluated as a join
+        of windows each evaluated incrementally, or (None, why not)."""
+        if not self.incremental:
+            return None, "incremental evaluation is off (option incremental)"
+        if not policy.at_closes:
+            return None, "the report policy reads the windows between their closes"
+        return joined_windows(query)
 
 
 @dataclass
@@ -195,6 +204,35 @@ def _distinct_triples(result) -> dict:
     return distinct
 
 
+def _join_all(sides: list[list[dict]]) -> list[dict]:
+    """The SPARQL join of bags of rows (compatible rows merged), smallest side first."""
+    sides = sorted(sides, key=len)
+    joined = sides[0]
+    for side in sides[1:]:
+        joined = _join(joined, side)
+    return joined
+
+
+def _join(left: list[dict], right: list[dict]) -> list[dict]:
+    if not left or not right:
+        return []
+    shared = sorted(set().union(*left) & set().union(*right))
+    if all(name in row for rows in (left, right) for row in rows for name in shared):
+        index: dict[tuple, list[dict]] = {}
+        for row in right:
+            index.setdefault(tuple(row[name] for name in shared), []).append(row)
+        return [{**row, **match} for row in left for match in index.get(tuple(row[name] for name in shared), ())]
+    # A variable unbound on one side (OPTIONAL in a block) is compatible with any value.
+    return [{**a, **b} for a in left for b in right
+            if all(a[name] == b[name] for name in shared if name in a and name in b)]
+
+
+def _project(rows: list[dict], projected: frozenset[str] | None) -> list[dict]:
+    if projected is None:
+        return rows
+    return [{name: term for name, term in row.items() if name in projected} for row in rows]
+
+
 class QueryEvaluator:
     """Evaluates one registered query at successive instants, keeping its R2S state."""
 
@@ -215,6 +253,11 @@ class QueryEvaluator:
         self._ranges: list[_Range] = []      # contiguous, in time order, inside the last window
         self._late_seen: int | None = None
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
+        # A join of windows: each window's block evaluated incrementally on its own, the rows
+        # joined here (docs/incremental-evaluation.md).
+        parts = options.joined_windows(query, self.policy)[0] if self.incremental_window is None else None
+        self.joined = {w: QueryEvaluator(sub, store, replace(options, report=None), self.functions)
+                       for w, sub in (parts or {}).items()}
 
     def next_instant(self, after: int) -> int | None:
         """The query's first evaluation instant after `after` known now."""
@@ -226,8 +269,14 @@ class QueryEvaluator:
         contents = self.policy.contents(instant, self.store)
         window = contents.get(self.incremental_window)
         incremental = window is not None and self._complete(window.closes)
+        joined = bool(self.joined) and all(child._complete(contents[w].closes) for w, child in self.joined.items())
         if incremental:
             rows, count = self._rows_by_ranges(window.opens, window.closes)
+        elif joined:
+            parts = [child._rows_by_ranges(contents[w].opens, contents[w].closes) for w, child in self.joined.items()]
+            rows = _project(_join_all([rows for rows, _ in parts]), self.query.body.projected)
+            count = sum(n for _, n in parts)
+            incremental = True
         else:
             elements = {w: content.select(self.query.windows[w].stream, self.store)
                         for w, content in contents.items()}

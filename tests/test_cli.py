@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 from endpoint.cli import main
+from endpoint.config import DEFAULT_CONFIG
 
 QUERY = """PREFIX ex: <http://example.org/>
 SELECT ?o ?v
@@ -103,6 +104,12 @@ def test_console_script_check(write):
     # The query as it is compiled once: SPARQL-star with a slot for each window's elements.
     assert any("VALUES ?g { $elements(<http://example.org/w>) }" in line for line in checked["sparql"])
     assert checked["incremental"] == "http://example.org/w"
+
+
+def test_check_says_a_join_of_windows_is_evaluated_window_by_window(capsys):
+    assert main(["check", str(DEFAULT_CONFIG.parent / "queries" / "tvs-warning.rq")]) == 0
+    assert json.loads(capsys.readouterr().out)["incremental"] == (
+        "a join of windows <http://rspstar.example/w1>, <http://rspstar.example/w2>, each incremental")
 
 
 def test_two_streams_reusing_a_graph_name_are_refused(write, capsys):

@@ -1,7 +1,7 @@
 """Which queries are distributive over their window's elements (translator/incremental.py)."""
 import pytest
 
-from translator.incremental import distributive_window
+from translator.incremental import distributive_window, joined_windows
 from translator.validate import compile_query
 
 PREFIXES = "PREFIX ex: <http://example.org/>\nPREFIX rspu: <http://w3id.org/rsp/rspu#>\n"
@@ -37,3 +37,34 @@ def test_queries_whose_results_are_a_union_over_elements(query):
 def test_queries_that_combine_elements_or_read_outside_them(query, why):
     window, reason = distributive_window(compile_query(PREFIXES + query % WINDOW))
     assert window is None and why in reason
+
+
+TWO = "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT1S]\nFROM NAMED WINDOW ex:x ON ex:t [RANGE PT2S STEP PT1S]\n"
+
+
+def test_a_join_of_distributive_windows_is_split_into_one_query_per_window():
+    query = compile_query(PREFIXES + "SELECT ?o ?u %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v > 1) } } "
+                          "WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }" % TWO)
+    parts, why = joined_windows(query)
+    assert why == "" and sorted(parts) == ["http://example.org/w", "http://example.org/x"]
+    for name, part in parts.items():
+        assert distributive_window(part) == (name, "")
+        same = ("stream", "range", "step", "start", "lag", "upper_closed")
+        assert [getattr(part.windows[name], f) for f in same] == [getattr(query.windows[name], f) for f in same]
+        assert part.body.projected is None
+
+
+@pytest.mark.parametrize("query,why", [
+    ("SELECT ?o %s WHERE { ?o ex:in ex:room . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
+     "more than WINDOW blocks"),
+    ("SELECT DISTINCT ?o %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
+     "combine rows"),
+    ("SELECT (?v + ?u AS ?s) %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
+     "computes expressions"),
+    ("SELECT ?o %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } GRAPH ?k { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
+     "window http://example.org/w: the window holds more than one GRAPH ?g block"),
+    ("SELECT ?o %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "not a join of the query's windows"),
+])
+def test_joins_that_are_not_split(query, why):
+    parts, reason = joined_windows(compile_query(PREFIXES + query % TWO))
+    assert parts is None and why in reason

@@ -16,6 +16,10 @@ a range evaluated once serves every later window that contains it. Checked on th
   the background would join across elements or change between evaluations;
 - a time window `[RANGE a STEP β]` read at its closes, with RANGE / STEP at most
   MAX_RANGES_PER_WINDOW.
+
+A query whose WHERE is only a join of such windows (`joined_windows`: each WINDOW block alone
+would be distributive, the projection is plain variables) is evaluated as that join: each
+window's block incrementally, as a query of its own, and their rows joined per evaluation.
 """
 from __future__ import annotations
 
@@ -70,6 +74,54 @@ def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
     if declared.range > MAX_RANGES_PER_WINDOW * declared.step:
         return None, "the window would be kept as more than %d ranges (RANGE / STEP)" % MAX_RANGES_PER_WINDOW
     return body.resolve(window.name), ""
+
+
+def joined_windows(query: ContinuousQuery) -> tuple[dict[str, ContinuousQuery] | None, str]:
+    """({window: a SELECT * query over that window's block alone}, "") when the query is a join
+    of windows each distributive over its elements, else (None, why). The query's rows are
+    then the join of the blocks' rows (on their shared variables), projected."""
+    from .parser import parse_query     # the parser's model is what this reads: no cycle at import
+
+    body = query.body
+    tokens = body.tokens
+    if query.form is not QueryForm.SELECT:
+        return None, "only SELECT queries are evaluated incrementally"
+    if query.dialect != "rspql" or query.merged_windows is not None:
+        return None, "a dialect query is evaluated whole"
+    words = {t.text.upper() for t in tokens if t.kind == NAME}
+    if words & _PER_EVALUATION:
+        return None, "%s() differs between evaluations" % sorted(words & _PER_EVALUATION)[0]
+    head = _words(body.form_head, tokens)
+    if head & {"DISTINCT", "REDUCED"} or head & _AGGREGATES or _words(body.modifiers, tokens):
+        return None, "the projection or solution modifiers combine rows"
+    if any(tokens[k].is_punct("(") for part in body.form_head.parts if isinstance(part, Span)
+           for k in range(part.start, part.end)):
+        return None, "the projection computes expressions"
+    blocks = body.where.items
+    if not all(isinstance(n, GraphPattern) and n.is_window and tokens[n.name].kind != VAR for n in blocks):
+        return None, "the WHERE clause holds more than WINDOW blocks named by IRIs"
+    names = [body.resolve(n.name) for n in blocks]
+    if len(names) < 2 or len(set(names)) != len(names) or set(names) != set(query.windows):
+        return None, "the WHERE clause is not a join of the query's windows, each once"
+    text = body.source.text
+    prologue = text[tokens[body.prologue.start].offset:tokens[body.prologue.end - 1].end] \
+        if body.prologue.end > body.prologue.start else ""
+    declarations = {}
+    for span in body.removed:
+        words_in = [tokens[k] for k in range(span.start, span.end)]
+        if len(words_in) > 3 and words_in[0].is_keyword("FROM") and words_in[2].is_keyword("WINDOW"):
+            declarations[body.resolve(span.start + 3)] = text[words_in[0].offset:words_in[-1].end]
+    parts = {}
+    for name, block in zip(names, blocks):
+        if name not in declarations:
+            return None, "window %s is declared in a way a query of its own cannot repeat" % name
+        sub = parse_query("%s\nSELECT *\n%s\nWHERE { %s }" % (
+            prologue, declarations[name], text[tokens[block.keyword].offset:tokens[block.group.close].end]))
+        window, why = distributive_window(sub)
+        if window is None:
+            return None, "window %s: %s" % (name, why)
+        parts[name] = sub
+    return parts, ""
 
 
 def _words(expression: Expression, tokens) -> set[str]:
