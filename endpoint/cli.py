@@ -145,9 +145,10 @@ def cmd_check(args) -> int:
             summary["default_graph"] = "the merge of windows %s and the background default graph" % \
                 ", ".join("<%s>" % w for w in query.merged_windows)
     summary["sparql"] = compile_template(query, options.rewrite_options(query)).show().splitlines()
-    if window is None and len(query.windows) > 1:
-        parts, why_not = options.joined_windows(query, policy)
-        window = parts and "a join of windows %s, each incremental" % ", ".join("<%s>" % w for w in parts)
+    if window is None and query.windows:
+        join, why_not = options.joined_windows(query, policy)
+        window = join and "a join of windows %s, each incremental%s" % (
+            ", ".join("<%s>" % w for w in join.windows), ", and of background patterns" if join.background else "")
     summary["incremental"] = window or "no: %s" % why_not
     print(json.dumps(summary, indent=2))
     return 0

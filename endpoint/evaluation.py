@@ -13,7 +13,7 @@ import pyoxigraph as ox
 
 from store.stream_store import StreamStore
 from store.terms import term_to_ntriples, triple_to_ntriples
-from translator.incremental import distributive_window, joined_windows
+from translator.incremental import Join, distributive_window, joined_windows
 from translator.dialects import DIALECTS
 from translator.errors import TemporalValueError
 from translator.model import R2S, ContinuousQuery, QueryForm
@@ -100,9 +100,9 @@ class EvaluationOptions:
             return None, "the report policy reads the windows between their closes"
         return distributive_window(query)
 
-    def joined_windows(self, query: ContinuousQuery, policy: ReportPolicy) -> tuple[dict | None, str]:
-        """({window: its block as a query of its own}, "") when the query is evaluated as a join
-        of windows each evaluated incrementally, or (None, why not)."""
+    def joined_windows(self, query: ContinuousQuery, policy: ReportPolicy) -> tuple[Join | None, str]:
+        """(its parts, "") when the query is evaluated as a join of windows each evaluated
+        incrementally (and of background patterns), or (None, why not)."""
         if not self.incremental:
             return None, "incremental evaluation is off (option incremental)"
         if not policy.at_closes:
@@ -255,9 +255,11 @@ class QueryEvaluator:
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
         # A join of windows: each window's block evaluated incrementally on its own, the rows
         # joined here (docs/incremental-evaluation.md).
-        parts = options.joined_windows(query, self.policy)[0] if self.incremental_window is None else None
+        join = options.joined_windows(query, self.policy)[0] if self.incremental_window is None else None
         self.joined = {w: QueryEvaluator(sub, store, replace(options, report=None), self.functions)
-                       for w, sub in (parts or {}).items()}
+                       for w, sub in (join.windows if join else {}).items()}
+        self._background = join.background if join else None
+        self._background_template: Template | None = None
 
     def next_instant(self, after: int) -> int | None:
         """The query's first evaluation instant after `after` known now."""
@@ -274,7 +276,10 @@ class QueryEvaluator:
             rows, count = self._rows_by_ranges(window.opens, window.closes)
         elif joined:
             parts = [child._rows_by_ranges(contents[w].opens, contents[w].closes) for w, child in self.joined.items()]
-            rows = _project(_join_all([rows for rows, _ in parts]), self.query.body.projected)
+            sides = [rows for rows, _ in parts]
+            if self._background is not None:
+                sides.append(self._background_rows())
+            rows = _project(_join_all(sides), self.query.body.projected)
             count = sum(n for _, n in parts)
             incremental = True
         else:
@@ -320,6 +325,13 @@ class QueryEvaluator:
         return result
 
     # -- incremental evaluation (docs/incremental-evaluation.md) ----------------------------
+    def _background_rows(self) -> list[dict]:
+        """The rows of a join's triple patterns over the background, as it is now."""
+        if self._background_template is None:
+            self._background_template = compile_template(self._background, self.rewrite_options)
+        rewritten = self._background_template.instantiate({}, self.store.background_graphs())
+        return _select_rows(self.store.query(rewritten.text, rewritten.default_graph, self.functions.table))
+
     def _complete(self, closes: int) -> bool:
         """Whether no element can still arrive in the window without being counted late."""
         watermark = self.store.watermark(self.query.windows[self.incremental_window].stream)

@@ -45,18 +45,32 @@ TWO = "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT1S]\nFROM NAMED WINDOW 
 def test_a_join_of_distributive_windows_is_split_into_one_query_per_window():
     query = compile_query(PREFIXES + "SELECT ?o ?u %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v > 1) } } "
                           "WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }" % TWO)
-    parts, why = joined_windows(query)
-    assert why == "" and sorted(parts) == ["http://example.org/w", "http://example.org/x"]
-    for name, part in parts.items():
+    join, why = joined_windows(query)
+    assert why == "" and sorted(join.windows) == ["http://example.org/w", "http://example.org/x"]
+    assert join.background is None
+    for name, part in join.windows.items():
         assert distributive_window(part) == (name, "")
         same = ("stream", "range", "step", "start", "lag", "upper_closed")
         assert [getattr(part.windows[name], f) for f in same] == [getattr(query.windows[name], f) for f in same]
         assert part.body.projected is None
 
 
+def test_triple_patterns_beside_the_windows_are_a_query_over_the_background():
+    query = compile_query(PREFIXES + "SELECT ?o ?r %s WHERE { ?o ex:in ?r . ?r ex:on ex:floor1 . "
+                          "WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } ?r ex:kind ex:lab "
+                          "WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }" % TWO)
+    join, why = joined_windows(query)
+    assert why == "" and len(join.windows) == 2 and not join.background.windows
+    assert join.background.body.projected is None
+    assert " ".join(join.background.text.split()).endswith(
+        "SELECT * WHERE { ?o ex:in ?r . ?r ex:on ex:floor1 .\n?r ex:kind ex:lab }".replace("\n", " "))
+
+
 @pytest.mark.parametrize("query,why", [
-    ("SELECT ?o %s WHERE { ?o ex:in ex:room . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
-     "more than WINDOW blocks"),
+    ("SELECT ?o %s WHERE { ?o ex:in ex:room . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } "
+     "FILTER(?o != ex:a) }", "more than WINDOW blocks"),
+    ("SELECT ?o %s FROM ex:extra WHERE { ?o ex:in ex:room . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } "
+     "WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }", "FROM and FROM NAMED"),
     ("SELECT DISTINCT ?o %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
      "combine rows"),
     ("SELECT (?v + ?u AS ?s) %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
@@ -66,5 +80,5 @@ def test_a_join_of_distributive_windows_is_split_into_one_query_per_window():
     ("SELECT ?o %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "not a join of the query's windows"),
 ])
 def test_joins_that_are_not_split(query, why):
-    parts, reason = joined_windows(compile_query(PREFIXES + query % TWO))
-    assert parts is None and why in reason
+    join, reason = joined_windows(compile_query(PREFIXES + query % TWO))
+    assert join is None and why in reason

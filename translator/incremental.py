@@ -17,14 +17,19 @@ a range evaluated once serves every later window that contains it. Checked on th
 - a time window `[RANGE a STEP β]` read at its closes, with RANGE / STEP at most
   MAX_RANGES_PER_WINDOW.
 
-A query whose WHERE is only a join of such windows (`joined_windows`: each WINDOW block alone
-would be distributive, the projection is plain variables) is evaluated as that join: each
-window's block incrementally, as a query of its own, and their rows joined per evaluation.
+A query whose WHERE is only a join of such windows and of triple patterns over the background
+(`joined_windows`: each WINDOW block alone would be distributive, the projection is plain
+variables) is evaluated as that join: each window's block incrementally, as a query of its own,
+the background patterns as another, and their rows joined per evaluation.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .model import ContinuousQuery, QueryForm, TimeWindow
-from .syntax import Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, UnionPattern
+from .syntax import (
+    Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, TriplesBlock, UnionPattern,
+)
 from .tokens import NAME, VAR
 
 _PER_EVALUATION = {"NOW", "RAND", "UUID", "STRUUID", "BNODE"}
@@ -76,10 +81,20 @@ def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
     return body.resolve(window.name), ""
 
 
-def joined_windows(query: ContinuousQuery) -> tuple[dict[str, ContinuousQuery] | None, str]:
-    """({window: a SELECT * query over that window's block alone}, "") when the query is a join
-    of windows each distributive over its elements, else (None, why). The query's rows are
-    then the join of the blocks' rows (on their shared variables), projected."""
+@dataclass
+class Join:
+    """A query evaluated as the join of its parts: per window, a SELECT * query over that
+    window's block alone (distributive, so evaluated incrementally), and the triple patterns
+    outside the windows as a SELECT * query over the background (evaluated every time: an
+    update may change it)."""
+    windows: dict[str, ContinuousQuery]
+    background: ContinuousQuery | None
+
+
+def joined_windows(query: ContinuousQuery) -> tuple[Join | None, str]:
+    """(the query's parts, "") when the query is a join of windows each distributive over its
+    elements, and of background triple patterns, else (None, why). The query's rows are then
+    the join of the parts' rows (on their shared variables), projected."""
     from .parser import parse_query     # the parser's model is what this reads: no cycle at import
 
     body = query.body
@@ -88,6 +103,8 @@ def joined_windows(query: ContinuousQuery) -> tuple[dict[str, ContinuousQuery] |
         return None, "only SELECT queries are evaluated incrementally"
     if query.dialect != "rspql" or query.merged_windows is not None:
         return None, "a dialect query is evaluated whole"
+    if query.from_graphs or query.from_named_graphs:
+        return None, "FROM and FROM NAMED graphs are evaluated whole"
     words = {t.text.upper() for t in tokens if t.kind == NAME}
     if words & _PER_EVALUATION:
         return None, "%s() differs between evaluations" % sorted(words & _PER_EVALUATION)[0]
@@ -97,31 +114,39 @@ def joined_windows(query: ContinuousQuery) -> tuple[dict[str, ContinuousQuery] |
     if any(tokens[k].is_punct("(") for part in body.form_head.parts if isinstance(part, Span)
            for k in range(part.start, part.end)):
         return None, "the projection computes expressions"
-    blocks = body.where.items
-    if not all(isinstance(n, GraphPattern) and n.is_window and tokens[n.name].kind != VAR for n in blocks):
-        return None, "the WHERE clause holds more than WINDOW blocks named by IRIs"
+    blocks = [n for n in body.where.items if isinstance(n, GraphPattern)]
+    triples = [n for n in body.where.items if isinstance(n, TriplesBlock)]
+    if len(blocks) + len(triples) != len(body.where.items) or \
+            not all(n.is_window and tokens[n.name].kind != VAR for n in blocks):
+        return None, "the WHERE clause holds more than WINDOW blocks named by IRIs and triple patterns"
     names = [body.resolve(n.name) for n in blocks]
-    if len(names) < 2 or len(set(names)) != len(names) or set(names) != set(query.windows):
+    if len(set(names)) != len(names) or set(names) != set(query.windows) or len(names) + bool(triples) < 2:
         return None, "the WHERE clause is not a join of the query's windows, each once"
     text = body.source.text
-    prologue = text[tokens[body.prologue.start].offset:tokens[body.prologue.end - 1].end] \
-        if body.prologue.end > body.prologue.start else ""
+
+    def source(first: int, last: int) -> str:
+        return text[tokens[first].offset:tokens[last].end]
+
+    prologue = source(body.prologue.start, body.prologue.end - 1) if body.prologue.end > body.prologue.start else ""
     declarations = {}
     for span in body.removed:
-        words_in = [tokens[k] for k in range(span.start, span.end)]
-        if len(words_in) > 3 and words_in[0].is_keyword("FROM") and words_in[2].is_keyword("WINDOW"):
-            declarations[body.resolve(span.start + 3)] = text[words_in[0].offset:words_in[-1].end]
-    parts = {}
+        if span.end - span.start > 3 and tokens[span.start].is_keyword("FROM") and tokens[span.start + 2].is_keyword("WINDOW"):
+            declarations[body.resolve(span.start + 3)] = source(span.start, span.end - 1)
+    windows = {}
     for name, block in zip(names, blocks):
         if name not in declarations:
             return None, "window %s is declared in a way a query of its own cannot repeat" % name
-        sub = parse_query("%s\nSELECT *\n%s\nWHERE { %s }" % (
-            prologue, declarations[name], text[tokens[block.keyword].offset:tokens[block.group.close].end]))
-        window, why = distributive_window(sub)
+        part = parse_query("%s\nSELECT *\n%s\nWHERE { %s }" % (prologue, declarations[name],
+                                                              source(block.keyword, block.group.close)))
+        window, why = distributive_window(part)
         if window is None:
             return None, "window %s: %s" % (name, why)
-        parts[name] = sub
-    return parts, ""
+        windows[name] = part
+    background = None
+    if triples:
+        patterns = [source(t.span.start, t.span.end - 1).rstrip(" \t\r\n.") for t in triples]
+        background = parse_query("%s\nSELECT *\nWHERE { %s }" % (prologue, " .\n".join(patterns)))
+    return Join(windows, background), ""
 
 
 def _words(expression: Expression, tokens) -> set[str]:
