@@ -3,11 +3,12 @@
 Each configured source is one streaming query whose micro-batches `foreachBatch` hands to a
 `BatchWriter` (store/batches.py): the rows become stream elements exactly once, bad input
 is quarantined, watermarks follow event time. The simulators sharing a trigger interval are
-one streaming query together (named by their names joined with '+'): a micro-batch costs Spark's JVM about the same
-whatever its size, so one query instead of two halved the main job's JVM time per element;
-the other kinds stay one query each, so a failing socket or Kafka broker stops only its own. Spark contributes file discovery, sockets,
-the rate-driven simulator, Kafka, and checkpoints that survive restarts; pointing
-`master` at a cluster scales the sources out.
+one streaming query together (named by their names joined with '+'): a micro-batch costs
+Spark's JVM about the same whatever its size, so one query instead of two about halved the
+main job's JVM time per element; the other kinds stay one query each, so a failing socket or
+Kafka broker stops only its own. Spark contributes file discovery, sockets, the rate-driven
+simulator, Kafka, and checkpoints that survive restarts; pointing `master` at a cluster scales
+the sources out.
 
 Sources (config `[[sources]]`, each bound to a stream IRI):
 - `files`: a landing directory; `*.trig` documents are read whole, `*.nq` / `*.nquads` as
