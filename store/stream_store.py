@@ -42,6 +42,11 @@ from .rdf_input import (
 log = logging.getLogger(__name__)
 STATS_FILE = "streams.json"
 FLUSH_AFTER_EVICTIONS = 1000
+# Memory of the store grows with the evictions since its last rebuild (~0.6 KB each, store alone
+# at 55 elements a batch; more in the running engine): at 50,000 the main job's memory rose for
+# 15 minutes at its default rate before each drop, at 10,000 it stays within a few MiB. A
+# rebuild copies what is held, so it also waits for twice that many evictions.
+COMPACT_AFTER_EVICTIONS = 10_000
 
 
 class OptimisticLoadFailed(StoreError):
@@ -76,7 +81,8 @@ class StreamStore:
     """Stream elements and background data in one Oxigraph store (in memory, or on disk when
     `path` is given)."""
 
-    def __init__(self, path: str | None = None, compact_after: int = 50_000, remove_evicted: bool = True):
+    def __init__(self, path: str | None = None, compact_after: int = COMPACT_AFTER_EVICTIONS,
+                 remove_evicted: bool = True):
         self.path = path
         # Whether eviction also removes an element's quads from Oxigraph, or only from the
         # index (then no query sees them again: windows select elements through the index).

@@ -198,6 +198,20 @@ def test_compaction_keeps_live_content_and_frees_the_rest(tmp_path):
             reopened.close()
 
 
+def test_the_store_is_rebuilt_after_ten_thousand_evictions_when_fewer_are_held():
+    store = StreamStore()
+    for batch in range(101):
+        elements = []
+        for k in range(batch * 100, (batch + 1) * 100):
+            graph = "http://example.org/e%d" % k
+            elements.append(Element(graph, T0 + k * S, instant_literal(T0 + k * S), [ox.Quad(
+                ox.NamedNode("http://example.org/o"), ox.NamedNode("http://example.org/v"), ox.Literal(k), ox.NamedNode(graph))]))
+        store.add_elements("http://s", elements)
+        store.evict_before("http://s", T0 + (batch + 1) * 100 * S - 50 * S)     # 50 held
+        store.maybe_compact()
+        assert len(store.compactions) == (0 if (batch + 1) * 100 - 50 < 10_000 else 1), batch
+
+
 def test_writes_during_a_rebuild_reach_the_rebuilt_store():
     import threading
     store = StreamStore(compact_after=1)
