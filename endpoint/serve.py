@@ -24,6 +24,7 @@ from pathlib import Path
 import pyoxigraph as ox
 from werkzeug.serving import make_server
 
+from store.batches import QUARANTINE_MAX_BYTES
 from store.rdf_input import format_for_path
 from store.recordings import DEFAULT_MAX_BYTES, Recordings
 from store.stream_store import StreamStore
@@ -143,13 +144,19 @@ def write_token(config: Config, data_dir: Path) -> str | None:
     return token
 
 
+def byte_budget(config: Config, table: str, default: int, zero: str) -> int:
+    """`[table] max_bytes`: a whole number of bytes (0 means `zero`)."""
+    value = config.raw.get(table, {}).get("max_bytes", default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError("%s [%s]: max_bytes must be a whole number of bytes (0: %s), got %r"
+                          % (config.path, table, zero, value))
+    return value
+
+
 def recordings(config: Config, data_dir: Path) -> Recordings | None:
     """DATA/recording within `[recording] max_bytes` (0 records nothing)."""
-    value = config.raw.get("recording", {}).get("max_bytes", DEFAULT_MAX_BYTES)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError("%s [recording]: max_bytes must be a whole number of bytes (0: record nothing), got %r"
-                          % (config.path, value))
-    return Recordings(data_dir / "recording", value) if value else None
+    budget = byte_budget(config, "recording", DEFAULT_MAX_BYTES, "record nothing")
+    return Recordings(data_dir / "recording", budget) if budget else None
 
 
 def http_settings(config: Config, landing: Path | None, token: str | None) -> HttpSettings:
@@ -196,6 +203,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     config = load_config(config_path, data_dir / "engine")
     sources = source_configs(config, data_dir)
     recorded = recordings(config, data_dir)
+    quarantine_budget = byte_budget(config, "quarantine", QUARANTINE_MAX_BYTES, "keep no payload")
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
     engine = Engine(store, WallClock(), config.engine)
@@ -208,7 +216,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     log.info("starting Spark (%s)", master)
     spark = spark_session(master, {k: str(v) for k, v in spark_table.items()})
     ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                               recorded)
+                               recorded, quarantine_budget)
     landing = next((Path(s.path) for s in sources if s.kind == "files"), None)
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=ingestion.status)

@@ -29,11 +29,14 @@ import pyoxigraph as ox
 from translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
 from .codec import Payload, decode
-from .landing import file_safe
+from .landing import file_safe, replace_text
 from .rdf_input import Element
 from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
+# Disk for the quarantined payloads of all sources together (their counts are kept apart):
+# input that never parses would otherwise fill the disk at the rate it arrives.
+QUARANTINE_MAX_BYTES = 64 * 1024 * 1024
 _COMMITTED = ox.NamedNode("urn:rspstar:committed")
 
 
@@ -52,7 +55,7 @@ class BatchWriter:
 
     def __init__(self, store: StreamStore, source: str, quarantine_dir: Path,
                  allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME,
-                 query: str | None = None):
+                 query: str | None = None, quarantine_max_bytes: int = QUARANTINE_MAX_BYTES):
         self.store = store
         self.source = source
         # A source sharing its streaming query with others counts batches in that query's
@@ -61,16 +64,23 @@ class BatchWriter:
         self.quarantine_dir = quarantine_dir
         self.allowed_lateness = allowed_lateness
         self.timestamp_predicate = timestamp_predicate
-        # Counted from the quarantine folder's reasons, so the count outlives restarts.
+        self.quarantine_max_bytes = quarantine_max_bytes
+        self._quarantined_bytes = 0        # written since the folder was last held to its budget
+        # Counted in the folder beside what it keeps, so the count outlives restarts and the
+        # payloads the budget deletes.
+        self._counts = quarantine_dir / ("%s.counts.json" % file_safe(source))
         self.quarantined: dict[str, int] = {}
-        for reason in quarantine_dir.glob("%s-*.reason.json" % file_safe(source)) if quarantine_dir.is_dir() else []:
-            try:
-                described = json.loads(reason.read_text(encoding="utf-8"))
-            except ValueError:
-                continue
-            if described.get("source") == source:
-                stream = described.get("stream")
-                self.quarantined[stream] = self.quarantined.get(stream, 0) + 1
+        try:
+            self.quarantined = {str(k): int(v) for k, v in json.loads(self._counts.read_text(encoding="utf-8")).items()}
+        except (OSError, ValueError, AttributeError):
+            for reason in quarantine_dir.glob("%s-*.reason.json" % file_safe(source)) if quarantine_dir.is_dir() else []:
+                try:
+                    described = json.loads(reason.read_text(encoding="utf-8"))
+                except ValueError:
+                    continue
+                if described.get("source") == source:
+                    stream = described.get("stream")
+                    self.quarantined[stream] = self.quarantined.get(stream, 0) + 1
         self._lock = threading.Lock()
 
     def marker(self, batch_id: int) -> ox.Quad:
@@ -145,13 +155,38 @@ class BatchWriter:
         tmp = base.with_suffix(".tmp")
         tmp.write_text(payload.text, encoding="utf-8")
         os.replace(tmp, base.with_suffix(".data"))
-        base.with_suffix(".reason.json").write_text(json.dumps(
-            {"source": self.source, "stream": payload.stream, "origin": payload.origin, "line": line,
-             "reason": reason}, indent=2))
+        described = json.dumps({"source": self.source, "stream": payload.stream, "origin": payload.origin,
+                                "line": line, "reason": reason}, indent=2)
+        base.with_suffix(".reason.json").write_text(described)
         self.quarantined[payload.stream] = self.quarantined.get(payload.stream, 0) + 1
+        replace_text(self._counts, json.dumps(self.quarantined))
+        self._quarantined_bytes += len(payload.text) + len(described)
+        if self._quarantined_bytes >= self.quarantine_max_bytes // 16:
+            self._quarantined_bytes = 0
+            _hold_to_budget(self.quarantine_dir, self.quarantine_max_bytes)
         report.quarantined[payload.stream] = report.quarantined.get(payload.stream, 0) + 1
         log.warning("%s: quarantined %s%s: %s", self.source, payload.origin,
                     "" if line is None else ":%d" % line, reason)
+
+
+def _hold_to_budget(directory: Path, max_bytes: int) -> None:
+    """Delete the oldest quarantined payloads (with their reasons), whichever source set them
+    aside, while the folder holds more than `max_bytes` of them."""
+    payloads = []
+    for data in directory.glob("*.data"):
+        try:
+            reason = data.with_suffix(".reason.json")
+            size = data.stat().st_size + (reason.stat().st_size if reason.exists() else 0)
+            payloads.append((data.stat().st_mtime_ns, data, size))
+        except FileNotFoundError:
+            continue          # another source's writer held the folder to the budget meanwhile
+    total = sum(size for _, _, size in payloads)
+    for _, data, size in sorted(payloads):
+        if total <= max_bytes:
+            break
+        data.unlink(missing_ok=True)
+        data.with_suffix(".reason.json").unlink(missing_ok=True)
+        total -= size
 
 
 def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:

@@ -44,7 +44,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from . import formats
-from .batches import BatchWriter
+from .batches import QUARANTINE_MAX_BYTES, BatchWriter
 from .codec import Payload
 from .landing import stream_of_landing_file
 from .recordings import Recordings
@@ -196,7 +196,8 @@ class SparkIngestion:
     """The streaming queries of all configured sources, writing into one store."""
 
     def __init__(self, spark: SparkSession, store: StreamStore, sources: list[SourceConfig],
-                 checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None):
+                 checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None,
+                 quarantine_max_bytes: int = QUARANTINE_MAX_BYTES):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise IngestionError("source names must be unique, got %s" % names)
@@ -208,7 +209,8 @@ class SparkIngestion:
         self.groups = _query_groups(sources)
         self.query_of = {s.name: name for name, group in self.groups.items() for s in group}
         self.writers = {s.name: BatchWriter(store, s.name, quarantine_dir, s.allowed_lateness,
-                                            query=None if self.query_of[s.name] == s.name else self.query_of[s.name])
+                                            query=None if self.query_of[s.name] == s.name else self.query_of[s.name],
+                                            quarantine_max_bytes=quarantine_max_bytes)
                         for s in sources}
         self.queries: dict = {}                 # streaming queries by name (a source's or a group's)
         self.batches: dict[str, int] = {s.name: 0 for s in sources}

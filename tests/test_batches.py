@@ -1,5 +1,7 @@
 """Micro-batches into the store: exactly once, quarantine, envelopes, watermarks, late data."""
 import json
+import os
+import time
 
 import pytest
 
@@ -68,6 +70,26 @@ def test_bad_input_is_quarantined_and_the_rest_of_the_batch_lands(tmp_path):
     # A restarted writer counts what its source's quarantine already holds (another source's not).
     assert writer(tmp_path).quarantined == {STREAM: 2}
     assert BatchWriter(StreamStore(), "socket", tmp_path / "quarantine").quarantined == {}
+
+
+def test_quarantine_keeps_its_budget_on_disk_and_its_counts(tmp_path):
+    # Input that never parses would otherwise fill the disk at the rate it arrives.
+    folder = tmp_path / "quarantine"
+    w = BatchWriter(StreamStore(), "files", folder, quarantine_max_bytes=16_000)
+    other = BatchWriter(StreamStore(), "socket", folder, quarantine_max_bytes=16_000)
+    bad = "<http://example.org/broken> <http://example.org/v> . # %04d " + "x" * 900
+    started, stamped = time.time_ns(), set()
+    for k in range(60):
+        (w if k % 3 else other).write(k, [Payload(STREAM, "nquads", "bad-%d.nq" % k, bad % k, T0, line=1)])
+        for path in set(folder.glob("*-*")) - stamped:     # distinct times even on a coarse clock
+            os.utime(path, ns=(started + k, started + k))
+            stamped.add(path)
+        held = sum(p.stat().st_size for p in folder.glob("*") if not p.name.endswith(".counts.json"))
+        assert held <= 16_000 + 16_000 // 16 + 2_000, k           # the budget, checked every 16th of it
+    kept = sorted(int(p.read_text().split("# ")[1][:4]) for p in folder.glob("*.data"))
+    assert kept == list(range(60 - len(kept), 60)) and len(kept) >= 10     # the newest, of both sources
+    assert (w.quarantined, other.quarantined) == ({STREAM: 40}, {STREAM: 20})
+    assert BatchWriter(StreamStore(), "files", folder).quarantined == {STREAM: 40}    # after a restart too
 
 
 def test_json_envelopes(tmp_path):

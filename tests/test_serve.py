@@ -67,3 +67,11 @@ def test_the_recordings_budget_comes_from_the_configuration(tmp_path):
         config.raw["recording"] = {"max_bytes": bad}
         with pytest.raises(ConfigError, match=r"\[recording\]: max_bytes"):
             serve_module.recordings(config, tmp_path)
+
+
+def test_the_quarantine_budget_comes_from_the_configuration():
+    config = load_config(DEFAULT_CONFIG)
+    assert serve_module.byte_budget(config, "quarantine", 5, "keep no payload") == 64 * 1024 * 1024
+    config.raw["quarantine"] = {"max_bytes": "lots"}
+    with pytest.raises(ConfigError, match=r"\[quarantine\]: max_bytes must be a whole number of bytes \(0: keep no"):
+        serve_module.byte_budget(config, "quarantine", 5, "keep no payload")
