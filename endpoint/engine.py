@@ -32,7 +32,7 @@ from translator.validate import compile_query
 
 from .clock import Clock
 from .errors import EndpointError
-from .evaluation import Evaluation, EvaluationOptions, QueryEvaluator
+from .evaluation import Evaluation, EvaluationOptions, QueryEvaluator, RangeResults
 from .sinks import (
     DEFAULT_HISTORY_BYTES, EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests,
 )
@@ -181,6 +181,7 @@ class Engine:
         self.post = post
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
+        self.range_results = RangeResults()     # what queries with equal window blocks share
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed
         # Ids removed through `remove`, remembered in the data directory so that a query
         # deleted by a user is not registered again from the configuration at the next start.
@@ -230,7 +231,7 @@ class Engine:
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             history_file = None if self.config.data_dir is None else self.config.data_dir / "history" / (query_id + ".jsonl")
             http_sinks = [HttpSink(query_id, url, self.config.data_dir / "outbox", self.post) for url in sinks]
-            evaluator = QueryEvaluator(query, self.store, evaluation_options)
+            evaluator = QueryEvaluator(query, self.store, evaluation_options, shared=self.range_results)
             if resume_r2s is not None:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after

@@ -6,6 +6,8 @@ live results equal what a replay of the same input gives.
 """
 from __future__ import annotations
 
+import collections
+import threading
 import time
 from dataclasses import dataclass, field, fields, replace
 
@@ -233,13 +235,42 @@ def _project(rows: list[dict], projected: frozenset[str] | None) -> list[dict]:
     return [{name: term for name, term in row.items() if name in projected} for row in rows]
 
 
+class RangeResults:
+    """The rows of element-local queries over time ranges, shared by the queries of one engine:
+    queries whose window blocks compile to the same text read a range's rows once. A range's
+    rows are final (kept only once the stream is complete through it), and the key holds the
+    stream's late count, so a late element makes new keys. The oldest entries go beyond
+    `capacity`; each query still holds its own window's ranges."""
+
+    def __init__(self, capacity: int = 4096):
+        self.capacity = capacity
+        self._rows: collections.OrderedDict[tuple, tuple[list[dict], int]] = collections.OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+
+    def get(self, key: tuple) -> tuple[list[dict], int] | None:
+        with self._lock:
+            found = self._rows.get(key)
+            if found is not None:
+                self.hits += 1
+            return found
+
+    def put(self, key: tuple, value: tuple[list[dict], int]) -> None:
+        with self._lock:
+            self._rows[key] = value
+            while len(self._rows) > self.capacity:
+                self._rows.popitem(last=False)
+
+
 class QueryEvaluator:
     """Evaluates one registered query at successive instants, keeping its R2S state."""
 
     def __init__(self, query: ContinuousQuery, store: StreamStore,
                  options: EvaluationOptions = EvaluationOptions(),
-                 functions: FunctionLibrary | None = None):
+                 functions: FunctionLibrary | None = None, shared: RangeResults | None = None):
         self.query = query
+        self.shared = shared
+        self._block_text: str | None = None
         self.store = store
         self.options = options
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
@@ -256,7 +287,7 @@ class QueryEvaluator:
         # A join of windows: each window's block evaluated incrementally on its own, the rows
         # joined here (docs/incremental-evaluation.md).
         join = options.joined_windows(query, self.policy)[0] if self.incremental_window is None else None
-        self.joined = {w: QueryEvaluator(sub, store, replace(options, report=None), self.functions)
+        self.joined = {w: QueryEvaluator(sub, store, replace(options, report=None), self.functions, shared)
                        for w, sub in (join.windows if join else {}).items()}
         self._background = join.background if join else None
         self._background_template: Template | None = None
@@ -367,11 +398,27 @@ class QueryEvaluator:
                 x += window.step
         edges = sorted(c for c in cuts if opens <= c <= closes)
         ranges = []
+        block = self._range_query_text() if self.shared is not None else None
         for lo, hi in zip(edges, edges[1:]):
-            elements = self.store.elements_in(stream, lo, hi)
-            rows = self._run({self.incremental_window: elements}, len(elements), _select_rows) if elements else []
-            ranges.append(_Range(lo, hi, rows, len(elements)))
+            key = (block, stream, lo, hi, self._late_seen)
+            found = self.shared.get(key) if block is not None else None
+            if found is None:
+                elements = self.store.elements_in(stream, lo, hi)
+                rows = self._run({self.incremental_window: elements}, len(elements), _select_rows) if elements else []
+                found = (rows, len(elements))
+                if block is not None:
+                    self.shared.put(key, found)
+            ranges.append(_Range(lo, hi, *found))
         return ranges
+
+    def _range_query_text(self) -> str:
+        """What a range's rows depend on: the compiled query (its window's elements a slot)."""
+        if self._block_text is None:
+            template = self._templates.get(self.rewrite_options)
+            if template is None:
+                template = self._templates[self.rewrite_options] = compile_template(self.query, self.rewrite_options)
+            self._block_text = template.show()
+        return self._block_text
 
     def r2s_state(self) -> list | None:
         """What IStream/DStream remember of the last evaluation, as JSON (None for RStream):

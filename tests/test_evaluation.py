@@ -2,7 +2,7 @@
 of sliding windows against evaluating every window from scratch."""
 import pyoxigraph as ox
 
-from endpoint.evaluation import EvaluationOptions, QueryEvaluator
+from endpoint.evaluation import EvaluationOptions, QueryEvaluator, RangeResults
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.temporal import parse_instant
@@ -165,3 +165,31 @@ WHERE { ?o ex:in ex:lab . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { 
         assert got == sorted(map(sorted_items, off.evaluate(T0 + second * S).rows)), second
         seen.append({dict(row)["o"] for row in got})
     assert seen[0] == {"<http://example.org/o3>"} and "<http://example.org/o8>" in seen[-1]
+
+
+def test_queries_with_equal_window_blocks_evaluate_each_range_once_between_them():
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(40)])
+    store.add_elements(OTHER, [tagged(k, T0 + k * S // 2, k) for k in range(20)])
+    shared = RangeResults()
+    alone = compile_query(QUERY.replace("SELECT ?o ?v", "SELECT *"))
+    # The same block of ex:w inside a join: as its own query it compiles to the same text.
+    joined = compile_query(QUERY.replace("[RANGE PT4S STEP PT1S]", "[RANGE PT4S STEP PT1S] "
+                                         "FROM NAMED WINDOW ex:x ON ex:t [RANGE PT2S STEP PT1S]").replace(
+        "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v >= 0) } } }",
+        "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v >= 0) } } WINDOW ex:x { GRAPH ?h { ?q ex:tag ?o } } }"))
+    first, second = QueryEvaluator(alone, store, shared=shared), QueryEvaluator(joined, store, shared=shared)
+    unshared = QueryEvaluator(joined, store)
+    runs = []
+    for evaluator in (first, second.joined["http://example.org/w"]):
+        real = evaluator._run
+        evaluator._run = lambda elements, count, convert, real=real, who=evaluator: runs.append(who) or real(
+            elements, count, convert)
+    for second_ in range(1, 11):
+        for stream in (STREAM, OTHER):
+            store.advance_watermark(stream, T0 + second_ * S)
+        first.evaluate(T0 + second_ * S)
+        got = second.evaluate(T0 + second_ * S)
+        assert sorted(map(sorted_items, got.rows)) == sorted(map(sorted_items, unshared.evaluate(T0 + second_ * S).rows))
+    assert runs and all(who is first for who in runs)      # the join's ex:w ranges all came from the first query
+    assert shared.hits >= 10
