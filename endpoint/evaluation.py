@@ -239,8 +239,9 @@ class RangeResults:
     """The rows of element-local queries over time ranges, shared by the queries of one engine:
     queries whose window blocks compile to the same text read a range's rows once. A range's
     rows are final (kept only once the stream is complete through it), and the key holds the
-    stream's late count, so a late element makes new keys. The oldest entries go beyond
-    `capacity`; each query still holds its own window's ranges."""
+    stream's late count, so a late element makes new keys. A range ending before the window that
+    stored a newer one opens is dropped (a query keeps its own window's ranges itself: the
+    entries only spare the first evaluation of each), and the oldest go beyond `capacity`."""
 
     def __init__(self, capacity: int = 4096):
         self.capacity = capacity
@@ -255,9 +256,14 @@ class RangeResults:
                 self.hits += 1
             return found
 
-    def put(self, key: tuple, value: tuple[list[dict], int]) -> None:
+    def put(self, key: tuple, value: tuple[list[dict], int], opens: int) -> None:
+        """Keep `value` for `key` (block, stream, lo, hi, late count), dropping that stream's
+        ranges ending at or before `opens`."""
         with self._lock:
             self._rows[key] = value
+            stream = key[1]
+            for old in [k for k in self._rows if k[1] == stream and k[3] <= opens]:
+                del self._rows[old]
             while len(self._rows) > self.capacity:
                 self._rows.popitem(last=False)
 
@@ -377,16 +383,17 @@ class QueryEvaluator:
             self._ranges, self._late_seen = [], late    # a late element may sit in a kept range
         kept = [r for r in self._ranges if opens <= r.opens and r.closes <= closes]
         if not kept:
-            ranges = self._ranges_between(stream, opens, closes)
+            ranges = self._ranges_between(stream, opens, closes, opens)
         else:
-            ranges = self._ranges_between(stream, opens, kept[0].opens) + kept + \
-                self._ranges_between(stream, kept[-1].closes, closes)
+            ranges = self._ranges_between(stream, opens, kept[0].opens, opens) + kept + \
+                self._ranges_between(stream, kept[-1].closes, closes, opens)
         self._ranges = ranges
         return [row for r in ranges for row in r.rows], sum(r.elements for r in ranges)
 
-    def _ranges_between(self, stream: str, opens: int, closes: int) -> list["_Range"]:
+    def _ranges_between(self, stream: str, opens: int, closes: int, window_opens: int) -> list["_Range"]:
         """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
-        (so each later window is a run of whole ranges)."""
+        (so each later window is a run of whole ranges), in the window opening at
+        `window_opens`."""
         window = self.query.windows[self.incremental_window]
         cuts = {opens, closes}
         for shift in (0, window.range):
@@ -407,7 +414,7 @@ class QueryEvaluator:
                 rows = self._run({self.incremental_window: elements}, len(elements), _select_rows) if elements else []
                 found = (rows, len(elements))
                 if block is not None:
-                    self.shared.put(key, found)
+                    self.shared.put(key, found, window_opens)
             ranges.append(_Range(lo, hi, *found))
         return ranges
 

@@ -193,3 +193,5 @@ def test_queries_with_equal_window_blocks_evaluate_each_range_once_between_them(
         assert sorted(map(sorted_items, got.rows)) == sorted(map(sorted_items, unshared.evaluate(T0 + second_ * S).rows))
     assert runs and all(who is first for who in runs)      # the join's ex:w ranges all came from the first query
     assert shared.hits >= 10
+    # What no window can still reach is not kept: the last window opens at T0 + 6 s.
+    assert shared._rows and all(hi > T0 + 6 * S for _, _, _, hi, _ in shared._rows)
