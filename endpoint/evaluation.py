@@ -348,10 +348,7 @@ class QueryEvaluator:
         deferred = self.h4.next() if self.h4 is not None else options.h4
         if deferred != options.h4:
             options = replace(options, h4=deferred)
-        template = self._templates.get(options)
-        if template is None:
-            template = self._templates[options] = compile_template(self.query, options)
-        rewritten = template.instantiate(elements, self.store.background_graphs())
+        rewritten = self._template(options).instantiate(elements, self.store.background_graphs())
         for fused in rewritten.fused_functions:
             self.functions.add_fused(fused)
         self.functions.begin_evaluation()
@@ -421,11 +418,15 @@ class QueryEvaluator:
     def _range_query_text(self) -> str:
         """What a range's rows depend on: the compiled query (its window's elements a slot)."""
         if self._block_text is None:
-            template = self._templates.get(self.rewrite_options)
-            if template is None:
-                template = self._templates[self.rewrite_options] = compile_template(self.query, self.rewrite_options)
-            self._block_text = template.show()
+            self._block_text = self._template(self.rewrite_options).show()
         return self._block_text
+
+    def _template(self, options: RewriteOptions) -> Template:
+        """The query compiled under `options`, once."""
+        template = self._templates.get(options)
+        if template is None:
+            template = self._templates[options] = compile_template(self.query, options)
+        return template
 
     def r2s_state(self) -> list | None:
         """What IStream/DStream remember of the last evaluation, as JSON (None for RStream):
