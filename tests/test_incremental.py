@@ -72,7 +72,7 @@ def test_triple_patterns_beside_the_windows_are_a_query_over_the_background():
     ("SELECT ?o %s FROM ex:extra WHERE { ?o ex:in ex:room . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } "
      "WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }", "FROM and FROM NAMED"),
     ("SELECT DISTINCT ?o %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
-     "combine rows"),
+     "DISTINCT or REDUCED"),
     ("SELECT (?v + ?u AS ?s) %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",
      "computes expressions"),
     ("SELECT ?o %s WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } GRAPH ?k { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?o ex:u ?u } } }",

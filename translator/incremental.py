@@ -47,17 +47,9 @@ def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
         return None, "only SELECT queries are evaluated incrementally"
     if len(query.windows) != 1:
         return None, "the query reads %d windows" % len(query.windows)
-    words = {t.text.upper() for t in tokens if t.kind == NAME}
-    varying = sorted(words & _PER_EVALUATION)
-    if varying:
-        return None, "%s() differs between evaluations" % varying[0]
-    head = _words(body.form_head, tokens)
-    if head & {"DISTINCT", "REDUCED"}:
-        return None, "DISTINCT or REDUCED removes duplicates across elements"
-    if head & _AGGREGATES:
-        return None, "an aggregate in the projection combines elements"
-    if _words(body.modifiers, tokens):
-        return None, "solution modifiers (GROUP BY, ORDER BY, LIMIT, ...) combine elements"
+    why = _combining(body)
+    if why:
+        return None, why
     windows = [n for n in body.where.items if isinstance(n, GraphPattern) and n.is_window]
     if len(windows) != 1 or tokens[windows[0].name].kind == VAR:
         return None, "the WHERE clause is not one WINDOW named by an IRI"
@@ -105,12 +97,9 @@ def joined_windows(query: ContinuousQuery) -> tuple[Join | None, str]:
         return None, "a dialect query is evaluated whole"
     if query.from_graphs or query.from_named_graphs:
         return None, "FROM and FROM NAMED graphs are evaluated whole"
-    words = {t.text.upper() for t in tokens if t.kind == NAME}
-    if words & _PER_EVALUATION:
-        return None, "%s() differs between evaluations" % sorted(words & _PER_EVALUATION)[0]
-    head = _words(body.form_head, tokens)
-    if head & {"DISTINCT", "REDUCED"} or head & _AGGREGATES or _words(body.modifiers, tokens):
-        return None, "the projection or solution modifiers combine rows"
+    why = _combining(body)
+    if why:
+        return None, why
     if any(tokens[k].is_punct("(") for part in body.form_head.parts if isinstance(part, Span)
            for k in range(part.start, part.end)):
         return None, "the projection computes expressions"
@@ -134,8 +123,6 @@ def joined_windows(query: ContinuousQuery) -> tuple[Join | None, str]:
             declarations[body.resolve(span.start + 3)] = source(span.start, span.end - 1)
     windows = {}
     for name, block in zip(names, blocks):
-        if name not in declarations:
-            return None, "window %s is declared in a way a query of its own cannot repeat" % name
         part = parse_query("%s\nSELECT *\n%s\nWHERE { %s }" % (prologue, declarations[name],
                                                               source(block.keyword, block.group.close)))
         window, why = distributive_window(part)
@@ -147,6 +134,24 @@ def joined_windows(query: ContinuousQuery) -> tuple[Join | None, str]:
         patterns = [source(t.span.start, t.span.end - 1).rstrip(" \t\r\n.") for t in triples]
         background = parse_query("%s\nSELECT *\nWHERE { %s }" % (prologue, " .\n".join(patterns)))
     return Join(windows, background), ""
+
+
+def _combining(body) -> str:
+    """Why the query's results are not made row by row from its pattern's solutions (a function
+    that differs between evaluations, duplicates removed, aggregates, solution modifiers), or
+    "" when they are."""
+    tokens = body.tokens
+    varying = sorted({t.text.upper() for t in tokens if t.kind == NAME} & _PER_EVALUATION)
+    if varying:
+        return "%s() differs between evaluations" % varying[0]
+    head = _words(body.form_head, tokens)
+    if head & {"DISTINCT", "REDUCED"}:
+        return "DISTINCT or REDUCED removes duplicates across elements"
+    if head & _AGGREGATES:
+        return "an aggregate in the projection combines elements"
+    if _words(body.modifiers, tokens):
+        return "solution modifiers (GROUP BY, ORDER BY, LIMIT, ...) combine elements"
+    return ""
 
 
 def _words(expression: Expression, tokens) -> set[str]:
