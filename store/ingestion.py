@@ -318,7 +318,10 @@ class SparkIngestion:
         report = self.writers[source.name].write(batch_id, self._payloads(source, rows))
         self.batches[source.name] = batch_id
         if self.recordings is not None and not report.skipped:
-            self.recordings.record(report.elements)
+            try:
+                self.recordings.record(report.elements)
+            except OSError as e:     # the elements are stored: a full disk must not stop the source
+                log.error("%s batch %d: stored but not recorded: %s", source.name, batch_id, e)
         if report.stored or report.quarantined:
             log.debug("%s batch %d: stored %s, late %s, quarantined %s", source.name, batch_id,
                       report.stored, report.late, report.quarantined)

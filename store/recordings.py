@@ -52,31 +52,50 @@ class Recordings:
         # (the last is `.1`): the order in which the budget deletes them. Files of earlier runs
         # are ordered by their modification times, new rotations come after all of them.
         self._rotated: dict[Path, list[int]] = {}
-        directory.mkdir(parents=True, exist_ok=True)
-        files = [p for p in directory.iterdir() if p.is_file()]
+        self._total = 0
+        self._next = 1
+        self._scan()
+
+    def _scan(self) -> None:
+        """Read what the folder holds (at the start, and after a failed write: the disk may be
+        full, or files removed by hand)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        files = [p for p in self.directory.iterdir() if p.is_file()]
         self._total = sum(p.stat().st_size for p in files)
-        self._next = 1 + max((p.stat().st_mtime_ns for p in files), default=0)
+        self._next = max(self._next, 1 + max((p.stat().st_mtime_ns for p in files), default=0))
+        self._rotated = {}
         for path in files:
             self._older(path)
+        self._stale = False
 
     def total_bytes(self) -> int:
         return self._total
 
     def record(self, elements: dict[str, list[Element]]) -> None:
+        """Append; OSError when the folder cannot be written (the next call reads it afresh)."""
         with self._lock:
-            for stream, stream_elements in elements.items():
-                path = recording_path(self.directory, stream)
-                data = canonical(stream_elements)
-                with path.open("ab") as out:
-                    out.write(data)
-                    size = out.tell()
-                self._total += len(data)
-                # Rotated as soon as it is full, so the order of rotations is the order of
-                # the files' last elements, which the budget deletes by.
-                if size >= self.file_bytes:
-                    self._rotate(path)
-            while self._total > self.max_bytes and self._drop_oldest():
-                pass
+            try:
+                self._record(elements)
+            except OSError:
+                self._stale = True
+                raise
+
+    def _record(self, elements: dict[str, list[Element]]) -> None:
+        if self._stale:
+            self._scan()
+        for stream, stream_elements in elements.items():
+            path = recording_path(self.directory, stream)
+            data = canonical(stream_elements)
+            with path.open("ab") as out:
+                out.write(data)
+                size = out.tell()
+            self._total += len(data)
+            # Rotated as soon as it is full, so the order of rotations is the order of
+            # the files' last elements, which the budget deletes by.
+            if size >= self.file_bytes:
+                self._rotate(path)
+        while self._total > self.max_bytes and self._drop_oldest():
+            pass
 
     def _older(self, path: Path) -> list[int]:
         if path not in self._rotated:

@@ -76,3 +76,36 @@ def test_a_restart_counts_what_earlier_runs_recorded(tmp_path):
 def test_a_budget_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="positive"):
         Recordings(tmp_path, max_bytes=0)
+
+
+def test_recording_goes_on_after_files_are_removed_by_hand(tmp_path):
+    recordings = Recordings(tmp_path, max_bytes=6 * len(canonical(elements(0))))
+    recordings.file_bytes = 1                      # every element its own file
+    for k in range(4):
+        recordings.record({A: elements(k)})
+    for path in tmp_path.iterdir():
+        path.unlink()                              # an operator clears the folder
+    with pytest.raises(OSError):
+        for k in range(4, 12):                     # the first write that meets a missing file fails
+            recordings.record({A: elements(k)})
+    for k in range(12, 20):
+        recordings.record({A: elements(k)})        # and the next reads the folder afresh
+    assert recordings.total_bytes() == sum(p.stat().st_size for p in tmp_path.iterdir()) <= recordings.max_bytes
+    assert replayed(rotated_path(recording_path(tmp_path, A), 1)) == ["http://example.org/e19"]
+
+
+def test_a_batch_that_cannot_be_recorded_is_still_stored(tmp_path, caplog):
+    from store.ingestion import SourceConfig, SparkIngestion     # no Spark started: the batch function alone
+
+    class FullDisk(Recordings):
+        def record(self, elements):
+            raise OSError(28, "No space left on device")
+
+    store = StreamStore()
+    source = SourceConfig("landing", "files", stream=A, path=str(tmp_path / "landing"))
+    ingestion = SparkIngestion(None, store, [source], tmp_path / "c", tmp_path / "q", FullDisk(tmp_path / "r"))
+    text = canonical(elements(1)).decode()
+    ingestion._write(source, 0, [{"origin": "file://%s/x.nq" % (tmp_path / "landing"), "stream": A, "text": text,
+                                  "ingest_time": 0}])
+    assert store.streams()[A].ingested == 1
+    assert "stored but not recorded: [Errno 28] No space left on device" in caplog.text
