@@ -148,6 +148,17 @@ class BatchWriter:
         return fresh
 
     def _quarantine(self, payload: Payload, report: BatchReport, line: int | None, reason: str) -> None:
+        self.quarantined[payload.stream] = self.quarantined.get(payload.stream, 0) + 1
+        report.quarantined[payload.stream] = report.quarantined.get(payload.stream, 0) + 1
+        log.warning("%s: quarantined %s%s: %s", self.source, payload.origin,
+                    "" if line is None else ":%d" % line, reason)
+        try:
+            self._set_aside(payload, line, reason)
+        except OSError as e:     # counted and logged: a full disk must not stop the source
+            log.error("%s: could not keep quarantined %s in %s: %s", self.source, payload.origin,
+                      self.quarantine_dir, e)
+
+    def _set_aside(self, payload: Payload, line: int | None, reason: str) -> None:
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
         digest = hashlib.blake2b(("%s\x00%s\x00%s" % (payload.origin, line, payload.text)).encode(),
                                  digest_size=8).hexdigest()
@@ -158,15 +169,11 @@ class BatchWriter:
         described = json.dumps({"source": self.source, "stream": payload.stream, "origin": payload.origin,
                                 "line": line, "reason": reason}, indent=2)
         base.with_suffix(".reason.json").write_text(described)
-        self.quarantined[payload.stream] = self.quarantined.get(payload.stream, 0) + 1
         replace_text(self._counts, json.dumps(self.quarantined))
         self._quarantined_bytes += len(payload.text) + len(described)
         if self._quarantined_bytes >= self.quarantine_max_bytes // 16:
             self._quarantined_bytes = 0
             _hold_to_budget(self.quarantine_dir, self.quarantine_max_bytes)
-        report.quarantined[payload.stream] = report.quarantined.get(payload.stream, 0) + 1
-        log.warning("%s: quarantined %s%s: %s", self.source, payload.origin,
-                    "" if line is None else ":%d" % line, reason)
 
 
 def _hold_to_budget(directory: Path, max_bytes: int) -> None:

@@ -92,6 +92,16 @@ def test_quarantine_keeps_its_budget_on_disk_and_its_counts(tmp_path):
     assert BatchWriter(StreamStore(), "files", folder).quarantined == {STREAM: 40}    # after a restart too
 
 
+def test_a_quarantine_that_cannot_be_written_still_lets_the_batch_land(tmp_path, caplog):
+    blocked = tmp_path / "quarantine"
+    blocked.write_text("a file where the folder should be")      # as a full or read-only disk would
+    w = BatchWriter(StreamStore(), "files", blocked)
+    report = w.write(1, [Payload(STREAM, "trig", "good.trig", trig(5), T0),
+                         Payload(STREAM, "nquads", "bad.nq", "<http://example.org/broken> .", T0, line=1)])
+    assert report.stored == {STREAM: 1} and report.quarantined == {STREAM: 1} and w.quarantined == {STREAM: 1}
+    assert "could not keep quarantined bad.nq" in caplog.text
+
+
 def test_json_envelopes(tmp_path):
     w = writer(tmp_path)
     good = json.dumps({"stream": "http://example.org/other", "time": "2026-03-01T08:00:03Z",
