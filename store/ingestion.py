@@ -243,9 +243,7 @@ class SparkIngestion:
             # with each micro-batch; the `rate` source releases whole seconds only, which held
             # every window close back by a second (bench/out/live_tvs.md).
             per_batch = source.options.get("rowsPerBatch") or str(max(1, round(source.rate * source.trigger_seconds)))
-            # One partition (a task per micro-batch) unless asked: the rows are a few hundred.
-            rate = (reader.format("rate-micro-batch").option("rowsPerBatch", per_batch)
-                    .option("numPartitions", source.options.get("numPartitions", "1")))
+            rate = reader.format("rate-micro-batch").option("rowsPerBatch", per_batch)
             fixed_clock = "startTimestamp" in source.options
             if fixed_clock:
                 rate = rate.option("startTimestamp", source.options["startTimestamp"]).option(
