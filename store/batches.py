@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 # Disk for the quarantined payloads of all sources together (their counts are kept apart):
 # input that never parses would otherwise fill the disk at the rate it arrives.
 QUARANTINE_MAX_BYTES = 64 * 1024 * 1024
+# And this many payloads at most: bad lines are small, and a folder of hundreds of thousands of
+# files is slow to list for everyone.
+QUARANTINE_MAX_PAYLOADS = 10_000
 _COMMITTED = ox.NamedNode("urn:rspstar:committed")
 
 
@@ -66,6 +69,7 @@ class BatchWriter:
         self.timestamp_predicate = timestamp_predicate
         self.quarantine_max_bytes = quarantine_max_bytes
         self._quarantined_bytes = 0        # written since the folder was last held to its budget
+        self._quarantined_since = 0        # payloads set aside since then
         # Counted in the folder beside what it keeps, so the count outlives restarts and the
         # payloads the budget deletes.
         self._counts = quarantine_dir / ("%s.counts.json" % file_safe(source))
@@ -171,14 +175,16 @@ class BatchWriter:
         base.with_suffix(".reason.json").write_text(described)
         replace_text(self._counts, json.dumps(self.quarantined))
         self._quarantined_bytes += len(payload.text) + len(described)
-        if self._quarantined_bytes >= self.quarantine_max_bytes // 16:
-            self._quarantined_bytes = 0
-            _hold_to_budget(self.quarantine_dir, self.quarantine_max_bytes)
+        self._quarantined_since += 1
+        if self._quarantined_bytes >= self.quarantine_max_bytes // 16 or \
+                self._quarantined_since >= QUARANTINE_MAX_PAYLOADS // 16:
+            self._quarantined_bytes = self._quarantined_since = 0
+            _hold_to_budget(self.quarantine_dir, self.quarantine_max_bytes, QUARANTINE_MAX_PAYLOADS)
 
 
-def _hold_to_budget(directory: Path, max_bytes: int) -> None:
+def _hold_to_budget(directory: Path, max_bytes: int, max_payloads: int) -> None:
     """Delete the oldest quarantined payloads (with their reasons), whichever source set them
-    aside, while the folder holds more than `max_bytes` of them."""
+    aside, while the folder holds more than `max_bytes` of them or more than `max_payloads`."""
     payloads = []
     for data in directory.glob("*.data"):
         try:
@@ -187,13 +193,13 @@ def _hold_to_budget(directory: Path, max_bytes: int) -> None:
             payloads.append((data.stat().st_mtime_ns, data, size))
         except FileNotFoundError:
             continue          # another source's writer held the folder to the budget meanwhile
-    total = sum(size for _, _, size in payloads)
+    total, count = sum(size for _, _, size in payloads), len(payloads)
     for _, data, size in sorted(payloads):
-        if total <= max_bytes:
+        if total <= max_bytes and count <= max_payloads:
             break
         data.unlink(missing_ok=True)
         data.with_suffix(".reason.json").unlink(missing_ok=True)
-        total -= size
+        total, count = total - size, count - 1
 
 
 def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:

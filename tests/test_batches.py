@@ -92,6 +92,16 @@ def test_quarantine_keeps_its_budget_on_disk_and_its_counts(tmp_path):
     assert BatchWriter(StreamStore(), "files", folder).quarantined == {STREAM: 40}    # after a restart too
 
 
+def test_quarantine_keeps_at_most_so_many_payloads(tmp_path, monkeypatch):
+    import store.batches
+    monkeypatch.setattr(store.batches, "QUARANTINE_MAX_PAYLOADS", 32)     # checked every 2
+    w = writer(tmp_path)
+    lines = ["<http://example.org/broken%d> ." % k for k in range(100)]
+    w.write(1, [Payload(STREAM, "nquads", "bad.nq", line, T0, line=k + 1) for k, line in enumerate(lines)])
+    assert 30 <= len(list((tmp_path / "quarantine").glob("*.data"))) <= 33
+    assert w.quarantined == {STREAM: 100}
+
+
 def test_a_quarantine_that_cannot_be_written_still_lets_the_batch_land(tmp_path, caplog):
     blocked = tmp_path / "quarantine"
     blocked.write_text("a file where the folder should be")      # as a full or read-only disk would
