@@ -52,11 +52,18 @@ def _duration(table: dict, key: str, default: int, where: str) -> int:
         raise ConfigError("%s: %s: %s" % (where, key, e)) from None
 
 
-def _whole(table: dict, key: str, default: int, where: str, least: int = 1) -> int:
+def _whole(table: dict, key: str, default: int, where: str, least: int = 1, what: str | None = None) -> int:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
-        raise ConfigError("%s: %s must be a whole number of at least %d, got %r" % (where, key, least, value))
+        raise ConfigError("%s: %s must be %s, got %r"
+                          % (where, key, what or "a whole number of at least %d" % least, value))
     return value
+
+
+def byte_budget(config: Config, table: str, default: int, zero: str) -> int:
+    """`[table] max_bytes`: a whole number of bytes (0 means `zero`)."""
+    return _whole(config.raw.get(table, {}), "max_bytes", default, "%s [%s]" % (config.path, table), 0,
+                  "a whole number of bytes (0: %s)" % zero)
 
 
 def load_config(path: Path, data_dir: Path | None = None) -> Config:

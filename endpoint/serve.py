@@ -33,7 +33,7 @@ from translator.temporal import parse_duration
 from translator.vocabulary import BATCHES_GRAPH
 
 from .clock import WallClock
-from .config import Config, ConfigError, load_config, register_configured
+from .config import Config, ConfigError, byte_budget, load_config, register_configured
 from .engine import Engine
 from .http import HttpSettings, create_app
 from .scheduler import LiveScheduler
@@ -142,15 +142,6 @@ def write_token(config: Config, data_dir: Path) -> str | None:
     log.info("writes (registration, deletion, updates, stream posts) need 'Authorization: Bearer %s' "
              "(kept in %s; set [http] token = \"\" to turn tokens off)", token, path)
     return token
-
-
-def byte_budget(config: Config, table: str, default: int, zero: str) -> int:
-    """`[table] max_bytes`: a whole number of bytes (0 means `zero`)."""
-    value = config.raw.get(table, {}).get("max_bytes", default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError("%s [%s]: max_bytes must be a whole number of bytes (0: %s), got %r"
-                          % (config.path, table, zero, value))
-    return value
 
 
 def recordings(config: Config, data_dir: Path) -> Recordings | None:

@@ -33,8 +33,8 @@ from .errors import EndpointError
 log = logging.getLogger(__name__)
 
 INITIAL_BACKOFF = 500_000        # µs
-DEFAULT_HISTORY_BYTES = 4 * 1024 * 1024
 MAX_BACKOFF = 60_000_000
+DEFAULT_HISTORY_BYTES = 4 * 1024 * 1024
 
 
 class SinkNotAllowed(EndpointError):

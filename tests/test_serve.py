@@ -3,7 +3,7 @@ its example queries, and the console progress line."""
 import pytest
 
 from endpoint.clock import VirtualClock
-from endpoint.config import DEFAULT_CONFIG, ConfigError, load_config, register_configured
+from endpoint.config import DEFAULT_CONFIG, ConfigError, byte_budget, load_config, register_configured
 from endpoint.engine import Engine, EngineConfig
 from endpoint import serve as serve_module
 from endpoint.serve import progress_line, write_token
@@ -71,7 +71,7 @@ def test_the_recordings_budget_comes_from_the_configuration(tmp_path):
 
 def test_the_quarantine_budget_comes_from_the_configuration():
     config = load_config(DEFAULT_CONFIG)
-    assert serve_module.byte_budget(config, "quarantine", 5, "keep no payload") == 64 * 1024 * 1024
+    assert byte_budget(config, "quarantine", 5, "keep no payload") == 64 * 1024 * 1024
     config.raw["quarantine"] = {"max_bytes": "lots"}
     with pytest.raises(ConfigError, match=r"\[quarantine\]: max_bytes must be a whole number of bytes \(0: keep no"):
-        serve_module.byte_budget(config, "quarantine", 5, "keep no payload")
+        byte_budget(config, "quarantine", 5, "keep no payload")
