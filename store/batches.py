@@ -188,11 +188,14 @@ def _hold_to_budget(directory: Path, max_bytes: int, max_payloads: int) -> None:
     payloads = []
     for data in directory.glob("*.data"):
         try:
-            reason = data.with_suffix(".reason.json")
-            size = data.stat().st_size + (reason.stat().st_size if reason.exists() else 0)
-            payloads.append((data.stat().st_mtime_ns, data, size))
+            found = data.stat()
         except FileNotFoundError:
             continue          # another source's writer held the folder to the budget meanwhile
+        try:
+            reason = data.with_suffix(".reason.json").stat().st_size
+        except FileNotFoundError:
+            reason = 0
+        payloads.append((found.st_mtime_ns, data, found.st_size + reason))
     total, count = sum(size for _, _, size in payloads), len(payloads)
     for _, data, size in sorted(payloads):
         if total <= max_bytes and count <= max_payloads:
