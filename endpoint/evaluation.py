@@ -14,13 +14,13 @@ from dataclasses import dataclass, field, fields, replace
 import pyoxigraph as ox
 
 from store.stream_store import StreamStore
-from store.terms import term_to_ntriples, triple_to_ntriples
+from store.terms import select_rows, triple_to_ntriples
 from translator.incremental import Join, distributive_window, joined_windows
 from translator.dialects import DIALECTS
 from translator.errors import TemporalValueError
 from translator.model import R2S, ContinuousQuery, QueryForm
 from translator.policy import POLICIES, ReportPolicy, report_policy
-from translator.rewrite import INTERNAL_VARIABLE_PREFIX, RewriteOptions, Template, compile_template, defers_filters
+from translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
 from translator.temporal import format_instant, parse_instant
 from translator.uncertainty import FunctionLibrary
 
@@ -183,21 +183,6 @@ class _Range:
     elements: int
 
 
-def _select_rows(result) -> list[dict]:
-    """SELECT solutions as rows of N-Triples terms, without the variables the rewrite
-    introduced (SELECT * would show them)."""
-    names = [v.value for v in result.variables if not v.value.startswith(INTERNAL_VARIABLE_PREFIX)]
-    rows = []
-    for solution in result:
-        row = {}
-        for name in names:
-            term = solution[name]
-            if term is not None:
-                row[name] = term_to_ntriples(term)
-        rows.append(row)
-    return rows
-
-
 def _distinct_triples(result) -> dict:
     """CONSTRUCT triples by their N-Triples line, each once."""
     distinct = {}
@@ -330,7 +315,7 @@ class QueryEvaluator:
         if incremental:
             evaluation.rows = self.r2s.apply(rows)
         elif self.query.form is QueryForm.SELECT:
-            evaluation.rows = self.r2s.apply(self._run(elements, count, _select_rows))
+            evaluation.rows = self.r2s.apply(self._run(elements, count, select_rows))
         elif self.query.form is QueryForm.CONSTRUCT:
             distinct = self._run(elements, count, _distinct_triples)
             emitted = self.r2s.apply(list(distinct.items()))
@@ -348,12 +333,8 @@ class QueryEvaluator:
         deferred = self.h4.next() if self.h4 is not None else options.h4
         if deferred != options.h4:
             options = replace(options, h4=deferred)
-        rewritten = self._template(options).instantiate(elements, self.store.background_graphs())
-        for fused in rewritten.fused_functions:
-            self.functions.add_fused(fused)
-        self.functions.begin_evaluation()
         calls_before = self.functions.counts.calls
-        result = convert(self.store.query(rewritten.text, rewritten.default_graph, self.functions.table))
+        result = self.store.evaluate(self._template(options), elements, self.functions, convert)
         if self.h4 is not None:
             self.h4.record(deferred, self.functions.counts.calls - calls_before, count)
         return result
@@ -363,8 +344,7 @@ class QueryEvaluator:
         """The rows of a join's triple patterns over the background, as it is now."""
         if self._background_template is None:
             self._background_template = compile_template(self._background, self.rewrite_options)
-        rewritten = self._background_template.instantiate({}, self.store.background_graphs())
-        return _select_rows(self.store.query(rewritten.text, rewritten.default_graph, self.functions.table))
+        return self.store.evaluate(self._background_template, {}, self.functions, select_rows)
 
     def _complete(self, closes: int) -> bool:
         """Whether no element can still arrive in the window without being counted late."""
@@ -408,7 +388,7 @@ class QueryEvaluator:
             found = self.shared.get(key) if block is not None else None
             if found is None:
                 elements = self.store.elements_in(stream, lo, hi)
-                rows = self._run({self.incremental_window: elements}, len(elements), _select_rows) if elements else []
+                rows = self._run({self.incremental_window: elements}, len(elements), select_rows) if elements else []
                 found = (rows, len(elements))
                 if block is not None:
                     self.shared.put(key, found, window_opens)

@@ -468,6 +468,24 @@ class StreamStore:
         except OSError as e:
             raise StoreError("store read failed: %s" % e) from e
 
+    def evaluate(self, template, elements: dict[str, list[str]], functions, convert):
+        """A compiled query (a translator Template) over these window contents (graph names per
+        window) and the background, with the `rspu:` functions of `functions`, its result read
+        by `convert` (the functions are called as the solutions are read)."""
+        rewritten = template.instantiate(elements, self.background_graphs())
+        for fused in rewritten.fused_functions:
+            functions.add_fused(fused)
+        functions.begin_evaluation()
+        return convert(self.query(rewritten.text, rewritten.default_graph, functions.table))
+
+    def background_nquads(self) -> bytes:
+        """The background data (the default graph and the background graphs) as N-Quads, what
+        a partition's store loads to have it whole."""
+        with self._lock:
+            graphs = [ox.DefaultGraph()] + [ox.NamedNode(g) for g in sorted(self._background)]
+            quads = [q for g in graphs for q in self.oxigraph.quads_for_pattern(None, None, None, g)]
+        return ox.serialize(quads, format=ox.RdfFormat.N_QUADS)
+
     def close(self) -> None:
         """Flush and release the Oxigraph store (an on-disk store's lock goes with it), even
         while something still holds this object."""

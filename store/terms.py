@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pyoxigraph as ox
 
+from translator.rewrite import INTERNAL_VARIABLE_PREFIX
 from translator.vocabulary import SKOLEM_PREFIX
 
 _SKOLEM_LEN = len(SKOLEM_PREFIX)
@@ -27,3 +28,18 @@ def term_to_ntriples(term) -> str:
 def triple_to_ntriples(triple) -> str:
     return "%s %s %s ." % (term_to_ntriples(triple.subject), term_to_ntriples(triple.predicate),
                            term_to_ntriples(triple.object))
+
+
+def select_rows(result) -> list[dict]:
+    """SELECT solutions as rows of N-Triples terms, without the variables the rewrite
+    introduced (SELECT * would show them)."""
+    names = [v.value for v in result.variables if not v.value.startswith(INTERNAL_VARIABLE_PREFIX)]
+    rows = []
+    for solution in result:
+        row = {}
+        for name in names:
+            term = solution[name]
+            if term is not None:
+                row[name] = term_to_ntriples(term)
+        rows.append(row)
+    return rows
