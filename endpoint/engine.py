@@ -21,6 +21,7 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from store.landing import replace_text
+from store.partitions import MARK, ROWS, PartitionPlan
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.errors import TranslatorError
@@ -28,6 +29,7 @@ from translator.model import ContinuousQuery, CountWindow, QueryForm, TimeWindow
 from translator.policy import report_policy
 from translator.temporal import format_duration, format_instant
 from translator.federation import check_federation
+from translator.partition import PartitionKey, check_partitioned
 from translator.validate import compile_query
 
 from .clock import Clock
@@ -134,6 +136,8 @@ class RegisteredQuery:
         self.status.next_close = evaluator.next_instant(start)
         self.lock = threading.Lock()
         self.removed = False        # set by Engine.remove: an evaluation loop stops at the next instant
+        # Evaluated per key on Spark's executors (option partition), not by the runner here.
+        self.partitioned = evaluator.options.partition is not None
 
     @property
     def id(self) -> str:
@@ -168,6 +172,7 @@ class EngineConfig:
     max_range: int = DEFAULT_MAX_RANGE                  # µs, the longest window RANGE
     max_reports_per_second: float = DEFAULT_MAX_REPORTS_PER_SECOND   # evaluations a query may ask for
     max_elements: int = DEFAULT_MAX_ELEMENTS            # the most elements a count window may hold
+    partition_keys: dict[str, PartitionKey] = field(default_factory=dict)   # per stream, for partitioned queries
 
 
 class Engine:
@@ -218,6 +223,9 @@ class Engine:
         if self.config.federation_allowed is not None:
             check_federation(text, self.config.federation_allowed)
         self._check_limits(query, evaluation_options)
+        if evaluation_options.partition is not None:
+            check_partitioned(query, evaluation_options.partition, self.config.partition_keys,
+                              report_policy(query, evaluation_options.report).name)
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
@@ -339,6 +347,8 @@ class Engine:
             registered = self.get(query_id)
         except UnknownQuery:
             return 0
+        if registered.partitioned:
+            return 0
         if not registered.lock.acquire(blocking=False):
             registered.status.missed_runs += 1
             return 0
@@ -368,22 +378,69 @@ class Engine:
             pending = registered.status.next_close = registered.next_instant()
             registered.status.behind = 0 if pending is None else max(0, self.clock.now() - pending)
             if ran:
-                # One write keeps the instant and the R2S state it produced together.
-                registered.spec.last_evaluation = registered.status.last_evaluation
-                registered.spec.r2s_previous = registered.evaluator.r2s_state()
-                with self._lock:
-                    self._save_specs()
+                self._save_progress(registered)
         finally:
             registered.lock.release()
         return ran
+
+    def _save_progress(self, registered: RegisteredQuery) -> None:
+        """One write keeps the last instant and the R2S state it produced together."""
+        registered.spec.last_evaluation = registered.status.last_evaluation
+        registered.spec.r2s_previous = registered.evaluator.r2s_state()
+        with self._lock:
+            self._save_specs()
+
+    # -- partitioned queries (README "Partitioned queries") ----------------------------------
+    def partition_plan(self, query_id: str) -> PartitionPlan:
+        """What Spark's executors need to evaluate a partitioned query: its text and options, its
+        streams' keys, the background as it is now."""
+        registered = self.get(query_id)
+        options = registered.evaluator.options
+        return PartitionPlan(query_id, registered.spec.text,
+                             {s: self.config.partition_keys[s] for s in registered.query.streams},
+                             self.store.background_nquads(), options.dialect, options.start, options.report,
+                             registered.evaluator.rewrite_options, options.rspu_cache, self.config.max_delay)
+
+    def accept_partitions(self, query_id: str, emitted: list[tuple]) -> int:
+        """A micro-batch of a partitioned query's keys, as (kind, instant, key, payload, count):
+        every instant up to the watermark the keys saw is evaluated, each from the rows all keys
+        found for it (none: an empty evaluation), in order; instants already evaluated (a
+        micro-batch replayed after a restart, late elements of a new key) are not again.
+        Returns the number of evaluations."""
+        try:
+            registered = self.get(query_id)
+        except UnknownQuery:
+            return 0
+        through = max((row[1] for row in emitted if row[0] == MARK), default=-1)
+        late = sum(row[4] for row in emitted if row[0] == MARK)
+        rows: dict[int, list[dict]] = {}
+        counts: dict[int, int] = {}
+        for kind, instant, _, payload, count in emitted:
+            if kind == ROWS:
+                rows.setdefault(instant, []).extend(json.loads(payload))
+                counts[instant] = counts.get(instant, 0) + count
+        with registered.lock:
+            if late:
+                registered.status.late_elements += late
+                log.warning("query %s: %d late element(s), kept for the windows still open", query_id, late)
+            instants = registered.evaluator.policy.fixed_instants(registered.after, through) if through >= 0 else []
+            for instant in instants:
+                evaluation = registered.evaluator.evaluation_of(instant, rows.get(instant, []), counts.get(instant, 0))
+                registered.after = instant
+                self._emit(registered, instant, "watermark", evaluation)
+            registered.status.next_close = registered.next_instant()
+            if instants:
+                self._save_progress(registered)
+        return len(instants)
 
     def _emit(self, registered: RegisteredQuery, instant: int, trigger: str, evaluation: Evaluation | None) -> None:
         status = registered.status
         status.last_evaluation = instant
         status.last_trigger = trigger
         status.next_close = registered.evaluator.next_instant(instant)
-        streams = self.store.streams()
-        status.late_elements = sum(streams[s].late for s in registered.query.streams if s in streams)
+        if not registered.partitioned:    # a partitioned query's keys count their own
+            streams = self.store.streams()
+            status.late_elements = sum(streams[s].late for s in registered.query.streams if s in streams)
         if evaluation is None:  # skipped by the non-empty report policy
             return
         status.evaluations += 1
@@ -424,7 +481,7 @@ class Engine:
         """Drop elements no registered window can reach any more."""
         bounds: dict[str, int] = {}
         for registered in self.queries():
-            if registered.status.state != "running":
+            if registered.status.state != "running" or registered.partitioned:
                 continue
             for stream, bound in registered.evaluator.retention_bounds(registered.after).items():
                 bounds[stream] = min(bound, bounds.get(stream, bound))

@@ -7,6 +7,7 @@ live results equal what a replay of the same input gives.
 from __future__ import annotations
 
 import collections
+import re
 import threading
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -30,6 +31,7 @@ from .r2s import R2SOperator
 _TRUE = ("true", "on", "yes", "1")
 _CHOICES = {"report": POLICIES, "window_default_graph": ("timestamps", "union"), "dialect": DIALECTS}
 _FALSE = ("false", "off", "no", "0")
+_VARIABLE = re.compile(r"[?$][A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,8 @@ class EvaluationOptions:
     `timestamps` (a window's default graph is its elements' timestamp triples) or `union` (also
     their merged content, spec §3); unset, the dialect's, else `timestamps`. dialect: the
     language the query is written in (spec §6.5; unset: recognized from the text); start: t0
-    of a dialect query's windows (an xsd:dateTime). The switches exist to measure the
+    of a dialect query's windows (an xsd:dateTime); partition: the variable a partitioned query
+    is evaluated per key of (README "Partitioned queries"). The switches exist to measure the
     optimizations (seed 002's cache, lazy variables and H4, fusing nested rspu: calls, and
     incremental evaluation of sliding windows); they never change results."""
 
@@ -55,6 +58,7 @@ class EvaluationOptions:
     h4: bool = True
     fuse_rspu: bool = True
     incremental: bool = True
+    partition: str | None = None
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "EvaluationOptions":
@@ -73,6 +77,10 @@ class EvaluationOptions:
                     values[name] = False
                 else:
                     raise UsageError("option %s takes true or false, not %r" % (key, raw))
+            elif name == "partition":
+                if not _VARIABLE.fullmatch(raw):
+                    raise UsageError("option partition takes a variable such as ?location, not %r" % raw[:80])
+                values[name] = raw
             elif name == "start":
                 try:
                     parse_instant(raw)
@@ -407,6 +415,15 @@ class QueryEvaluator:
         if template is None:
             template = self._templates[options] = compile_template(self.query, options)
         return template
+
+    def evaluation_of(self, instant: int, rows: list[dict], count: int) -> Evaluation:
+        """The evaluation at `instant` from rows found elsewhere (a partitioned query's keys,
+        evaluated on Spark's executors), after R2S."""
+        contents = self.policy.contents(instant, self.store)
+        evaluation = Evaluation(instant, {w: content.shown for w, content in contents.items()}, self.query.form,
+                                elements=count)
+        evaluation.rows = self.r2s.apply(rows)
+        return evaluation
 
     def r2s_state(self) -> list | None:
         """What IStream/DStream remember of the last evaluation, as JSON (None for RStream):

@@ -151,6 +151,10 @@ class BatchWriter:
                 fresh.append(element)
         return fresh
 
+    def quarantine(self, payload: Payload, reason: str) -> None:
+        """Set aside input found bad after it was read (an element without its partition key)."""
+        self._quarantine(payload, BatchReport(-1), None, reason)
+
     def _quarantine(self, payload: Payload, report: BatchReport, line: int | None, reason: str) -> None:
         self.quarantined[payload.stream] = self.quarantined.get(payload.stream, 0) + 1
         report.quarantined[payload.stream] = report.quarantined.get(payload.stream, 0) + 1

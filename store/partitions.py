@@ -1,0 +1,244 @@
+"""Partitioned evaluation, the part that runs on Spark's executors (README "Partitioned
+queries"; the Spark plumbing is in ingestion.py).
+
+Each element is keyed where it is read (`keyed_elements`: the stream's partition key, a
+one-step path over its content). Spark groups the elements by key and keeps, per key, the
+elements that windows still open can read, and the last instant evaluated. At every micro-batch
+`partition_step` evaluates each key's instants that the watermark has passed with the query's
+compiled plan (the same template, the same `rspu:` functions as the single store) over a store
+holding that key's elements and the background, and emits the rows; the driver joins the keys'
+rows per instant and applies R2S. Every key sees the same watermark in a micro-batch, so an
+instant's rows all come out of one micro-batch.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyoxigraph as ox
+
+from translator.partition import PartitionKey
+from translator.policy import report_policy
+from translator.rewrite import RewriteOptions, Template, compile_template
+from translator.uncertainty import FunctionLibrary
+from translator.validate import compile_query
+
+from .codec import Payload, canonical, decode
+from .rdf_input import Element
+from .stream_store import StreamStore
+from .terms import select_rows, term_to_ntriples
+
+# What a partition emits: an instant's rows of one key, a key's watermark at a micro-batch (with
+# how many of its new elements came in late), an element without a key (set aside).
+ROWS, MARK, KEYLESS = "rows", "mark", "keyless"
+# Elements without a key are grouped under this one (no key value is empty: keys are terms).
+NO_KEY = ""
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """What executors need of one partitioned query: its text and options (compiled once per
+    task), the streams' keys, the background as N-Quads."""
+
+    query_id: str
+    text: str
+    keys: dict[str, PartitionKey]
+    background: bytes = b""
+    dialect: str | None = None
+    start: str | None = None
+    report: str | None = None
+    rewrite: RewriteOptions = field(default_factory=RewriteOptions)
+    rspu_cache: bool = True
+    max_delay: int | None = None       # µs: an instant is due this long after it, watermark or not
+
+    def streams(self) -> list[str]:
+        return sorted(self.keys)
+
+
+def element_key(element: Element, key: PartitionKey) -> tuple[str | None, str]:
+    """(the element's key as an N-Triples term, "") or (None, why it has none)."""
+    predicate = ox.NamedNode(key.predicate)
+    values = {term_to_ntriples(q.subject if key.inverse else q.object)
+              for q in element.quads if q.predicate == predicate}
+    if len(values) == 1:
+        return values.pop(), ""
+    if not values:
+        return None, "no partition key: the element has no %s triple" % key.show()
+    return None, "%d partition keys: the element's %s triples give %s" % (len(values), key.show(), ", ".join(sorted(values)))
+
+
+@dataclass(frozen=True)
+class KeyedElement:
+    key: str
+    stream: str
+    timestamp: int      # µs
+    graph: str
+    nquads: str         # the element as canonical N-Quads (its timestamp triple first)
+    reason: str = ""    # why it has no key
+
+
+def keyed_elements(payloads: list[Payload], keys: dict[str, PartitionKey]) -> list[KeyedElement]:
+    """The elements of these payloads on keyed streams, each with its key (NO_KEY and the
+    reason when it has none). Input that does not parse is left to the ingestion of the same
+    source, which sets it aside."""
+    found = []
+    for payload in payloads:
+        for stream, elements in decode(payload).elements.items():
+            key = keys.get(stream)
+            if key is None:
+                continue
+            for element in elements:
+                value, reason = element_key(element, key)
+                found.append(KeyedElement(value if value is not None else NO_KEY, stream, element.timestamp,
+                                          element.graph, canonical([element]).decode("utf-8"), reason))
+    return found
+
+
+@dataclass
+class PartitionState:
+    """A key's elements that instants after `after` can still read, and `after`: the last
+    instant evaluated for it (None: none yet)."""
+
+    elements: list[tuple[str, int, str]] = field(default_factory=list)   # (stream, timestamp, N-Quads)
+    after: int | None = None
+
+    def dump(self) -> str:
+        return json.dumps({"elements": self.elements, "after": self.after})
+
+    @classmethod
+    def load(cls, text: str | None) -> "PartitionState":
+        if not text:
+            return cls()
+        data = json.loads(text)
+        return cls([tuple(e) for e in data["elements"]], data["after"])
+
+
+class PlanRunner:
+    """A plan compiled for one task; evaluates a key's instants over its elements."""
+
+    def __init__(self, plan: PartitionPlan):
+        self.plan = plan
+        self.query = compile_query(plan.text, dialect=plan.dialect, start=plan.start)
+        self.policy = report_policy(self.query, plan.report)
+        self.template: Template = compile_template(self.query, plan.rewrite)
+        self.functions = FunctionLibrary(cache=plan.rspu_cache)
+
+    def due_through(self, watermark: int | None, processing_time: int) -> int | None:
+        """The latest instant due: every stream complete through it (the watermark), or
+        `max_delay` of processing time past it."""
+        late_bound = processing_time - self.plan.max_delay if self.plan.max_delay is not None else None
+        candidates = [w for w in (watermark, late_bound) if w is not None]
+        return max(candidates) if candidates else None
+
+    def step(self, key: str, new: list[KeyedElement], saved: str | None, watermark: int | None,
+             processing_time: int) -> tuple[list[tuple], str | None]:
+        """One micro-batch of one key: (what it emits as (kind, instant, key, payload, count),
+        its state to keep, or None to drop it)."""
+        if key == NO_KEY:
+            return [(KEYLESS, e.timestamp, e.stream, json.dumps({"graph": e.graph, "reason": e.reason,
+                                                                   "nquads": e.nquads}), 1) for e in new], None
+        state = PartitionState.load(saved)
+        late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
+        state.elements.extend((e.stream, e.timestamp, e.nquads) for e in new)
+        if state.after is None and new:
+            # No instant up to the earliest element reads it.
+            state.after = min(e.timestamp for e in new)
+        through = self.due_through(watermark, processing_time)
+        emitted: list[tuple] = []
+        instants = self.policy.fixed_instants(state.after, through) if through is not None and \
+            state.after is not None else []
+        if instants and state.elements:
+            store = self._store(state.elements)
+            try:
+                for instant in instants:
+                    rows, count = self._evaluate(store, instant)
+                    if rows:
+                        emitted.append((ROWS, instant, key, json.dumps(rows), count))
+            finally:
+                store.close()
+        if instants:
+            state.after = instants[-1]
+        emitted.append((MARK, through if through is not None else -1, key, "", late))
+        bounds = self.policy.retention(state.after, None)
+        state.elements = [e for e in state.elements if e[1] >= bounds.get(e[0], e[1])]
+        return emitted, (state.dump() if state.elements else None)
+
+    def _store(self, elements: list[tuple[str, int, str]]) -> StreamStore:
+        store = StreamStore()
+        if self.plan.background:
+            store.load_background(self.plan.background, ox.RdfFormat.N_QUADS, "background")
+        by_stream: dict[str, list[str]] = {}
+        for stream, _, text in elements:
+            by_stream.setdefault(stream, []).append(text)
+        for stream, texts in by_stream.items():
+            decoded = decode(Payload(stream, "nquads", "partition", "".join(texts), 0))
+            for found, items in decoded.elements.items():
+                store.add_elements(found, items)
+        return store
+
+    def _evaluate(self, store: StreamStore, instant: int) -> tuple[list[dict], int]:
+        contents = self.policy.contents(instant, store)
+        elements = {w: content.select(self.query.windows[w].stream, store) for w, content in contents.items()}
+        count = sum(len(e) for e in elements.values())
+        if not count:
+            return [], 0
+        return store.evaluate(self.template, elements, self.functions, select_rows), count
+
+
+# Spark's side of a partition, as applyInPandasWithState and mapInPandas call it (pandas frames
+# in and out; the Spark plumbing itself is in ingestion.py).
+KEYED_SCHEMA = "key string, stream string, timestamp long, graph string, nquads string, reason string, " \
+               "event_time timestamp"
+EMITTED_SCHEMA = "kind string, instant long, key string, payload string, count long"
+STATE_SCHEMA = "state string"
+_EMITTED_COLUMNS = ["kind", "instant", "key", "payload", "count"]
+_KEYED_COLUMNS = ["key", "stream", "timestamp", "graph", "nquads", "reason"]
+
+
+class KeyedFrames:
+    """mapInPandas: a source's rows (stream, origin, text, ingest_time) to keyed elements."""
+
+    def __init__(self, payloads, keys: dict[str, PartitionKey]):
+        self.payloads = payloads     # rows -> payloads, as the source reads them
+        self.keys = keys
+
+    def __call__(self, frames):
+        import pandas as pd
+        for frame in frames:
+            found = keyed_elements(self.payloads(frame.to_dict("records")), self.keys)
+            out = pd.DataFrame([[getattr(e, c) for c in _KEYED_COLUMNS] for e in found], columns=_KEYED_COLUMNS)
+            out["timestamp"] = out["timestamp"].astype("int64")
+            out["event_time"] = pd.to_datetime(out["timestamp"], unit="us", utc=True)
+            yield out
+
+
+class PartitionFunction:
+    """applyInPandasWithState: one key's micro-batch. The plan is compiled once per task."""
+
+    # Every key with state runs at every micro-batch (its timeout is this short), so all keys
+    # see an instant's watermark in the same micro-batch.
+    TIMEOUT_MS = 1
+
+    def __init__(self, plan: PartitionPlan):
+        self.plan = plan
+        self._runner: PlanRunner | None = None
+
+    def __getstate__(self):
+        return {"plan": self.plan, "_runner": None}
+
+    def __call__(self, key, frames, state):
+        import pandas as pd
+        if self._runner is None:
+            self._runner = PlanRunner(self.plan)
+        new = [KeyedElement(row["key"], row["stream"], int(row["timestamp"]), row["graph"], row["nquads"],
+                            row["reason"]) for frame in frames for row in frame.to_dict("records")]
+        watermark_ms = state.getCurrentWatermarkMs()
+        saved = state.get[0] if state.exists else None
+        emitted, keep = self._runner.step(key[0], new, saved, watermark_ms * 1000 if watermark_ms > 0 else None,
+                                          state.getCurrentProcessingTimeMs() * 1000)
+        if keep is None:
+            state.remove()
+        else:
+            state.update((keep,))
+            state.setTimeoutDuration(self.TIMEOUT_MS)
+        yield pd.DataFrame(emitted, columns=_EMITTED_COLUMNS)

@@ -1,0 +1,164 @@
+"""Partitioned queries (README "Partitioned queries"): each key's elements evaluated on their
+own by the executors' code (store/partitions.py), the keys' rows joined per instant by the
+engine, give exactly the single store's results. Here the micro-batches are played in Python;
+tests/test_partitions_spark.py runs the same through Spark."""
+import json
+
+import pyoxigraph as ox
+import pytest
+
+from conftest import CONFORMANCE, compare_lines
+from endpoint.clock import VirtualClock
+from endpoint.engine import Engine, EngineConfig
+from store.codec import Payload
+from store.partitions import KEYLESS, NO_KEY, PartitionPlan, PlanRunner, keyed_elements
+from store.stream_store import StreamStore
+from translator.partition import PartitionError, PartitionKey
+from translator.temporal import parse_instant
+
+SOSA = "http://www.w3.org/ns/sosa/"
+EX = "http://example.org/"
+OXYGEN = EX + "stream/oxygen"
+RESULT_OF = PartitionKey(SOSA + "hasSimpleResult", inverse=True)     # the observation
+SENSOR = PartitionKey(SOSA + "madeBySensor")
+
+# Conformance cases that are partition-safe, with the variable and the streams' keys.
+SAFE = {
+    "annotation-uncertainty-filter": ("?o", {OXYGEN: RESULT_OF}),
+    "empty-windows-rstream": ("?o", {OXYGEN: RESULT_OF}),
+    "istream-new-results": ("?o", {OXYGEN: RESULT_OF}),
+    "dstream-expired-results": ("?o", {OXYGEN: PartitionKey(SOSA + "madeBySensor", inverse=True)}),
+    "tumbling-window-boundaries": ("?o", {OXYGEN: RESULT_OF}),
+    "sliding-window-count": ("?sensor", {OXYGEN: SENSOR}),
+    "optional-minus-background": ("?s", {OXYGEN: SENSOR}),
+    "uncertainty-errors": ("?b", {OXYGEN: RESULT_OF}),
+    "uncertainty-functions": ("?m", {OXYGEN: RESULT_OF}),
+    "nested-annotations": ("?v", {EX + "stream/heartrate": PartitionKey(EX + "heartRate")}),
+    "window-in-the-past": ("?t", {EX + "temp": PartitionKey(EX + "value", inverse=True)}),
+}
+# And cases that are not, with the rule that refuses them.
+UNSAFE = {
+    "two-streams-join-background": ("?location", {OXYGEN: SENSOR, EX + "stream/temperature": SENSOR}, "binds"),
+    "element-timestamps-in-window": ("?o", {OXYGEN: RESULT_OF}, "modifiers"),
+    "window-variable-two-ranges": ("?w", {OXYGEN: RESULT_OF}, "binds"),
+    "count-and-time-windows": ("?room", {EX + "temp": PartitionKey(EX + "room"),
+                                         EX + "door": PartitionKey(EX + "room")}, "window"),
+    "construct-output-stream": ("?o", {OXYGEN: RESULT_OF}, "form"),
+}
+
+
+def case(name):
+    directory = CONFORMANCE / "cases" / name
+    return directory, json.loads((directory / "manifest.json").read_text())
+
+
+def engine_for(manifest, directory, keys, store=None):
+    store = store or StreamStore()
+    if manifest.get("background"):
+        path = directory / manifest["background"]
+        store.load_background(path.read_bytes(), ox.RdfFormat.TRIG, str(path))
+    return Engine(store, VirtualClock(parse_instant(manifest["from"])),
+                  EngineConfig(partition_keys=keys, federation_allowed=None))
+
+
+def stream_payloads(directory, manifest):
+    return [Payload(stream, "trig", str(directory / file), (directory / file).read_text(), 0)
+            for stream, file in manifest["streams"].items()]
+
+
+def play(runner, elements, through, batch_micros):
+    """The keys' micro-batches as Spark runs them: elements in event-time slices, each batch
+    seeing the watermark the previous ones made (the newest timestamp), the last one `through`."""
+    elements = sorted(elements, key=lambda e: e.timestamp)
+    states: dict[str, str] = {}
+    watermark = None
+    batches = []
+    first = elements[0].timestamp if elements else 0
+    end = max([e.timestamp for e in elements] + [first])
+    bound = first
+    while True:
+        bound += batch_micros
+        new = [e for e in elements if bound - batch_micros <= e.timestamp < bound] if bound - batch_micros <= end else []
+        last = bound - batch_micros > end
+        if last:
+            watermark = through
+        emitted = []
+        by_key: dict[str, list] = {}
+        for e in new:
+            by_key.setdefault(e.key, []).append(e)
+        for key in set(by_key) | set(states):
+            out, keep = runner.step(key, by_key.get(key, []), states.pop(key, None), watermark, 0)
+            emitted += out
+            if keep is not None:
+                states[key] = keep
+        batches.append(emitted)
+        if new:
+            watermark = max(e.timestamp for e in new) if watermark is None else max(watermark, max(e.timestamp for e in new))
+        if last:
+            return batches, states
+
+
+@pytest.mark.parametrize("name", sorted(SAFE))
+@pytest.mark.parametrize("batch_seconds", [1, 4])
+def test_partitioned_evaluation_gives_the_single_store_results(name, batch_seconds):
+    directory, manifest = case(name)
+    variable, keys = SAFE[name]
+    engine = engine_for(manifest, directory, keys)
+    options = {**(manifest.get("options") or {}), "partition": variable}
+    registered = engine.register((directory / manifest["query"]).read_text(), "q", options=options)
+    assert registered.partitioned and engine.tick() == 0      # not evaluated by the runner
+    runner = PlanRunner(engine.partition_plan("q"))
+    elements = keyed_elements(stream_payloads(directory, manifest), keys)
+    assert elements and all(e.key != NO_KEY for e in elements)
+    batches, left = play(runner, elements, parse_instant(manifest["to"]), batch_seconds * 1_000_000)
+    for emitted in batches:
+        engine.accept_partitions("q", emitted)
+    expected = [json.loads(line) for line in (directory / manifest["expected"]).read_text().splitlines() if line]
+    actual = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
+    assert not compare_lines(expected, actual, manifest.get("ordered", False))
+    # Nothing is kept past the windows that can still read it.
+    assert all(json.loads(s)["elements"] for s in left.values())
+
+
+@pytest.mark.parametrize("name", sorted(UNSAFE))
+def test_queries_that_are_not_partition_safe_are_refused_with_their_rule(name):
+    directory, manifest = case(name)
+    variable, keys, rule = UNSAFE[name]
+    engine = engine_for(manifest, directory, keys)
+    with pytest.raises(PartitionError) as caught:
+        engine.register((directory / manifest["query"]).read_text(), "q", options={"partition": variable})
+    assert caught.value.rule == rule
+    assert engine.queries() == []
+
+
+def test_an_instant_is_evaluated_once_whatever_replays_it():
+    directory, manifest = case("sliding-window-count")
+    variable, keys = SAFE["sliding-window-count"]
+    engine = engine_for(manifest, directory, keys)
+    registered = engine.register((directory / manifest["query"]).read_text(), "q", options={"partition": variable})
+    runner = PlanRunner(engine.partition_plan("q"))
+    batches, _ = play(runner, keyed_elements(stream_payloads(directory, manifest), keys),
+                      parse_instant(manifest["to"]), 2_000_000)
+    evaluations = sum(engine.accept_partitions("q", emitted) for emitted in batches)
+    again = sum(engine.accept_partitions("q", emitted) for emitted in batches)
+    assert evaluations == len(registered.history.since()) > 0 and again == 0
+
+
+def test_elements_without_one_key_are_set_aside_with_the_reason():
+    text = """<http://x.org/g1> <http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:01Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+<http://x.org/g2> <http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:02Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+<http://x.org/g3> <http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:03Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .
+<http://x.org/g1> { <http://x.org/o1> <http://www.w3.org/ns/sosa/madeBySensor> <http://x.org/s1> . }
+<http://x.org/g2> { <http://x.org/o2> <http://www.w3.org/ns/sosa/hasSimpleResult> 1 . }
+<http://x.org/g3> { <http://x.org/o3> <http://www.w3.org/ns/sosa/madeBySensor> <http://x.org/s1>, <http://x.org/s2> . }
+"""
+    found = {e.graph: e for e in keyed_elements([Payload(OXYGEN, "trig", "t.trig", text, 0)], {OXYGEN: SENSOR})}
+    assert found["http://x.org/g1"].key == "<http://x.org/s1>"
+    assert found["http://x.org/g2"].key == NO_KEY and "no partition key" in found["http://x.org/g2"].reason
+    assert found["http://x.org/g3"].key == NO_KEY and "2 partition keys" in found["http://x.org/g3"].reason
+    plan = PartitionPlan("q", "PREFIX sosa: <%s> SELECT ?s FROM NAMED WINDOW <http://x.org/w> ON <%s> "
+                              "[RANGE PT10S STEP PT10S] WHERE { WINDOW <http://x.org/w> { GRAPH ?g { "
+                              "?o sosa:madeBySensor ?s } } }" % (SOSA, OXYGEN), {OXYGEN: SENSOR})
+    emitted, state = PlanRunner(plan).step(NO_KEY, [found["http://x.org/g2"], found["http://x.org/g3"]], None, None, 0)
+    assert state is None and [row[0] for row in emitted] == [KEYLESS, KEYLESS]
+    assert "no partition key" in json.loads(emitted[0][3])["reason"]
