@@ -26,6 +26,8 @@ Sources (config `[[sources]]`, each bound to a stream IRI):
 """
 from __future__ import annotations
 
+import functools
+import json
 import logging
 import os
 import re
@@ -36,17 +38,22 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 from urllib.parse import unquote, urlsplit
 
 from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException, StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming.state import GroupStateTimeout
 
 from . import formats
 from .batches import QUARANTINE_MAX_BYTES, BatchWriter
 from .codec import Payload
-from .landing import stream_of_landing_file
+from .partitions import (
+    EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
+)
+from .landing import file_safe, stream_of_landing_file
 from .recordings import Recordings
 from .errors import StoreError
 from .simulator import SCENARIOS
@@ -90,6 +97,7 @@ KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:
               "machine can reach a Maven repository.")
 RESTART_FIRST_SECONDS = 1.0
 RESTART_MAX_SECONDS = 60.0
+PARTITIONED_PREFIX = "partitioned-"
 
 
 @dataclass
@@ -213,6 +221,9 @@ class SparkIngestion:
                                             quarantine_max_bytes=quarantine_max_bytes)
                         for s in sources}
         self.queries: dict = {}                 # streaming queries by name (a source's or a group's)
+        self.partitioned: dict = {}             # partitioned queries' streaming queries, by query id
+        self.quarantine_dir = quarantine_dir
+        self.quarantine_max_bytes = quarantine_max_bytes
         self.batches: dict[str, int] = {s.name: 0 for s in sources}
         self.health: dict[str, SourceHealth] = {name: SourceHealth() for name in self.groups}
         self._supervised = False     # live runs restart stopped queries; available-now runs end
@@ -224,6 +235,8 @@ class SparkIngestion:
             if not source.path or not source.stream:
                 raise IngestionError("source %s: files needs path and stream" % source.name)
             Path(source.path).mkdir(parents=True, exist_ok=True)
+            for option, value in source.options.items():     # Spark's own, e.g. maxFilesPerTrigger
+                reader = reader.option(option, value)
             frame = (reader.format("text").option("wholetext", "true").option("recursiveFileLookup", "true")
                      .load(source.path)
                      .select(F.lit(source.stream).alias("stream"), F.col("_metadata.file_path").alias("origin"),
@@ -271,33 +284,6 @@ class SparkIngestion:
         raise IngestionError("source %s: unknown kind %r (files, socket, simulator, kafka)" % (source.name, source.kind))
 
     # -- micro-batches --------------------------------------------------------------------------
-    def _payloads(self, source: SourceConfig, rows) -> list[Payload]:
-        payloads = []
-        if source.kind == "files":
-            root = Path(source.path).resolve()
-            for row in rows:
-                origin = unquote(urlsplit(row["origin"]).path)   # Spark gives file:/path, percent-encoded
-                stream = stream_of_landing_file(root, Path(origin), row["stream"])
-                fmt = formats.by_path(origin)
-                if fmt.rdf is None:
-                    payloads += [Payload(stream, fmt.name, origin, line, row["ingest_time"], line=k + 1)
-                                 for k, line in enumerate(row["text"].split("\n")) if line.strip()]
-                else:
-                    payloads.append(Payload(stream, fmt.name, origin, row["text"], row["ingest_time"],
-                                            line=1 if fmt.line_based else None))
-        elif source.kind == "simulator":
-            # Each row is a self-contained document with full IRIs: one document per stream
-            # and batch parses in one call instead of one per observation.
-            texts: dict[str, list[str]] = {}
-            for row in rows:
-                texts.setdefault(row["stream"], []).append(row["text"])
-            payloads = [Payload(stream, "trig", "simulator:%s" % source.name, "\n".join(t), rows[0]["ingest_time"])
-                        for stream, t in texts.items()]
-        else:
-            payloads = [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
-                        for k, row in enumerate(rows) if row["text"] and row["text"].strip()]
-        return payloads
-
     def _batch_function(self, group: list[SourceConfig]):
         def write(frame: DataFrame, batch_id: int) -> None:
             rows = frame.collect()
@@ -313,7 +299,7 @@ class SparkIngestion:
         return write
 
     def _write(self, source: SourceConfig, batch_id: int, rows: list) -> None:
-        report = self.writers[source.name].write(batch_id, self._payloads(source, rows))
+        report = self.writers[source.name].write(batch_id, payloads_of(source, rows))
         self.batches[source.name] = batch_id
         if self.recordings is not None and not report.skipped:
             try:
@@ -341,6 +327,53 @@ class SparkIngestion:
         writer = writer.trigger(availableNow=True) if available_now else \
             writer.trigger(processingTime="%g seconds" % group[0].trigger_seconds)
         self.queries[name] = writer.start()
+
+    # -- partitioned queries (README "Partitioned queries") ------------------------------------
+    def start_partitioned(self, plan: PartitionPlan, deliver: Callable[[str, list[tuple]], object],
+                          trigger_seconds: float | None = None) -> None:
+        """Run a partitioned query on the executors: the sources of its streams read again (a
+        streaming query of its own, checkpointed under `partitioned/<query id>`), each element
+        keyed as it is parsed, the keys' elements kept in Spark's state and evaluated there; each
+        micro-batch's output goes to `deliver(query id, rows)` on the driver, elements without
+        a key to the quarantine."""
+        name = PARTITIONED_PREFIX + plan.query_id
+        self.stop_partitioned(plan.query_id)
+        sources = [s for s in self.sources if set(_streams_of(s)) & set(plan.keys)]
+        if not sources:
+            raise IngestionError("partitioned query %s: no source feeds %s" % (plan.query_id, ", ".join(plan.streams())))
+        keyed = None
+        for source in sources:
+            frame = (self._frame(source).mapInPandas(KeyedFrames(functools.partial(payloads_of, source), plan.keys),
+                                                     KEYED_SCHEMA)
+                     .withWatermark("event_time", "%d milliseconds" % (source.allowed_lateness // 1000)))
+            keyed = frame if keyed is None else keyed.unionByName(frame)
+        emitted = keyed.groupBy("key").applyInPandasWithState(
+            PartitionFunction(plan), EMITTED_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.ProcessingTimeTimeout)
+        quarantine = BatchWriter(self.store, name, self.quarantine_dir, quarantine_max_bytes=self.quarantine_max_bytes)
+
+        def write(frame: DataFrame, batch_id: int) -> None:
+            rows = [tuple(row) for row in frame.collect()]
+            for kind, _, stream, payload, _ in rows:
+                if kind == KEYLESS:
+                    described = json.loads(payload)
+                    quarantine.quarantine(Payload(stream, "nquads", described["graph"], described["nquads"], 0),
+                                          described["reason"])
+            deliver(plan.query_id, [row for row in rows if row[0] != KEYLESS])
+
+        seconds = trigger_seconds or min(s.trigger_seconds for s in sources)
+        self.partitioned[plan.query_id] = (
+            emitted.writeStream.outputMode("append").foreachBatch(write)
+            .option("checkpointLocation", str(self.checkpoint_dir / "partitioned" / file_safe(plan.query_id)))
+            .queryName("rspstar-" + name).trigger(processingTime="%g seconds" % seconds).start())
+
+    def stop_partitioned(self, query_id: str, forget: bool = False) -> None:
+        """Stop a partitioned query's streaming query between micro-batches; with `forget`, its
+        checkpoint goes too (the query was removed: a new one under its id starts afresh)."""
+        query = self.partitioned.pop(query_id, None)
+        if query is not None:
+            _stop_between_batches(query)
+        if forget:
+            shutil.rmtree(self.checkpoint_dir / "partitioned" / file_safe(query_id), ignore_errors=True)
 
     def supervise(self, now: float) -> list[str]:
         """Restart the streaming queries that have stopped (from their checkpoints, so
@@ -395,15 +428,13 @@ class SparkIngestion:
         group) leaves nothing to stop: what it committed is in the store."""
         self._supervised = False
         try:
-            for query in self.queries.values():
-                deadline = time.monotonic() + timeout
-                while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
-                    time.sleep(0.05)
-                query.stop()
+            for query in [*self.queries.values(), *self.partitioned.values()]:
+                _stop_between_batches(query, timeout)
         except _JVM_GONE:
             log.warning("Spark's JVM stopped before its streaming queries did")
         finally:
             self.queries.clear()
+            self.partitioned.clear()
 
     def _active(self, name: str) -> bool:
         try:
@@ -417,6 +448,49 @@ class SparkIngestion:
                        "restarts": self.health[self.query_of[name]].restarts,
                        "last_error": self.health[self.query_of[name]].last_error}
                 for name in self.writers}
+
+
+def payloads_of(source: SourceConfig, rows) -> list[Payload]:
+    """A micro-batch's rows of one source as payloads for the codec (rows are mappings)."""
+    payloads = []
+    if source.kind == "files":
+        root = Path(source.path).resolve()
+        for row in rows:
+            origin = unquote(urlsplit(row["origin"]).path)   # Spark gives file:/path, percent-encoded
+            stream = stream_of_landing_file(root, Path(origin), row["stream"])
+            fmt = formats.by_path(origin)
+            if fmt.rdf is None:
+                payloads += [Payload(stream, fmt.name, origin, line, row["ingest_time"], line=k + 1)
+                             for k, line in enumerate(row["text"].split("\n")) if line.strip()]
+            else:
+                payloads.append(Payload(stream, fmt.name, origin, row["text"], row["ingest_time"],
+                                        line=1 if fmt.line_based else None))
+    elif source.kind == "simulator":
+        # Each row is a self-contained document with full IRIs: one document per stream
+        # and batch parses in one call instead of one per observation.
+        texts: dict[str, list[str]] = {}
+        for row in rows:
+            texts.setdefault(row["stream"], []).append(row["text"])
+        payloads = [Payload(stream, "trig", "simulator:%s" % source.name, "\n".join(t), rows[0]["ingest_time"])
+                    for stream, t in texts.items()]
+    else:
+        payloads = [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
+                    for k, row in enumerate(rows) if row["text"] and row["text"].strip()]
+    return payloads
+
+
+def _stop_between_batches(query, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    query.stop()
+
+
+def _streams_of(source: SourceConfig) -> tuple[str, ...]:
+    if source.kind == "simulator":
+        scenario = SCENARIOS.get(source.scenario)
+        return scenario.streams if scenario else ()
+    return (source.stream,) if source.stream else ()
 
 
 def _query_groups(sources: list[SourceConfig]) -> dict[str, list[SourceConfig]]:

@@ -122,6 +122,10 @@ class PlanRunner:
         self.policy = report_policy(self.query, plan.report)
         self.template: Template = compile_template(self.query, plan.rewrite)
         self.functions = FunctionLibrary(cache=plan.rspu_cache)
+        # How long after an element some window can still hold it: its range and lag, and a
+        # periodic instant reading a close up to a period later.
+        period = self.query.computed_every or 0
+        self.reach = max(w.range + w.step for w in self.query.windows.values()) + period
 
     def due_through(self, watermark: int | None, processing_time: int) -> int | None:
         """The latest instant due: every stream complete through it (the watermark), or
@@ -145,9 +149,13 @@ class PlanRunner:
             state.after = min(e.timestamp for e in new)
         through = self.due_through(watermark, processing_time)
         emitted: list[tuple] = []
-        instants = self.policy.fixed_instants(state.after, through) if through is not None and \
-            state.after is not None else []
-        if instants and state.elements:
+        instants = []
+        if through is not None and state.after is not None and state.elements:
+            # Past its newest element's reach a key's windows are empty: no rows to find there
+            # (a key idle for a day must not walk every instant of it).
+            newest = max(e[1] for e in state.elements)
+            instants = self.policy.fixed_instants(state.after, min(through, newest + self.reach))
+        if instants:
             store = self._store(state.elements)
             try:
                 for instant in instants:
@@ -156,8 +164,8 @@ class PlanRunner:
                         emitted.append((ROWS, instant, key, json.dumps(rows), count))
             finally:
                 store.close()
-        if instants:
-            state.after = instants[-1]
+        if through is not None and state.after is not None:
+            state.after = max(state.after, through)
         emitted.append((MARK, through if through is not None else -1, key, "", late))
         bounds = self.policy.retention(state.after, None)
         state.elements = [e for e in state.elements if e[1] >= bounds.get(e[0], e[1])]

@@ -52,13 +52,13 @@ def case(name):
     return directory, json.loads((directory / "manifest.json").read_text())
 
 
-def engine_for(manifest, directory, keys, store=None):
+def engine_for(manifest, directory, keys, store=None, **config):
     store = store or StreamStore()
     if manifest.get("background"):
         path = directory / manifest["background"]
         store.load_background(path.read_bytes(), ox.RdfFormat.TRIG, str(path))
     return Engine(store, VirtualClock(parse_instant(manifest["from"])),
-                  EngineConfig(partition_keys=keys, federation_allowed=None))
+                  EngineConfig(partition_keys=keys, federation_allowed=None, **config))
 
 
 def stream_payloads(directory, manifest):

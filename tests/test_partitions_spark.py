@@ -1,0 +1,105 @@
+"""Partitioned queries through Spark (README "Partitioned queries"): elements keyed as they
+are read, kept per key in Spark's state and evaluated on the executors give the single
+store's results, with 1, 2 and 8 partitions and across a restart from the checkpoint."""
+import json
+import os
+import time
+
+import pytest
+
+from conftest import compare_lines
+from store.codec import Payload, canonical, decode
+from store.ingestion import SourceConfig, SparkIngestion, spark_session
+from store.stream_store import StreamStore
+from test_partitions import SAFE, case, engine_for
+from translator.temporal import format_instant, parse_instant
+
+pytestmark = pytest.mark.slow
+TIMEOUT = 240
+YEARS = 100 * 365 * 86_400_000_000
+
+
+@pytest.fixture(scope="module")
+def spark():
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
+
+
+def land(directory, manifest, root):
+    """Each stream's elements as files of one element each, written in time order (the files
+    source reads one per micro-batch), then an element past `to` without a key: it moves the
+    watermark past the last instant and is set aside."""
+    sources = []
+    to = parse_instant(manifest["to"])
+    for k, (stream, file) in enumerate(manifest["streams"].items()):
+        landing = root / ("landing%d" % k)
+        landing.mkdir(parents=True)
+        elements = decode(Payload(stream, "trig", file, (directory / file).read_text(), 0)).elements[stream]
+        elements.sort(key=lambda e: e.timestamp)
+        end = ('<http://example.org/end%d> <http://www.w3.org/ns/prov#generatedAtTime> "%s"^^<http://www.w3.org/2001/'
+               'XMLSchema#dateTime> .\n<http://example.org/end%d> { <http://example.org/x> <http://example.org/y> 1 . }\n'
+               % (k, format_instant(to + 1), k))
+        texts = [canonical([e]).decode() for e in elements] + [end]
+        for n, text in enumerate(texts):
+            path = landing / ("%04d.nq" % n)
+            path.write_text(text)
+            os.utime(path, (1_000_000 + n, 1_000_000 + n))
+        sources.append(SourceConfig("s%d" % k, "files", stream=stream, path=str(landing),
+                                    trigger_seconds=0.2, options={"maxFilesPerTrigger": "8"}))
+    return sources
+
+
+def wait_for(predicate, seconds=TIMEOUT):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def run_partitioned(spark, name, partitions, tmp_path, restart_after=None):
+    directory, manifest = case(name)
+    variable, keys = SAFE[name]
+    store = StreamStore()
+    # The recorded elements are months old: instants are due by the watermark alone here, not
+    # by max_delay of wall-clock time.
+    engine = engine_for(manifest, directory, keys, store, max_delay=YEARS)
+    registered = engine.register((directory / manifest["query"]).read_text(), "q",
+                                 options={**(manifest.get("options") or {}), "partition": variable})
+    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
+    ingestion = SparkIngestion(spark, store, land(directory, manifest, tmp_path), tmp_path / "checkpoints",
+                               tmp_path / "quarantine")
+    to = parse_instant(manifest["to"])
+    expected = [json.loads(line) for line in (directory / manifest["expected"]).read_text().splitlines() if line]
+    try:
+        ingestion.start_partitioned(engine.partition_plan("q"), engine.accept_partitions)
+        if restart_after is not None:
+            assert wait_for(lambda: len(registered.history.since()) >= restart_after)
+            ingestion.stop_partitioned("q")
+            ingestion.start_partitioned(engine.partition_plan("q"), engine.accept_partitions)
+        assert wait_for(lambda: registered.after >= to), registered.status.describe()
+    finally:
+        ingestion.stop()
+    actual = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
+    assert not compare_lines(expected, actual, manifest.get("ordered", False))
+    quarantined = sorted(p.name for p in (tmp_path / "quarantine").glob("*.reason.json"))
+    assert len(quarantined) == len(manifest["streams"])
+    assert all("no partition key" in json.loads((tmp_path / "quarantine" / q).read_text())["reason"]
+               for q in quarantined)
+    return registered
+
+
+@pytest.mark.parametrize("partitions", [1, 2, 8])
+def test_partitioned_on_spark_gives_the_single_store_results(spark, tmp_path, partitions):
+    run_partitioned(spark, "sliding-window-count", partitions, tmp_path)
+
+
+def test_partitioned_on_spark_with_uncertainty_and_istream(spark, tmp_path):
+    run_partitioned(spark, "annotation-uncertainty-filter", 2, tmp_path)
+    run_partitioned(spark, "istream-new-results", 2, tmp_path / "istream")
+
+
+def test_partitioned_on_spark_restarts_from_its_checkpoint(spark, tmp_path):
+    run_partitioned(spark, "sliding-window-count", 2, tmp_path, restart_after=2)
