@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from translator.errors import PositionedError, TemporalValueError, TranslatorError
+from translator.partition import PartitionError, PartitionKey
 from translator.temporal import parse_duration
 
 from .engine import (
@@ -66,6 +67,19 @@ def byte_budget(config: Config, table: str, default: int, zero: str) -> int:
                   "a whole number of bytes (0: %s)" % zero)
 
 
+def _partition_keys(table, where: str) -> dict[str, PartitionKey]:
+    """`[partition_keys]`: stream IRI = "<predicate>" (its object) or "^<predicate>" (its subject)."""
+    if not isinstance(table, dict):
+        raise ConfigError("%s: write stream IRI = \"<predicate IRI>\" lines" % where)
+    keys = {}
+    for stream, text in table.items():
+        try:
+            keys[stream] = PartitionKey.parse(text)
+        except PartitionError as e:
+            raise ConfigError("%s: %s: %s" % (where, stream, str(e).split(": ", 1)[1])) from None
+    return keys
+
+
 def load_config(path: Path, data_dir: Path | None = None) -> Config:
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -86,6 +100,7 @@ def load_config(path: Path, data_dir: Path | None = None) -> Config:
         max_range=_duration(engine_table, "max_range", DEFAULT_MAX_RANGE, where),
         max_reports_per_second=float(engine_table.get("max_reports_per_second", DEFAULT_MAX_REPORTS_PER_SECOND)),
         max_elements=_whole(engine_table, "max_elements", DEFAULT_MAX_ELEMENTS, where),
+        partition_keys=_partition_keys(raw.get("partition_keys", {}), "%s [partition_keys]" % path),
     )
     queries = []
     for k, entry in enumerate(raw.get("queries", [])):

@@ -187,7 +187,7 @@ class Engine:
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
         self.range_results = RangeResults()     # what queries with equal window blocks share
-        self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed
+        self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed/background
         # Ids removed through `remove`, remembered in the data directory so that a query
         # deleted by a user is not registered again from the configuration at the next start.
         self.removed_ids: set[str] = set()
@@ -389,6 +389,16 @@ class Engine:
         registered.spec.r2s_previous = registered.evaluator.r2s_state()
         with self._lock:
             self._save_specs()
+
+    def update_background(self, sparql: str) -> int:
+        """A SPARQL Update of the background (store.update_background); the partitioned queries'
+        listeners hear of it ("background"): their executors hold a copy."""
+        changed = self.store.update_background(sparql)
+        for registered in self.queries():
+            if registered.partitioned:
+                for listener in self.listeners:
+                    listener("background", registered.id)
+        return changed
 
     # -- partitioned queries (README "Partitioned queries") ----------------------------------
     def partition_plan(self, query_id: str) -> PartitionPlan:

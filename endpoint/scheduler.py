@@ -57,7 +57,7 @@ class LiveScheduler:
     def _on_change(self, event: str, query_id: str) -> None:
         if event == "registered":
             self._add_query_job(query_id)
-        elif self.scheduler.get_job(QUERY_JOB_PREFIX + query_id) is not None:
+        elif event == "removed" and self.scheduler.get_job(QUERY_JOB_PREFIX + query_id) is not None:
             self.scheduler.remove_job(QUERY_JOB_PREFIX + query_id)
 
     def _on_watermark(self, event: WatermarkAdvanced) -> None:

@@ -34,7 +34,7 @@ from translator.vocabulary import BATCHES_GRAPH
 
 from .clock import WallClock
 from .config import Config, ConfigError, byte_budget, load_config, register_configured
-from .engine import Engine
+from .engine import Engine, UnknownQuery
 from .http import HttpSettings, create_app
 from .scheduler import LiveScheduler
 
@@ -178,6 +178,36 @@ def report_progress(engine: Engine) -> None:
     engine.store.save_stats()
 
 
+def run_partitioned(engine: Engine, ingestion) -> None:
+    """Partitioned queries run on Spark's executors: started now and as they are registered,
+    stopped (their checkpoint forgotten) as they are removed, restarted with a fresh copy of
+    the background when it changes."""
+    def start(query_id: str) -> None:
+        try:
+            ingestion.start_partitioned(engine.partition_plan(query_id), engine.accept_partitions)
+        except Exception as e:  # the query stays registered, its status says why it is idle
+            registered = engine.get(query_id)
+            registered.status.state = "failed"
+            registered.status.last_error = "partitioned evaluation did not start: %s" % e
+            log.error("query %s: %s", query_id, registered.status.last_error)
+
+    def on_change(event: str, query_id: str) -> None:
+        if event == "removed":
+            ingestion.stop_partitioned(query_id, forget=True)
+            return
+        try:
+            partitioned = engine.get(query_id).partitioned
+        except UnknownQuery:     # removed meanwhile
+            return
+        if partitioned:
+            start(query_id)
+
+    for registered in engine.queries():
+        if registered.partitioned:
+            start(registered.id)
+    engine.listeners.append(on_change)
+
+
 def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apscheduler", "werkzeug", "py4j"):
@@ -235,6 +265,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
         http.start()
         log.info("dashboard and API on http://%s:%d/ (data in %s)", host, server.server_port, data_dir)
         ingestion.start()
+        run_partitioned(engine, ingestion)
         scheduler.start()
         http.join()
     finally:

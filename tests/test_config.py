@@ -6,6 +6,7 @@ from endpoint.clock import VirtualClock
 from endpoint.config import ConfigError, load_config, register_configured
 from endpoint.engine import Engine
 from store.stream_store import StreamStore
+from translator.partition import PartitionKey
 from translator.temporal import parse_instant
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
@@ -66,6 +67,10 @@ options = { dialect = "cqels", start = "2026-03-01T08:00:01Z" }
     ('[engine\n', None, "engine.toml"),
     ('[[queries]]\nfile = "bad.rq"\n', "SELECT * WHERE { ?s ?p }", "bad.rq:1:"),
     ('[[queries]]\nfile = "ok.rq"\nsinks = ["http://evil.test/"]\n', QUERY, "not in the allow-list"),
+    ('[partition_keys]\n"http://example.org/s" = "hasFeatureOfInterest"\n', None,
+     "[partition_keys]: http://example.org/s: partition key 'hasFeatureOfInterest'"),
+    ('[[queries]]\nfile = "ok.rq"\noptions = { partition = "?o" }\n', QUERY,
+     "ok.rq: partition rule 'window': stream <http://example.org/s>"),
 ])
 def test_bad_configuration_names_file_and_key(tmp_path, toml, query, fragment):
     if query is not None:
@@ -74,3 +79,22 @@ def test_bad_configuration_names_file_and_key(tmp_path, toml, query, fragment):
     with pytest.raises(ConfigError, match=fragment.replace("[", r"\[")):
         config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
         register_configured(Engine(StreamStore(), VirtualClock(T0), config.engine), config)
+
+
+def test_partition_keys_from_config_let_a_query_run_partitioned(tmp_path):
+    (tmp_path / "q.rq").write_text(QUERY.replace("?o ?p ?v", "?o ex:p ?v"))
+    (tmp_path / "engine.toml").write_text('''
+[partition_keys]
+"http://example.org/s" = "^<http://example.org/p>"
+[[queries]]
+id = "per-subject"
+file = "q.rq"
+options = { partition = "?o" }
+''')
+    config = load_config(tmp_path / "engine.toml")
+    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(engine, config) == ["per-subject"]
+    registered = engine.get("per-subject")
+    assert registered.partitioned and engine.tick() == 0
+    plan = engine.partition_plan("per-subject")
+    assert plan.keys == {"http://example.org/s": PartitionKey("http://example.org/p", inverse=True)}

@@ -67,3 +67,12 @@ def test_dialect_queries_register_over_http_with_errors_at_their_position(client
     assert (bad.get_json()["line"], bad.get_json()["column"]) == (2, 58)   # the unit apart from its number
     unknown = client.post("/queries", json={"query": cqels, "options": {"dialect": "sparqlstream"}}, headers=AUTH)
     assert unknown.status_code == 400 and "dialect" in unknown.get_json()["message"]
+
+
+def test_a_query_that_cannot_run_partitioned_is_a_400_naming_the_rule(client):
+    created = client.post("/queries", json={"id": "p", "query": RSPQL, "options": {"partition": "?o"}}, headers=AUTH)
+    assert created.status_code == 400
+    assert "partition rule 'window'" in created.get_json()["message"]
+    bad = client.post("/queries", json={"id": "p", "query": RSPQL, "options": {"partition": "location"}}, headers=AUTH)
+    assert bad.status_code == 400 and "takes a variable" in bad.get_json()["message"]
+    assert client.get("/queries").get_json()["queries"] == []

@@ -162,3 +162,17 @@ def test_elements_without_one_key_are_set_aside_with_the_reason():
     emitted, state = PlanRunner(plan).step(NO_KEY, [found["http://x.org/g2"], found["http://x.org/g3"]], None, None, 0)
     assert state is None and [row[0] for row in emitted] == [KEYLESS, KEYLESS]
     assert "no partition key" in json.loads(emitted[0][3])["reason"]
+
+
+def test_a_background_update_reaches_the_partitions_plan():
+    directory, manifest = case("optional-minus-background")
+    variable, keys = SAFE["optional-minus-background"]
+    engine = engine_for(manifest, directory, keys)
+    engine.register((directory / manifest["query"]).read_text(), "q", options={"partition": variable})
+    heard = []
+    engine.listeners.append(lambda event, query_id: heard.append((event, query_id)))
+    assert b"http://example.org/lab9" not in engine.partition_plan("q").background
+    engine.update_background("INSERT DATA { <http://example.org/ox9> <http://example.org/calibratedBy> "
+                             "<http://example.org/lab9> }")
+    assert heard == [("background", "q")]
+    assert b"<http://example.org/lab9>" in engine.partition_plan("q").background

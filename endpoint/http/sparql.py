@@ -87,7 +87,7 @@ def update():
     check_nesting(text)
     check_federation(text, services().engine.config.federation_allowed)
     try:
-        services().store.update_background(text)
+        services().engine.update_background(text)
     except SyntaxError as e:
         raise SparqlSyntaxError(*oxigraph_syntax_error(str(e))) from None
     return Response(status=204)
