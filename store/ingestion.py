@@ -347,7 +347,7 @@ class SparkIngestion:
                                                      KEYED_SCHEMA)
                      .withWatermark("event_time", "%d milliseconds" % (source.allowed_lateness // 1000)))
             keyed = frame if keyed is None else keyed.unionByName(frame)
-        emitted = keyed.groupBy("key").applyInPandasWithState(
+        emitted = keyed.groupBy("key_group").applyInPandasWithState(
             PartitionFunction(plan), EMITTED_SCHEMA, STATE_SCHEMA, "append", GroupStateTimeout.ProcessingTimeTimeout)
         quarantine = BatchWriter(self.store, name, self.quarantine_dir, quarantine_max_bytes=self.quarantine_max_bytes)
 

@@ -2,17 +2,19 @@
 queries"; the Spark plumbing is in ingestion.py).
 
 Each element is keyed where it is read (`keyed_elements`: the stream's partition key, a
-one-step path over its content). Spark groups the elements by key and keeps, per key, the
-elements that windows still open can read, and the last instant evaluated. At every micro-batch
-`partition_step` evaluates each key's instants that the watermark has passed with the query's
-compiled plan (the same template, the same `rspu:` functions as the single store) over a store
-holding that key's elements and the background, and emits the rows; the driver joins the keys'
-rows per instant and applies R2S. Every key sees the same watermark in a micro-batch, so an
-instant's rows all come out of one micro-batch.
+one-step path over its content), and its key falls in one of KEY_GROUPS key groups. Spark
+groups the elements by key group and keeps, per group, the elements that windows still open
+can read, and the last instant evaluated. At every micro-batch `PlanRunner.step` evaluates each
+group's instants that the watermark has passed with the query's compiled plan (the same
+template, the same `rspu:` functions as the single store) over a store holding that group's
+elements and the background, and emits the rows; the driver joins the groups' rows per instant
+and applies R2S. Every group sees the same watermark in a micro-batch, so an instant's rows all
+come out of one micro-batch.
 """
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass, field
 
 import pyoxigraph as ox
@@ -28,11 +30,21 @@ from .rdf_input import Element
 from .stream_store import StreamStore
 from .terms import select_rows, term_to_ntriples
 
-# What a partition emits: an instant's rows of one key, a key's watermark at a micro-batch (with
-# how many of its new elements came in late), an element without a key (set aside).
+# What a key group emits: an instant's rows, the watermark it saw at a micro-batch (with how
+# many of its new elements came in late), an element without a key (set aside).
 ROWS, MARK, KEYLESS = "rows", "mark", "keyless"
 # Elements without a key are grouped under this one (no key value is empty: keys are terms).
 NO_KEY = ""
+# Keys are spread over this many key groups, each one Spark state: evaluating a group's keys
+# together gives the union of their results (the query is partition-safe), and costs one store
+# and one evaluation per group and instant instead of one per key (a thousand sectors would be
+# a thousand stores at every instant).
+KEY_GROUPS = 64
+
+
+def key_group(key: str) -> str:
+    """The key group of a key value (stable across processes and restarts)."""
+    return NO_KEY if key == NO_KEY else str(zlib.crc32(key.encode("utf-8")) % KEY_GROUPS)
 
 
 @dataclass(frozen=True)
@@ -96,8 +108,8 @@ def keyed_elements(payloads: list[Payload], keys: dict[str, PartitionKey]) -> li
 
 @dataclass
 class PartitionState:
-    """A key's elements that instants after `after` can still read, and `after`: the last
-    instant evaluated for it (None: none yet)."""
+    """A key group's elements that instants after `after` can still read, and `after`: the
+    last instant evaluated for it (None: none yet)."""
 
     elements: list[tuple[str, int, str]] = field(default_factory=list)   # (stream, timestamp, N-Quads)
     after: int | None = None
@@ -134,11 +146,11 @@ class PlanRunner:
         candidates = [w for w in (watermark, late_bound) if w is not None]
         return max(candidates) if candidates else None
 
-    def step(self, key: str, new: list[KeyedElement], saved: str | None, watermark: int | None,
+    def step(self, group: str, new: list[KeyedElement], saved: str | None, watermark: int | None,
              processing_time: int) -> tuple[list[tuple], str | None]:
-        """One micro-batch of one key: (what it emits as (kind, instant, key, payload, count),
-        its state to keep, or None to drop it)."""
-        if key == NO_KEY:
+        """One micro-batch of one key group: (what it emits as (kind, instant, group, payload,
+        count), the state to keep, or None to drop it)."""
+        if group == NO_KEY:
             return [(KEYLESS, e.timestamp, e.stream, json.dumps({"graph": e.graph, "reason": e.reason,
                                                                    "nquads": e.nquads}), 1) for e in new], None
         state = PartitionState.load(saved)
@@ -161,12 +173,12 @@ class PlanRunner:
                 for instant in instants:
                     rows, count = self._evaluate(store, instant)
                     if rows:
-                        emitted.append((ROWS, instant, key, json.dumps(rows), count))
+                        emitted.append((ROWS, instant, group, json.dumps(rows), count))
             finally:
                 store.close()
         if through is not None and state.after is not None:
             state.after = max(state.after, through)
-        emitted.append((MARK, through if through is not None else -1, key, "", late))
+        emitted.append((MARK, through if through is not None else -1, group, "", late))
         bounds = self.policy.retention(state.after, None)
         state.elements = [e for e in state.elements if e[1] >= bounds.get(e[0], e[1])]
         return emitted, (state.dump() if state.elements else None)
@@ -195,7 +207,7 @@ class PlanRunner:
 
 # Spark's side of a partition, as applyInPandasWithState and mapInPandas call it (pandas frames
 # in and out; the Spark plumbing itself is in ingestion.py).
-KEYED_SCHEMA = "key string, stream string, timestamp long, graph string, nquads string, reason string, " \
+KEYED_SCHEMA = "key_group string, key string, stream string, timestamp long, graph string, nquads string, reason string, " \
                "event_time timestamp"
 EMITTED_SCHEMA = "kind string, instant long, key string, payload string, count long"
 STATE_SCHEMA = "state string"
@@ -214,17 +226,18 @@ class KeyedFrames:
         import pandas as pd
         for frame in frames:
             found = keyed_elements(self.payloads(frame.to_dict("records")), self.keys)
-            out = pd.DataFrame([[getattr(e, c) for c in _KEYED_COLUMNS] for e in found], columns=_KEYED_COLUMNS)
+            out = pd.DataFrame([[key_group(e.key)] + [getattr(e, c) for c in _KEYED_COLUMNS] for e in found],
+                               columns=["key_group"] + _KEYED_COLUMNS)
             out["timestamp"] = out["timestamp"].astype("int64")
             out["event_time"] = pd.to_datetime(out["timestamp"], unit="us", utc=True)
             yield out
 
 
 class PartitionFunction:
-    """applyInPandasWithState: one key's micro-batch. The plan is compiled once per task."""
+    """applyInPandasWithState: one key group's micro-batch. The plan is compiled once per task."""
 
-    # Every key with state runs at every micro-batch (its timeout is this short), so all keys
-    # see an instant's watermark in the same micro-batch.
+    # Every group with state runs at every micro-batch (its timeout is this short), so all
+    # groups see an instant's watermark in the same micro-batch.
     TIMEOUT_MS = 1
 
     def __init__(self, plan: PartitionPlan):

@@ -11,7 +11,7 @@ from conftest import CONFORMANCE, compare_lines
 from endpoint.clock import VirtualClock
 from endpoint.engine import Engine, EngineConfig
 from store.codec import Payload
-from store.partitions import KEYLESS, NO_KEY, PartitionPlan, PlanRunner, keyed_elements
+from store.partitions import KEYLESS, NO_KEY, PartitionPlan, PlanRunner, key_group, keyed_elements
 from store.stream_store import StreamStore
 from translator.partition import PartitionError, PartitionKey
 from translator.temporal import parse_instant
@@ -85,7 +85,7 @@ def play(runner, elements, through, batch_micros):
         emitted = []
         by_key: dict[str, list] = {}
         for e in new:
-            by_key.setdefault(e.key, []).append(e)
+            by_key.setdefault(key_group(e.key), []).append(e)
         for key in set(by_key) | set(states):
             out, keep = runner.step(key, by_key.get(key, []), states.pop(key, None), watermark, 0)
             emitted += out
