@@ -108,21 +108,30 @@ def keyed_elements(payloads: list[Payload], keys: dict[str, PartitionKey]) -> li
 
 @dataclass
 class PartitionState:
-    """A key group's elements that instants after `after` can still read, and `after`: the
-    last instant evaluated for it (None: none yet)."""
+    """A key group's state: the last instant evaluated for it (`after`), and the elements that
+    instants after it can still read, as compressed JSON (`blob`), with their oldest and newest
+    timestamps beside it: a micro-batch with nothing to add, evaluate or drop leaves the blob
+    as it is (Spark rewrites every group's state at every micro-batch: compressed, a thousand
+    sectors' ten-second windows are 12x smaller)."""
 
-    elements: list[tuple[str, int, str]] = field(default_factory=list)   # (stream, timestamp, N-Quads)
-    after: int | None = None
-
-    def dump(self) -> str:
-        return json.dumps({"elements": self.elements, "after": self.after})
+    after: int
+    oldest: int
+    newest: int
+    blob: bytes
 
     @classmethod
-    def load(cls, text: str | None) -> "PartitionState":
-        if not text:
-            return cls()
-        data = json.loads(text)
-        return cls([tuple(e) for e in data["elements"]], data["after"])
+    def of(cls, after: int, elements: list[tuple[str, int, str]]) -> "PartitionState | None":
+        """(stream, timestamp, N-Quads) elements as a state (None when there are none)."""
+        if not elements:
+            return None
+        return cls(after, min(e[1] for e in elements), max(e[1] for e in elements),
+                   zlib.compress(json.dumps(elements).encode("utf-8"), 1))
+
+    def elements(self) -> list[tuple[str, int, str]]:
+        return [tuple(e) for e in json.loads(zlib.decompress(self.blob))]
+
+    def row(self) -> tuple:
+        return self.after, self.oldest, self.newest, self.blob
 
 
 class PlanRunner:
@@ -146,29 +155,31 @@ class PlanRunner:
         candidates = [w for w in (watermark, late_bound) if w is not None]
         return max(candidates) if candidates else None
 
-    def step(self, group: str, new: list[KeyedElement], saved: str | None, watermark: int | None,
-             processing_time: int) -> tuple[list[tuple], str | None]:
+    def step(self, group: str, new: list[KeyedElement], saved: tuple | None, watermark: int | None,
+             processing_time: int) -> tuple[list[tuple], tuple | None]:
         """One micro-batch of one key group: (what it emits as (kind, instant, group, payload,
-        count), the state to keep, or None to drop it)."""
+        count), the state to keep as a row, or None to drop it)."""
         if group == NO_KEY:
             return [(KEYLESS, e.timestamp, e.stream, json.dumps({"graph": e.graph, "reason": e.reason,
                                                                    "nquads": e.nquads}), 1) for e in new], None
-        state = PartitionState.load(saved)
+        state = PartitionState(*saved) if saved is not None else None
+        if state is None and not new:
+            return [(MARK, -1, group, "", 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
-        state.elements.extend((e.stream, e.timestamp, e.nquads) for e in new)
-        if state.after is None and new:
-            # No instant up to the earliest element reads it.
-            state.after = min(e.timestamp for e in new)
+        # No instant up to the earliest element reads it.
+        after = state.after if state is not None else min(e.timestamp for e in new)
+        newest = max([e.timestamp for e in new] + ([state.newest] if state is not None else []))
         through = self.due_through(watermark, processing_time)
+        # Past its newest element's reach a group's windows are empty: no rows to find there
+        # (a group idle for a day must not walk every instant of it).
+        instants = self.policy.fixed_instants(after, min(through, newest + self.reach)) if through is not None else []
+        elements = None
+        if new or instants:
+            elements = (state.elements() if state is not None else []) + \
+                [(e.stream, e.timestamp, e.nquads) for e in new]
         emitted: list[tuple] = []
-        instants = []
-        if through is not None and state.after is not None and state.elements:
-            # Past its newest element's reach a key's windows are empty: no rows to find there
-            # (a key idle for a day must not walk every instant of it).
-            newest = max(e[1] for e in state.elements)
-            instants = self.policy.fixed_instants(state.after, min(through, newest + self.reach))
         if instants:
-            store = self._store(state.elements)
+            store = self._store(elements)
             try:
                 for instant in instants:
                     rows, count = self._evaluate(store, instant)
@@ -176,12 +187,16 @@ class PlanRunner:
                         emitted.append((ROWS, instant, group, json.dumps(rows), count))
             finally:
                 store.close()
-        if through is not None and state.after is not None:
-            state.after = max(state.after, through)
+        if through is not None:
+            after = max(after, through)
         emitted.append((MARK, through if through is not None else -1, group, "", late))
-        bounds = self.policy.retention(state.after, None)
-        state.elements = [e for e in state.elements if e[1] >= bounds.get(e[0], e[1])]
-        return emitted, (state.dump() if state.elements else None)
+        bounds = self.policy.retention(after, None)
+        if elements is None and state.oldest >= max(bounds.values()):
+            return emitted, (after, state.oldest, state.newest, state.blob)
+        if elements is None:
+            elements = state.elements()
+        kept = PartitionState.of(after, [e for e in elements if e[1] >= bounds.get(e[0], e[1])])
+        return emitted, (kept.row() if kept is not None else None)
 
     def _store(self, elements: list[tuple[str, int, str]]) -> StreamStore:
         store = StreamStore()
@@ -210,7 +225,7 @@ class PlanRunner:
 KEYED_SCHEMA = "key_group string, key string, stream string, timestamp long, graph string, nquads string, reason string, " \
                "event_time timestamp"
 EMITTED_SCHEMA = "kind string, instant long, key string, payload string, count long"
-STATE_SCHEMA = "state string"
+STATE_SCHEMA = "after long, oldest long, newest long, blob binary"
 _EMITTED_COLUMNS = ["kind", "instant", "key", "payload", "count"]
 _KEYED_COLUMNS = ["key", "stream", "timestamp", "graph", "nquads", "reason"]
 
@@ -254,12 +269,12 @@ class PartitionFunction:
         new = [KeyedElement(row["key"], row["stream"], int(row["timestamp"]), row["graph"], row["nquads"],
                             row["reason"]) for frame in frames for row in frame.to_dict("records")]
         watermark_ms = state.getCurrentWatermarkMs()
-        saved = state.get[0] if state.exists else None
+        saved = tuple(state.get) if state.exists else None
         emitted, keep = self._runner.step(key[0], new, saved, watermark_ms * 1000 if watermark_ms > 0 else None,
                                           state.getCurrentProcessingTimeMs() * 1000)
         if keep is None:
             state.remove()
         else:
-            state.update((keep,))
+            state.update(keep)
             state.setTimeoutDuration(self.TIMEOUT_MS)
         yield pd.DataFrame(emitted, columns=_EMITTED_COLUMNS)

@@ -1,0 +1,166 @@
+"""Partitioned evaluation against the single store (README "Partitioned queries"): seed 002's
+Listing 2 partitioned by sector, over the TVS workload at the simulator's profile (two readings
+per sensor per second, 9% of temperatures above 30 °C).
+
+Run by hand: python bench/partitioned.py [--sectors 1000] [--seconds 30]
+Three runs over the same recorded streams, in one go: `rspstar replay` (the single store, on a
+virtual clock), and the partitioned query through Spark on local[1] and local[2] (the streams
+as files, one second of event time each, read by Spark's file source, two per micro-batch).
+Each Spark run is a process of its own. Rates are elements over wall-clock seconds, from the
+start of the run to the last instant evaluated; CPU is split between the driver's Python
+process (R2S, sinks), Spark's JVM, and the executors' Python workers (parsing, keeping and
+evaluating the key groups).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import OUT, PREFIXES, Table, machine, process_tree_by_kind  # noqa: E402
+from uncertainty_tvs import LISTING_2, START, tvs_streams  # noqa: E402
+
+from endpoint.clock import VirtualClock  # noqa: E402
+from endpoint.engine import Engine, EngineConfig  # noqa: E402
+from endpoint.replay import Replay, ReplayInput  # noqa: E402
+from store.partitions import KEY_GROUPS  # noqa: E402
+from store.stream_store import StreamStore  # noqa: E402
+from translator.partition import PartitionKey  # noqa: E402
+from translator.temporal import format_instant  # noqa: E402
+
+OXYGEN, TEMPERATURE = "http://example.org/stream/oxygen", "http://example.org/stream/temperature"
+KEYS = {s: PartitionKey("http://www.w3.org/ns/sosa/hasFeatureOfInterest") for s in (OXYGEN, TEMPERATURE)}
+YEARS = 100 * 365 * 86_400_000_000
+
+
+def write_streams(root: Path, sectors: int, seconds: int) -> dict[str, Path]:
+    """Each stream whole (for the replay) and as one file per second under a folder of its own
+    (for Spark), then a keyless element past the end that moves Spark's watermark past the last
+    instant (and is set aside)."""
+    oxygen, temperature = tvs_streams(sectors, seconds, per_second=2, hot=0.09)
+    whole = {}
+    for k, (stream, text) in enumerate(((OXYGEN, oxygen), (TEMPERATURE, temperature))):
+        whole[stream] = root / ("stream%d.trig" % k)
+        whole[stream].write_text(text)
+        body = text[len(PREFIXES):].splitlines(keepends=True)
+        per_second = 2 * 2 * sectors          # two lines per element, two elements per sensor
+        landing = root / ("landing%d" % k)
+        landing.mkdir()
+        chunks = [body[i:i + per_second] for i in range(0, len(body), per_second)]
+        end = START + (seconds + 1) * 1_000_000
+        chunks.append(['ex:end%d prov:generatedAtTime "%s"^^xsd:dateTime .\nex:end%d { ex:x ex:y 1 . }\n'
+                       % (k, format_instant(end), k)])
+        for n, chunk in enumerate(chunks):
+            path = landing / ("%04d.trig" % n)
+            path.write_text(PREFIXES + "".join(chunk))
+            os.utime(path, (1_000_000 + n, 1_000_000 + n))
+    return whole
+
+
+def single_store(streams: dict[str, Path], seconds: int) -> dict:
+    spec = ReplayInput.single(LISTING_2, list(streams.items()), START, START + seconds * 1_000_000)
+    before = process_tree_by_kind()
+    started = time.perf_counter()
+    records = [record for _, record in Replay(spec).run()]
+    elapsed = time.perf_counter() - started
+    after = process_tree_by_kind()
+    return {"seconds": elapsed, "records": records,
+            "cpu": {k: after[k]["cpu"] - before[k]["cpu"] for k in after}, "rss": after["root"]["rss"]}
+
+
+def partitioned(master: str, root: Path, seconds: int) -> dict:
+    from store.ingestion import SourceConfig, SparkIngestion, spark_session
+    spark = spark_session(master)
+    cores = int(master[len("local["):-1])
+    spark.conf.set("spark.sql.shuffle.partitions", str(cores))
+    store = StreamStore()
+    engine = Engine(store, VirtualClock(START), EngineConfig(partition_keys=KEYS, max_delay=YEARS))
+    registered = engine.register(LISTING_2, "q", options={"partition": "?location"})
+    sources = [SourceConfig("s%d" % k, "files", stream=stream, path=str(root / ("landing%d" % k)),
+                            trigger_seconds=0.5, options={"maxFilesPerTrigger": "2"})
+               for k, stream in enumerate((OXYGEN, TEMPERATURE))]
+    run = root / ("run-" + master.strip("[]").replace("[", "-"))
+    ingestion = SparkIngestion(spark, store, sources, run / "checkpoints", run / "quarantine")
+    last = registered.evaluator.policy.fixed_instants(START, START + seconds * 1_000_000)[-1]
+    peak_workers = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.5):
+            peak_workers[0] = max(peak_workers[0], process_tree_by_kind()["other"]["rss"])
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    before = process_tree_by_kind()
+    started = time.perf_counter()
+    sampler.start()
+    ingestion.start_partitioned(engine.partition_plan("q"), engine.accept_partitions)
+    while registered.after < last:
+        time.sleep(0.05)
+    elapsed = time.perf_counter() - started
+    after = process_tree_by_kind()
+    done.set()
+    ingestion.stop()
+    spark.stop()
+    return {"seconds": elapsed, "records": registered.history.since(),
+            "cpu": {k: after[k]["cpu"] - before[k]["cpu"] for k in after}, "rss": after["root"]["rss"],
+            "java_rss": after["java"]["rss"], "workers_peak_rss": peak_workers[0]}
+
+
+def same_rows(a: list[dict], b: list[dict]) -> bool:
+    def rows(records):
+        return {r["time"]: sorted(json.dumps(x, sort_keys=True) for x in r["bindings"]) for r in records}
+    return rows(a) == rows(b)
+
+
+def run(sectors: int, seconds: int) -> str:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        streams = write_streams(root, sectors, seconds)
+        elements = 2 * 2 * sectors * seconds
+        results = {"single store (rspstar replay)": single_store(streams, seconds)}
+        for master in ("local[1]", "local[2]"):
+            out = root / ("%s.json" % master)
+            subprocess.run([sys.executable, __file__, "--one", master, "--root", str(root), "--seconds", str(seconds),
+                            "--out", str(out)], check=True)
+            results["partitioned, Spark %s" % master] = json.loads(out.read_text())
+    reference = results["single store (rspstar replay)"]
+    table = Table("Listing 2 partitioned by sector: %d sectors, %d s of event time (%d elements), "
+                  "%d key groups" % (sectors, seconds, elements, KEY_GROUPS),
+                  ["run", "seconds", "elements/s", "ratio to single store", "same rows",
+                   "driver Python CPU s per 1,000 elements", "JVM CPU s per 1,000", "workers' CPU s per 1,000",
+                   "peak workers' memory (MiB)"])
+    for name, r in results.items():
+        table.add(name, r["seconds"], elements / r["seconds"], reference["seconds"] / r["seconds"],
+                  "yes" if same_rows(reference["records"], r["records"]) else "NO",
+                  1000 * r["cpu"]["root"] / elements, 1000 * r["cpu"]["java"] / elements,
+                  1000 * r["cpu"]["other"] / elements, r.get("workers_peak_rss", 0.0))
+    rows = sum(len(r["bindings"]) for r in reference["records"])
+    return "%s\n\n%s\n%d evaluations, %d rows in all.\n" % (machine(), table.markdown(), len(reference["records"]), rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sectors", type=int, default=1000)
+    parser.add_argument("--seconds", type=int, default=30)
+    parser.add_argument("--one")
+    parser.add_argument("--root")
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    if args.one:
+        Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds)))
+        return
+    report = run(args.sectors, args.seconds)
+    print(report)
+    OUT.mkdir(exist_ok=True)
+    (OUT / "partitioned.md").write_text(report)
+
+
+if __name__ == "__main__":
+    main()
