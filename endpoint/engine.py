@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from store.landing import replace_text
-from store.partitions import MARK, ROWS, PartitionPlan
+from store.partitions import FAILED, MARK, ROWS, PartitionPlan
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.errors import TranslatorError
@@ -423,6 +423,9 @@ class Engine:
             return 0
         through = max((row[1] for row in emitted if row[0] == MARK), default=-1)
         late = sum(row[4] for row in emitted if row[0] == MARK)
+        failed = min((row for row in emitted if row[0] == FAILED), default=None, key=lambda row: row[1])
+        if failed is not None:     # the instants before it are complete; it and the rest are not
+            through = min(through, failed[1] - 1)
         rows: dict[int, list[dict]] = {}
         counts: dict[int, int] = {}
         for kind, instant, _, payload, count in emitted:
@@ -430,6 +433,8 @@ class Engine:
                 rows.setdefault(instant, []).extend(json.loads(payload))
                 counts[instant] = counts.get(instant, 0) + count
         with registered.lock:
+            if registered.status.state != "running":
+                return 0
             if late:
                 registered.status.late_elements += late
                 log.warning("query %s: %d late element(s), kept for the windows still open", query_id, late)
@@ -441,6 +446,11 @@ class Engine:
             registered.status.next_close = registered.next_instant()
             if instants:
                 self._save_progress(registered)
+            if failed is not None:     # as a failing evaluation stops a query of the single store
+                registered.status.state = "failed"
+                registered.status.failures += 1
+                registered.status.last_error = failed[3]
+                log.error("query %s failed at %s: %s", query_id, format_instant(failed[1]), failed[3])
         return len(instants)
 
     def _emit(self, registered: RegisteredQuery, instant: int, trigger: str, evaluation: Evaluation | None) -> None:

@@ -221,7 +221,8 @@ class SparkIngestion:
                                             quarantine_max_bytes=quarantine_max_bytes)
                         for s in sources}
         self.queries: dict = {}                 # streaming queries by name (a source's or a group's)
-        self.partitioned: dict = {}             # partitioned queries' streaming queries, by query id
+        # How to start a partitioned query's streaming query again (named PARTITIONED_PREFIX + id).
+        self._restarts: dict[str, Callable[[], None]] = {}
         self.quarantine_dir = quarantine_dir
         self.quarantine_max_bytes = quarantine_max_bytes
         self.batches: dict[str, int] = {s.name: 0 for s in sources}
@@ -338,6 +339,8 @@ class SparkIngestion:
         a key to the quarantine."""
         name = PARTITIONED_PREFIX + plan.query_id
         self.stop_partitioned(plan.query_id)
+        self._restarts[name] = functools.partial(self.start_partitioned, plan, deliver, trigger_seconds)
+        self.health.setdefault(name, SourceHealth())
         sources = [s for s in self.sources if set(_streams_of(s)) & set(plan.keys)]
         if not sources:
             raise IngestionError("partitioned query %s: no source feeds %s" % (plan.query_id, ", ".join(plan.streams())))
@@ -361,7 +364,7 @@ class SparkIngestion:
             deliver(plan.query_id, [row for row in rows if row[0] != KEYLESS])
 
         seconds = trigger_seconds or min(s.trigger_seconds for s in sources)
-        self.partitioned[plan.query_id] = (
+        self.queries[name] = (
             emitted.writeStream.outputMode("append").foreachBatch(write)
             .option("checkpointLocation", str(self.checkpoint_dir / "partitioned" / file_safe(plan.query_id)))
             .queryName("rspstar-" + name).trigger(processingTime="%g seconds" % seconds).start())
@@ -369,10 +372,13 @@ class SparkIngestion:
     def stop_partitioned(self, query_id: str, forget: bool = False) -> None:
         """Stop a partitioned query's streaming query between micro-batches; with `forget`, its
         checkpoint goes too (the query was removed: a new one under its id starts afresh)."""
-        query = self.partitioned.pop(query_id, None)
+        name = PARTITIONED_PREFIX + query_id
+        query = self.queries.pop(name, None)
         if query is not None:
             _stop_between_batches(query)
         if forget:
+            self._restarts.pop(name, None)
+            self.health.pop(name, None)
             shutil.rmtree(self.checkpoint_dir / "partitioned" / file_safe(query_id), ignore_errors=True)
 
     def supervise(self, now: float) -> list[str]:
@@ -382,7 +388,7 @@ class SparkIngestion:
         seconds. Returns the names of the queries restarted now (a source's own name, or its
         group's)."""
         restarted = []
-        for name in self.groups if self._supervised else []:
+        for name in [*self.groups, *self._restarts] if self._supervised else []:
             health = self.health[name]
             if name not in self.queries or self._active(name):
                 continue
@@ -394,7 +400,7 @@ class SparkIngestion:
             if now < health.next_restart:
                 continue
             try:
-                self._start_query(name)
+                self._restarts[name]() if name in self._restarts else self._start_query(name)
             except Exception as e:  # tried again after the next back-off
                 health.last_error = "restart failed: %s" % _cause(str(e))
                 log.error("source %s: %s", name, health.last_error)
@@ -428,13 +434,12 @@ class SparkIngestion:
         group) leaves nothing to stop: what it committed is in the store."""
         self._supervised = False
         try:
-            for query in [*self.queries.values(), *self.partitioned.values()]:
+            for query in self.queries.values():
                 _stop_between_batches(query, timeout)
         except _JVM_GONE:
             log.warning("Spark's JVM stopped before its streaming queries did")
         finally:
             self.queries.clear()
-            self.partitioned.clear()
 
     def _active(self, name: str) -> bool:
         try:
@@ -443,11 +448,15 @@ class SparkIngestion:
             return False
 
     def status(self) -> dict:
-        return {name: {"last_batch": self.batches[name], "quarantined": dict(self.writers[name].quarantined),
-                       "query": self.query_of[name], "active": self._active(self.query_of[name]),
-                       "restarts": self.health[self.query_of[name]].restarts,
-                       "last_error": self.health[self.query_of[name]].last_error}
-                for name in self.writers}
+        sources = {name: {"last_batch": self.batches[name], "quarantined": dict(self.writers[name].quarantined),
+                          "query": self.query_of[name], "active": self._active(self.query_of[name]),
+                          "restarts": self.health[self.query_of[name]].restarts,
+                          "last_error": self.health[self.query_of[name]].last_error}
+                   for name in self.writers}
+        partitioned = {name: {"query": name, "active": self._active(name), "restarts": self.health[name].restarts,
+                              "last_error": self.health[name].last_error}
+                       for name in self._restarts}
+        return {**sources, **partitioned}
 
 
 def payloads_of(source: SourceConfig, rows) -> list[Payload]:

@@ -33,6 +33,8 @@ from .terms import select_rows, term_to_ntriples
 # What a key group emits: an instant's rows, the watermark it saw at a micro-batch (with how
 # many of its new elements came in late), an element without a key (set aside).
 ROWS, MARK, KEYLESS = "rows", "mark", "keyless"
+# An evaluation that raised, with the error: the driver fails the query, as the single store does.
+FAILED = "failed"
 # Elements without a key are grouped under this one (no key value is empty: keys are terms).
 NO_KEY = ""
 # Keys are spread over this many key groups, each one Spark state: evaluating a group's keys
@@ -182,7 +184,13 @@ class PlanRunner:
             store = self._store(elements)
             try:
                 for instant in instants:
-                    rows, count = self._evaluate(store, instant)
+                    try:
+                        rows, count = self._evaluate(store, instant)
+                    except Exception as e:  # the driver fails the query; the group keeps what it had
+                        emitted += [(FAILED, instant, group, "%s: %s" % (type(e).__name__, e), 0),
+                                    (MARK, through, group, "", late)]
+                        kept = state if state is not None else PartitionState.of(after, elements)
+                        return emitted, kept.row()
                     if rows:
                         emitted.append((ROWS, instant, group, json.dumps(rows), count))
             finally:

@@ -176,3 +176,27 @@ def test_a_background_update_reaches_the_partitions_plan():
                              "<http://example.org/lab9> }")
     assert heard == [("background", "q")]
     assert b"<http://example.org/lab9>" in engine.partition_plan("q").background
+
+
+def test_an_evaluation_failing_on_an_executor_fails_the_query_after_the_instants_before_it():
+    directory, manifest = case("sliding-window-count")
+    variable, keys = SAFE["sliding-window-count"]
+    engine = engine_for(manifest, directory, keys)
+    registered = engine.register((directory / manifest["query"]).read_text(), "q", options={"partition": variable})
+    runner = PlanRunner(engine.partition_plan("q"))
+    breaks_at = parse_instant("2026-03-01T08:00:30Z")
+    evaluate = runner._evaluate
+
+    def failing(store, instant):
+        if instant >= breaks_at:
+            raise RuntimeError("the store gave way")
+        return evaluate(store, instant)
+
+    runner._evaluate = failing
+    batches, _ = play(runner, keyed_elements(stream_payloads(directory, manifest), keys),
+                      parse_instant(manifest["to"]), 2_000_000)
+    for emitted in batches:
+        engine.accept_partitions("q", emitted)
+    times = [parse_instant(r["time"]) for r in registered.history.since()]
+    assert times and max(times) < breaks_at
+    assert registered.status.state == "failed" and "RuntimeError: the store gave way" in registered.status.last_error
