@@ -6,6 +6,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from store.partitions import DEFAULT_KEY_GROUPS
 from translator.errors import PositionedError, TemporalValueError, TranslatorError
 from translator.partition import PartitionError, PartitionKey
 from translator.temporal import parse_duration
@@ -101,6 +102,7 @@ def load_config(path: Path, data_dir: Path | None = None) -> Config:
         max_reports_per_second=float(engine_table.get("max_reports_per_second", DEFAULT_MAX_REPORTS_PER_SECOND)),
         max_elements=_whole(engine_table, "max_elements", DEFAULT_MAX_ELEMENTS, where),
         partition_keys=_partition_keys(raw.get("partition_keys", {}), "%s [partition_keys]" % path),
+        key_groups=_whole(engine_table, "key_groups", DEFAULT_KEY_GROUPS, where),
     )
     queries = []
     for k, entry in enumerate(raw.get("queries", [])):

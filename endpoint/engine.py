@@ -21,7 +21,7 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from store.landing import replace_text
-from store.partitions import FAILED, MARK, ROWS, PartitionPlan
+from store.partitions import DEFAULT_KEY_GROUPS, FAILED, MARK, ROWS, PartitionPlan
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.errors import TranslatorError
@@ -173,6 +173,7 @@ class EngineConfig:
     max_reports_per_second: float = DEFAULT_MAX_REPORTS_PER_SECOND   # evaluations a query may ask for
     max_elements: int = DEFAULT_MAX_ELEMENTS            # the most elements a count window may hold
     partition_keys: dict[str, PartitionKey] = field(default_factory=dict)   # per stream, for partitioned queries
+    key_groups: int = DEFAULT_KEY_GROUPS                # what a partitioned query's keys are spread over
 
 
 class Engine:
@@ -409,7 +410,8 @@ class Engine:
         return PartitionPlan(query_id, registered.spec.text,
                              {s: self.config.partition_keys[s] for s in registered.query.streams},
                              self.store.background_nquads(), options.dialect, options.start, options.report,
-                             registered.evaluator.rewrite_options, options.rspu_cache, self.config.max_delay)
+                             registered.evaluator.rewrite_options, options.rspu_cache, self.config.max_delay,
+                             self.config.key_groups)
 
     def accept_partitions(self, query_id: str, emitted: list[tuple]) -> int:
         """A micro-batch of a partitioned query's keys, as (kind, instant, key, payload, count):

@@ -339,6 +339,7 @@ class SparkIngestion:
         a key to the quarantine."""
         name = PARTITIONED_PREFIX + plan.query_id
         self.stop_partitioned(plan.query_id)
+        self._supervised = True
         self._restarts[name] = functools.partial(self.start_partitioned, plan, deliver, trigger_seconds)
         self.health.setdefault(name, SourceHealth())
         sources = [s for s in self.sources if set(_streams_of(s)) & set(plan.keys)]
@@ -346,7 +347,7 @@ class SparkIngestion:
             raise IngestionError("partitioned query %s: no source feeds %s" % (plan.query_id, ", ".join(plan.streams())))
         keyed = None
         for source in sources:
-            frame = (self._frame(source).mapInPandas(KeyedFrames(functools.partial(payloads_of, source), plan.keys),
+            frame = (self._frame(source).mapInPandas(KeyedFrames(functools.partial(payloads_of, source), plan.keys, plan.key_groups),
                                                      KEYED_SCHEMA)
                      .withWatermark("event_time", "%d milliseconds" % (source.allowed_lateness // 1000)))
             keyed = frame if keyed is None else keyed.unionByName(frame)
@@ -366,7 +367,7 @@ class SparkIngestion:
         seconds = trigger_seconds or min(s.trigger_seconds for s in sources)
         self.queries[name] = (
             emitted.writeStream.outputMode("append").foreachBatch(write)
-            .option("checkpointLocation", str(self.checkpoint_dir / "partitioned" / file_safe(plan.query_id)))
+            .option("checkpointLocation", str(self._partitioned_checkpoint(plan.query_id) / str(plan.key_groups)))
             .queryName("rspstar-" + name).trigger(processingTime="%g seconds" % seconds).start())
 
     def stop_partitioned(self, query_id: str, forget: bool = False) -> None:
@@ -379,7 +380,12 @@ class SparkIngestion:
         if forget:
             self._restarts.pop(name, None)
             self.health.pop(name, None)
-            shutil.rmtree(self.checkpoint_dir / "partitioned" / file_safe(query_id), ignore_errors=True)
+            shutil.rmtree(self._partitioned_checkpoint(query_id), ignore_errors=True)
+
+    def _partitioned_checkpoint(self, query_id: str) -> Path:
+        """Where a partitioned query's checkpoints are, one per number of key groups: its state
+        holds each key's elements in one group, so another number starts afresh."""
+        return self.checkpoint_dir / "partitioned" / file_safe(query_id)
 
     def supervise(self, now: float) -> list[str]:
         """Restart the streaming queries that have stopped (from their checkpoints, so

@@ -2,7 +2,7 @@
 queries"; the Spark plumbing is in ingestion.py).
 
 Each element is keyed where it is read (`keyed_elements`: the stream's partition key, a
-one-step path over its content), and its key falls in one of KEY_GROUPS key groups. Spark
+one-step path over its content), and its key falls in one of the plan's key groups. Spark
 groups the elements by key group and keeps, per group, the elements that windows still open
 can read, and the last instant evaluated. At every micro-batch `PlanRunner.step` evaluates each
 group's instants that the watermark has passed with the query's compiled plan (the same
@@ -37,16 +37,17 @@ ROWS, MARK, KEYLESS = "rows", "mark", "keyless"
 FAILED = "failed"
 # Elements without a key are grouped under this one (no key value is empty: keys are terms).
 NO_KEY = ""
-# Keys are spread over this many key groups, each one Spark state: evaluating a group's keys
-# together gives the union of their results (the query is partition-safe), and costs one store
-# and one evaluation per group and instant instead of one per key (a thousand sectors would be
-# a thousand stores at every instant).
-KEY_GROUPS = 64
+# Keys are spread over key groups, each one Spark state: evaluating a group's keys together
+# gives the union of their results (the query is partition-safe), and costs one store and one
+# evaluation per group and instant instead of one per key (a thousand sectors would be a
+# thousand stores at every instant). The groups bound how many executor cores can share a
+# query's work.
+DEFAULT_KEY_GROUPS = 64
 
 
-def key_group(key: str) -> str:
+def key_group(key: str, groups: int) -> str:
     """The key group of a key value (stable across processes and restarts)."""
-    return NO_KEY if key == NO_KEY else str(zlib.crc32(key.encode("utf-8")) % KEY_GROUPS)
+    return NO_KEY if key == NO_KEY else str(zlib.crc32(key.encode("utf-8")) % groups)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class PartitionPlan:
     rewrite: RewriteOptions = field(default_factory=RewriteOptions)
     rspu_cache: bool = True
     max_delay: int | None = None       # µs: an instant is due this long after it, watermark or not
+    key_groups: int = DEFAULT_KEY_GROUPS
 
     def streams(self) -> list[str]:
         return sorted(self.keys)
@@ -241,15 +243,16 @@ _KEYED_COLUMNS = ["key", "stream", "timestamp", "graph", "nquads", "reason"]
 class KeyedFrames:
     """mapInPandas: a source's rows (stream, origin, text, ingest_time) to keyed elements."""
 
-    def __init__(self, payloads, keys: dict[str, PartitionKey]):
+    def __init__(self, payloads, keys: dict[str, PartitionKey], groups: int):
         self.payloads = payloads     # rows -> payloads, as the source reads them
         self.keys = keys
+        self.groups = groups
 
     def __call__(self, frames):
         import pandas as pd
         for frame in frames:
             found = keyed_elements(self.payloads(frame.to_dict("records")), self.keys)
-            out = pd.DataFrame([[key_group(e.key)] + [getattr(e, c) for c in _KEYED_COLUMNS] for e in found],
+            out = pd.DataFrame([[key_group(e.key, self.groups)] + [getattr(e, c) for c in _KEYED_COLUMNS] for e in found],
                                columns=["key_group"] + _KEYED_COLUMNS)
             out["timestamp"] = out["timestamp"].astype("int64")
             out["event_time"] = pd.to_datetime(out["timestamp"], unit="us", utc=True)

@@ -85,7 +85,7 @@ def play(runner, elements, through, batch_micros):
         emitted = []
         by_key: dict[str, list] = {}
         for e in new:
-            by_key.setdefault(key_group(e.key), []).append(e)
+            by_key.setdefault(key_group(e.key, runner.plan.key_groups), []).append(e)
         for key in set(by_key) | set(states):
             out, keep = runner.step(key, by_key.get(key, []), states.pop(key, None), watermark, 0)
             emitted += out
@@ -99,11 +99,11 @@ def play(runner, elements, through, batch_micros):
 
 
 @pytest.mark.parametrize("name", sorted(SAFE))
-@pytest.mark.parametrize("batch_seconds", [1, 4])
-def test_partitioned_evaluation_gives_the_single_store_results(name, batch_seconds):
+@pytest.mark.parametrize("batch_seconds, key_groups", [(1, 64), (4, 64), (2, 3)])
+def test_partitioned_evaluation_gives_the_single_store_results(name, batch_seconds, key_groups):
     directory, manifest = case(name)
     variable, keys = SAFE[name]
-    engine = engine_for(manifest, directory, keys)
+    engine = engine_for(manifest, directory, keys, key_groups=key_groups)
     options = {**(manifest.get("options") or {}), "partition": variable}
     registered = engine.register((directory / manifest["query"]).read_text(), "q", options=options)
     assert registered.partitioned and engine.tick() == 0      # not evaluated by the runner

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import compare_lines
 from store.codec import Payload, canonical, decode
-from store.ingestion import SourceConfig, SparkIngestion, spark_session
+from store.ingestion import RESTART_FIRST_SECONDS, SourceConfig, SparkIngestion, spark_session
 from store.stream_store import StreamStore
 from test_partitions import SAFE, case, engine_for
 from translator.temporal import format_instant, parse_instant
@@ -76,9 +76,13 @@ def run_partitioned(spark, name, partitions, tmp_path, restart_after=None):
     try:
         ingestion.start_partitioned(engine.partition_plan("q"), engine.accept_partitions)
         if restart_after is not None:
+            # Its streaming query stops under it (as a failure would stop it): the supervisor
+            # starts it again from the checkpoint after the back-off.
             assert wait_for(lambda: len(registered.history.since()) >= restart_after)
-            ingestion.stop_partitioned("q")
-            ingestion.start_partitioned(engine.partition_plan("q"), engine.accept_partitions)
+            ingestion.queries["partitioned-q"].stop()
+            assert ingestion.supervise(1000.0) == []
+            assert ingestion.supervise(1000.0 + RESTART_FIRST_SECONDS) == ["partitioned-q"]
+            assert ingestion.status()["partitioned-q"]["restarts"] == 1
         assert wait_for(lambda: registered.after >= to), registered.status.describe()
     finally:
         ingestion.stop()
