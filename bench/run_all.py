@@ -11,6 +11,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import annotated_vs_reified  # noqa: E402
 import compile_once  # noqa: E402
+import partitioned  # noqa: E402
 import eviction  # noqa: E402
 import replay_throughput  # noqa: E402
 import rsp_js_compare  # noqa: E402
@@ -25,7 +26,7 @@ def main() -> None:
                 replay_throughput.run(100_000).markdown(), compile_once.run().markdown(), eviction.run().markdown(),
                 uncertainty_tvs.run([10, 100, 1000]), uncertainty_tvs.run([1000], "simulator"),
                 rsp_js_compare.run(1000, 100), annotated_vs_reified.run(), spark_ingestion.throughput(100_000),
-                tvs_live.run(90), tvs_live.run_sensors(60),
+                tvs_live.run(90), tvs_live.run_sensors(60), partitioned.run(1000, 30),
                 "The soak benchmarks run separately: python bench/spark_ingestion.py soak and python bench/serve_soak.py (see README)."]
     text = "\n".join(sections)
     print(text)
