@@ -147,7 +147,7 @@ class PlanRunner:
         self.policy = report_policy(self.query, plan.report)
         self.template: Template = compile_template(self.query, plan.rewrite)
         self.functions = FunctionLibrary(cache=plan.rspu_cache)
-        # How long after an element some window can still hold it: its range and lag, and a
+        # How long after an element some window can still hold it: a range and a step, and a
         # periodic instant reading a close up to a period later.
         period = self.query.computed_every or 0
         self.reach = max(w.range + w.step for w in self.query.windows.values()) + period

@@ -61,6 +61,16 @@ def engine_for(manifest, directory, keys, store=None, **config):
                   EngineConfig(partition_keys=keys, federation_allowed=None, **config))
 
 
+def registered_case(name, **config):
+    """A safe case's query registered partitioned on a fresh engine (id "q")."""
+    directory, manifest = case(name)
+    variable, keys = SAFE[name]
+    engine = engine_for(manifest, directory, keys, **config)
+    registered = engine.register((directory / manifest["query"]).read_text(), "q",
+                                 options={**(manifest.get("options") or {}), "partition": variable})
+    return directory, manifest, keys, engine, registered
+
+
 def stream_payloads(directory, manifest):
     return [Payload(stream, "trig", str(directory / file), (directory / file).read_text(), 0)
             for stream, file in manifest["streams"].items()]
@@ -101,11 +111,7 @@ def play(runner, elements, through, batch_micros):
 @pytest.mark.parametrize("name", sorted(SAFE))
 @pytest.mark.parametrize("batch_seconds, key_groups", [(1, 64), (4, 64), (2, 3)])
 def test_partitioned_evaluation_gives_the_single_store_results(name, batch_seconds, key_groups):
-    directory, manifest = case(name)
-    variable, keys = SAFE[name]
-    engine = engine_for(manifest, directory, keys, key_groups=key_groups)
-    options = {**(manifest.get("options") or {}), "partition": variable}
-    registered = engine.register((directory / manifest["query"]).read_text(), "q", options=options)
+    directory, manifest, keys, engine, registered = registered_case(name, key_groups=key_groups)
     assert registered.partitioned and engine.tick() == 0      # not evaluated by the runner
     runner = PlanRunner(engine.partition_plan("q"))
     elements = keyed_elements(stream_payloads(directory, manifest), keys)
@@ -132,10 +138,7 @@ def test_queries_that_are_not_partition_safe_are_refused_with_their_rule(name):
 
 
 def test_an_instant_is_evaluated_once_whatever_replays_it():
-    directory, manifest = case("sliding-window-count")
-    variable, keys = SAFE["sliding-window-count"]
-    engine = engine_for(manifest, directory, keys)
-    registered = engine.register((directory / manifest["query"]).read_text(), "q", options={"partition": variable})
+    directory, manifest, keys, engine, registered = registered_case("sliding-window-count")
     runner = PlanRunner(engine.partition_plan("q"))
     batches, _ = play(runner, keyed_elements(stream_payloads(directory, manifest), keys),
                       parse_instant(manifest["to"]), 2_000_000)
@@ -165,10 +168,7 @@ def test_elements_without_one_key_are_set_aside_with_the_reason():
 
 
 def test_a_background_update_reaches_the_partitions_plan():
-    directory, manifest = case("optional-minus-background")
-    variable, keys = SAFE["optional-minus-background"]
-    engine = engine_for(manifest, directory, keys)
-    engine.register((directory / manifest["query"]).read_text(), "q", options={"partition": variable})
+    engine = registered_case("optional-minus-background")[3]
     heard = []
     engine.listeners.append(lambda event, query_id: heard.append((event, query_id)))
     assert b"http://example.org/lab9" not in engine.partition_plan("q").background
@@ -179,10 +179,7 @@ def test_a_background_update_reaches_the_partitions_plan():
 
 
 def test_an_evaluation_failing_on_an_executor_fails_the_query_after_the_instants_before_it():
-    directory, manifest = case("sliding-window-count")
-    variable, keys = SAFE["sliding-window-count"]
-    engine = engine_for(manifest, directory, keys)
-    registered = engine.register((directory / manifest["query"]).read_text(), "q", options={"partition": variable})
+    directory, manifest, keys, engine, registered = registered_case("sliding-window-count")
     runner = PlanRunner(engine.partition_plan("q"))
     breaks_at = parse_instant("2026-03-01T08:00:30Z")
     evaluate = runner._evaluate

@@ -11,7 +11,7 @@ from conftest import compare_lines
 from store.codec import Payload, canonical, decode
 from store.ingestion import RESTART_FIRST_SECONDS, SourceConfig, SparkIngestion, spark_session
 from store.stream_store import StreamStore
-from test_partitions import SAFE, case, engine_for
+from test_partitions import registered_case
 from translator.temporal import format_instant, parse_instant
 
 pytestmark = pytest.mark.slow
@@ -60,14 +60,10 @@ def wait_for(predicate, seconds=TIMEOUT):
 
 
 def run_partitioned(spark, name, partitions, tmp_path, restart_after=None):
-    directory, manifest = case(name)
-    variable, keys = SAFE[name]
     store = StreamStore()
     # The recorded elements are months old: instants are due by the watermark alone here, not
     # by max_delay of wall-clock time.
-    engine = engine_for(manifest, directory, keys, store, max_delay=YEARS)
-    registered = engine.register((directory / manifest["query"]).read_text(), "q",
-                                 options={**(manifest.get("options") or {}), "partition": variable})
+    directory, manifest, _, engine, registered = registered_case(name, store=store, max_delay=YEARS)
     spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
     ingestion = SparkIngestion(spark, store, land(directory, manifest, tmp_path), tmp_path / "checkpoints",
                                tmp_path / "quarantine")
