@@ -10,6 +10,10 @@ Kafka broker stops only its own. Spark contributes file discovery, sockets, the 
 simulator, Kafka, and checkpoints that survive restarts; pointing `master` at a cluster scales
 the sources out.
 
+A partitioned query (README "Partitioned queries") is a streaming query of its own over the
+sources of its streams: elements keyed on the executors, kept and evaluated per key group in
+Spark's state (store/partitions.py), the rows handed to the engine on the driver.
+
 Sources (config `[[sources]]`, each bound to a stream IRI):
 - `files`: a landing directory; `*.trig` documents are read whole, `*.nq` / `*.nquads` as
   N-Quads lines, `*.jsonl` as JSON envelopes (spec §1). Drop files atomically: write
