@@ -197,3 +197,38 @@ def test_an_evaluation_failing_on_an_executor_fails_the_query_after_the_instants
     times = [parse_instant(r["time"]) for r in registered.history.since()]
     assert times and max(times) < breaks_at
     assert registered.status.state == "failed" and "RuntimeError: the store gave way" in registered.status.last_error
+
+
+class RecordingIngestion:
+    """What serve's wiring asks of Spark, written down (start fails while `refuse` is set)."""
+
+    def __init__(self):
+        self.calls = []
+        self.refuse = None
+
+    def start_partitioned(self, plan, deliver):
+        if self.refuse:
+            raise RuntimeError(self.refuse)
+        self.calls.append(("start", plan.query_id, plan.background))
+
+    def stop_partitioned(self, query_id, forget=False):
+        self.calls.append(("stop", query_id, forget))
+
+
+def test_serve_starts_restarts_and_stops_the_partitioned_streaming_queries():
+    from endpoint.serve import run_partitioned
+    directory, manifest, keys, engine, registered = registered_case("optional-minus-background")
+    ingestion = RecordingIngestion()
+    run_partitioned(engine, ingestion)                  # the restored query starts with the engine
+    assert [c[:2] for c in ingestion.calls] == [("start", "q")]
+    engine.register((directory / manifest["query"]).read_text(), "plain")    # single store: not Spark's
+    engine.update_background("INSERT DATA { <http://example.org/ox9> <http://example.org/calibratedBy> "
+                             "<http://example.org/lab9> }")
+    assert [c[:2] for c in ingestion.calls] == [("start", "q"), ("start", "q")]
+    assert b"lab9" in ingestion.calls[-1][2]             # with the background as it is now
+    engine.remove("q")
+    assert ingestion.calls[-1] == ("stop", "q", True)
+    ingestion.refuse = "no source feeds http://example.org/stream/oxygen"
+    again = engine.register((directory / manifest["query"]).read_text(), "q2",
+                            options={"partition": SAFE["optional-minus-background"][0]})
+    assert again.status.state == "failed" and "no source feeds" in again.status.last_error
