@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from .model import ContinuousQuery, QueryForm, TimeWindow
 from .syntax import (
-    Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, TriplesBlock, UnionPattern,
+    Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, TriplesBlock, nested_groups,
 )
 from .tokens import NAME, VAR
 
@@ -183,17 +183,6 @@ def _element_local(group: Group, tokens) -> bool:
             return False
         if isinstance(item, Keyworded) and tokens[item.head.start].text.upper() == "SERVICE":
             return False
-        nested = []
-        if isinstance(item, Group):
-            nested = [item]
-        elif isinstance(item, Keyworded):
-            nested = [item.group]
-        elif isinstance(item, SubSelect):
-            nested = [item.where]
-        elif isinstance(item, UnionPattern):
-            nested = item.groups
-        elif isinstance(item, (Filter, Bind)):
-            nested = [part for part in item.expression.parts if isinstance(part, Group)]
-        if not all(_element_local(g, tokens) for g in nested):
+        if not all(_element_local(g, tokens) for g in nested_groups(item)):
             return False
     return True

@@ -32,9 +32,7 @@ from dataclasses import dataclass
 from .errors import TranslatorError
 from .incremental import _AGGREGATES, _words
 from .model import ContinuousQuery, QueryForm, TimeWindow
-from .syntax import (
-    Bind, Filter, GraphPattern, Group, Keyworded, ParsedBody, SubSelect, Term, TriplesBlock, UnionPattern,
-)
+from .syntax import GraphPattern, Group, ParsedBody, Span, Term, TriplesBlock, nested_groups
 from .tokens import NAME, VAR
 
 RULES = ("form", "window", "binds", "joins", "aggregates", "distinct", "modifiers", "service", "report")
@@ -130,7 +128,7 @@ def _group_by_variables(body: ParsedBody) -> set[str]:
     tokens = body.tokens
     found = set()
     for part in body.modifiers.parts:
-        if not hasattr(part, "start"):
+        if not isinstance(part, Span):
             continue
         grouping = False
         for k in range(part.start, part.end):
@@ -166,7 +164,7 @@ def _default_graph_patterns(group: Group) -> bool:
     for item in group.items:
         if isinstance(item, TriplesBlock):
             return True
-        if not isinstance(item, GraphPattern) and any(_default_graph_patterns(g) for g in _nested_groups(item)):
+        if not isinstance(item, GraphPattern) and any(_default_graph_patterns(g) for g in nested_groups(item)):
             return True
     return False
 
@@ -180,26 +178,12 @@ def _graph_blocks(group: Group):
             yield item
             yield from _graph_blocks(item.group)
         else:
-            for nested in _nested_groups(item):
+            for nested in nested_groups(item):
                 yield from _graph_blocks(nested)
 
 
-def _nested_groups(item) -> list[Group]:
-    if isinstance(item, Group):
-        return [item]
-    if isinstance(item, Keyworded):
-        return [item.group]
-    if isinstance(item, SubSelect):
-        return [item.where]
-    if isinstance(item, UnionPattern):
-        return list(item.groups)
-    if isinstance(item, (Filter, Bind)):
-        return [part for part in item.expression.parts if isinstance(part, Group)]
-    return []
-
-
 def _no_window_inside(body: ParsedBody, item) -> None:
-    for group in _nested_groups(item) + ([item.group] if isinstance(item, GraphPattern) else []):
+    for group in nested_groups(item) + ([item.group] if isinstance(item, GraphPattern) else []):
         for nested in group.items:
             if isinstance(nested, GraphPattern) and nested.is_window:
                 raise PartitionError("joins", "WINDOW %s is inside another pattern, not joined by the WHERE "

@@ -169,6 +169,23 @@ class TriplesBlock:
 Node = Union[Group, GraphPattern, Keyworded, UnionPattern, SubSelect, Bind, Filter, InlineData, TriplesBlock]
 
 
+def nested_groups(item: Node) -> list[Group]:
+    """The groups directly inside a pattern item (its own group, OPTIONAL's, a sub-select's
+    WHERE, UNION's branches, EXISTS inside a FILTER or BIND); a GRAPH or WINDOW's group is
+    left to the caller, which usually treats it apart."""
+    if isinstance(item, Group):
+        return [item]
+    if isinstance(item, Keyworded):
+        return [item.group]
+    if isinstance(item, SubSelect):
+        return [item.where]
+    if isinstance(item, UnionPattern):
+        return list(item.groups)
+    if isinstance(item, (Filter, Bind)):
+        return [part for part in item.expression.parts if isinstance(part, Group)]
+    return []
+
+
 @dataclass
 class ParsedBody:
     """Everything the rewriter needs: tokens, prologue, the WHERE group and modifiers."""
