@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyoxigraph as ox
 
@@ -202,7 +202,7 @@ class PlanRunner:
         emitted.append((MARK, through if through is not None else -1, group, "", late))
         bounds = self.policy.retention(after, None)
         if elements is None and state.oldest >= max(bounds.values()):
-            return emitted, (after, state.oldest, state.newest, state.blob)
+            return emitted, replace(state, after=after).row()
         if elements is None:
             elements = state.elements()
         kept = PartitionState.of(after, [e for e in elements if e[1] >= bounds.get(e[0], e[1])])
