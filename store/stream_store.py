@@ -20,13 +20,14 @@ import logging
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 from urllib.parse import unquote
 
 import pyoxigraph as ox
 
 from translator.model import CountContent
-from translator.temporal import parse_instant
+from translator.errors import TemporalValueError
+from translator.temporal import parse_instant, parse_instants
 from translator.vocabulary import (
     PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
 )
@@ -54,13 +55,15 @@ class OptimisticLoadFailed(StoreError):
     hold part of the document and must be rebuilt by its owner."""
 
 
-@dataclass(frozen=True)
-class StagedElement:
+class StagedElement(NamedTuple):
     """An element written to the store and not yet published to its stream's index."""
 
     graph: str
     timestamp: int
-    stamp: ox.Quad      # its timestamp triple as stored, removed with it
+    # The predicate and literal of its timestamp triple as stored, to remove it with the element.
+    # The triple itself is built again then: building one per element on the way in cost more
+    # than the rest of reading a document's timestamps (bench/replay_throughput.py).
+    stamp: tuple[ox.NamedNode, ox.Literal]
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,8 @@ class StreamStore:
             if isinstance(graph, ox.NamedNode) and graph.value.startswith(TIMESTAMPS_PREFIX):
                 stream = unquote(graph.value[len(TIMESTAMPS_PREFIX):])
                 for quad in self.oxigraph.quads_for_pattern(None, None, None, graph):
-                    self._index.add(stream, parse_instant(quad.object.value), quad.subject.value, quad)
+                    self._index.add(stream, parse_instant(quad.object.value), quad.subject.value,
+                                    (quad.predicate, quad.object))
         for graph in self.oxigraph.named_graphs():
             if isinstance(graph, ox.NamedNode) and graph.value not in self._index \
                     and not is_internal_graph(graph.value):
@@ -227,7 +231,8 @@ class StreamStore:
                     stamp = ox.Quad(ox.NamedNode(element.graph), ts_predicate, element.timestamp_literal, ts_graph)
                     quads.extend(element.quads)
                     quads.append(stamp)
-                    staged[stream].append(StagedElement(element.graph, element.timestamp, stamp))
+                    staged[stream].append(StagedElement(element.graph, element.timestamp,
+                                                        (ts_predicate, element.timestamp_literal)))
             self._write("extend", quads)
             for elements in elements_by_stream.values():
                 self._staged.update(e.graph for e in elements)
@@ -249,7 +254,7 @@ class StreamStore:
             result = read_elements(data, source, fmt, timestamp_predicate, processing_time)
             staged = self.stage_elements(stream, result.elements, timestamp_predicate)
             return DocumentResult(staged, result.untimed_graphs, result.ignored_default_triples)
-        staged = _staged_from(scan, stream, source, timestamp_predicate)
+        staged = _staged_from(scan, source, timestamp_predicate)
         with self._lock:
             self._check_new(s.graph for s in staged)
             try:
@@ -287,7 +292,7 @@ class StreamStore:
                 scan = scan_document(data, fmt, source, timestamp_predicate)
                 # Reading the timestamps also runs beside the write (1.4 s of a 100,000-element
                 # file, bench/replay_throughput.py).
-                staged = None if scan.needs_rewriting else _staged_from(scan, stream, source, timestamp_predicate)
+                staged = None if scan.needs_rewriting else _staged_from(scan, source, timestamp_predicate)
             finally:
                 writer.join()
             if failure:
@@ -304,17 +309,16 @@ class StreamStore:
     def publish(self, stream: str, staged: Iterable[StagedElement]) -> int:
         """Make staged elements part of `stream`: windows see them from now on. Publishing an
         element twice is a no-op (a store reopened from disk has published everything)."""
-        count = 0
         with self._lock:
+            fresh: dict[str, StagedElement] = {}
             for element in staged:
-                if element.graph in self._index:
-                    continue
-                self._staged.discard(element.graph)
-                self._index.add(stream, element.timestamp, element.graph, element.stamp)
-                count += 1
-            if count:
-                self._index.stats_of(stream).ingested += count
-        return count
+                if element.graph not in self._index:
+                    fresh.setdefault(element.graph, element)
+            self._staged.difference_update(fresh)
+            self._index.add_all(stream, fresh.values())
+            if fresh:
+                self._index.stats_of(stream).ingested += len(fresh)
+        return len(fresh)
 
     def add_elements(self, stream: str, elements: Iterable[Element],
                      timestamp_predicate: str = PROV_GENERATED_AT_TIME,
@@ -386,9 +390,11 @@ class StreamStore:
             # directly: no SPARQL update is parsed and matched per close (bench/eviction.py;
             # removing the element graphs costs the most either way).
             if self.remove_evicted:
-                for graph, stamp in doomed:
-                    self._write("remove_graph", ox.NamedNode(graph))
-                    self._write("remove", stamp)
+                ts_graph = ox.NamedNode(timestamps_graph(stream))
+                for graph, (predicate, literal) in doomed:
+                    name = ox.NamedNode(graph)
+                    self._write("remove_graph", name)
+                    self._write("remove", ox.Quad(name, predicate, literal, ts_graph))
             self._evicted_since_compaction += len(doomed)
             self._evicted_since_flush += len(doomed)
             return len(doomed)
@@ -495,10 +501,16 @@ class StreamStore:
             self.generations.close()
 
 
-def _staged_from(scan, stream: str, source: str, timestamp_predicate: str) -> list[StagedElement]:
+def _staged_from(scan, source: str, timestamp_predicate: str) -> list[StagedElement]:
     """The elements a scanned document holds, in time order."""
-    ts_graph, ts_predicate = ox.NamedNode(timestamps_graph(stream)), ox.NamedNode(timestamp_predicate)
-    staged = [StagedElement(g.value, instant_of(lit, g, source), ox.Quad(g, ts_predicate, lit, ts_graph))
-              for g, lit in scan.stamps.items()]
+    ts_predicate = ox.NamedNode(timestamp_predicate)
+    stamps = scan.stamps
+    try:
+        instants = parse_instants([literal.value for literal in stamps.values()])
+    except (AttributeError, TemporalValueError):
+        # Name the element whose timestamp is wrong.
+        instants = [instant_of(literal, graph, source) for graph, literal in stamps.items()]
+    staged = [StagedElement(g.value, instant, (ts_predicate, lit))
+              for (g, lit), instant in zip(stamps.items(), instants)]
     staged.sort(key=lambda s: s.timestamp)
     return staged

@@ -162,6 +162,18 @@ def test_bad_timestamp_is_an_input_error():
         read_elements(data, "x.trig")
 
 
+@pytest.mark.parametrize("stamp,message", [('"soon"', 'timestamp of graph <http://g2>: invalid instant'),
+                                           ("<http://then>", "timestamp of graph <http://g2> is not a literal")])
+def test_a_documents_bad_timestamp_names_its_element(stamp, message):
+    ts = "<http://www.w3.org/ns/prov#generatedAtTime>"
+    data = ('<http://g1> %s "2026-03-01T08:00:00.5Z" . <http://g1> { <http://a> <http://b> 1 . }\n'
+            '<http://g2> %s %s . <http://g2> { <http://a> <http://b> 2 . }' % (ts, ts, stamp)).encode()
+    store = StreamStore()
+    with pytest.raises(RdfInputError, match=message):
+        store.stage_document("http://s", data, ox.RdfFormat.TRIG, "x.trig")
+    assert len(store.oxigraph) == 0
+
+
 def test_optimistic_document_load_matches_the_careful_one_or_asks_for_a_rebuild():
     from store.stream_store import OptimisticLoadFailed
     iri_only = ANNOTATED.replace(b"_:g0", b"ex:g0")

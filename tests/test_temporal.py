@@ -1,7 +1,7 @@
 import pytest
 
 from translator.errors import TemporalValueError
-from translator.temporal import MICROS, format_duration, format_instant, parse_duration, parse_instant
+from translator.temporal import MICROS, format_duration, format_instant, parse_duration, parse_instant, parse_instants
 
 
 @pytest.mark.parametrize("text,micros", [
@@ -45,3 +45,22 @@ def test_instant_fractions_are_exact_to_the_microsecond():
     assert parse_instant("2026-03-01T08:00:01.1234560000Z") % MICROS == 123_456
     with pytest.raises(TemporalValueError, match="finer than a microsecond"):
         parse_instant("2026-03-01T08:00:01.1234567Z")
+
+
+def test_parse_instants_agrees_with_parse_instant_text_by_text():
+    texts = ["2026-03-01T08:00:00.333Z", "2026-03-01T08:00:00.5Z", "2026-03-01T08:00:00Z",
+             "2026-03-01T09:00:00.25+01:00", "2026-03-01T08:00:00.25-00:30", "2026-03-01T08:00:00.000001",
+             "1969-12-31T23:59:59.5Z", "2024-02-29T23:59:59.999999Z", "2026-03-01T24:00:00Z",
+             " 2026-03-01T08:00:00Z ", "2026-03-01T08:00:00.1234560Z", "-0001-01-01T00:00:00Z",
+             "12026-03-01T08:00:00.7Z"]
+    assert parse_instants(texts) == [parse_instant(t) for t in texts]
+    assert parse_instants(["2026-03-01T08:00:00.1Z"] * 3) == [parse_instant("2026-03-01T08:00:00.1Z")] * 3
+
+
+@pytest.mark.parametrize("text", ["2026-02-30T08:00:00.5Z", "2026-03-01T24:00:00.5Z", "2026-03-01T08:60:00.1Z",
+                                  "2026-03-01T08:00:00.1234567Z", "2026-03-01 08:00:00Z"])
+def test_parse_instants_refuses_what_parse_instant_refuses(text):
+    with pytest.raises(TemporalValueError):
+        parse_instant(text)
+    with pytest.raises(TemporalValueError):
+        parse_instants(["2026-03-01T08:00:00Z", text])

@@ -82,6 +82,30 @@ def parse_instant(text: str) -> int:
     return micros
 
 
+# A timestamp's usual form; a document's elements share their seconds far more than their fractions.
+_SECONDS_AND_FRACTION = re.compile(r"(\d{4}-\d\d-\d\dT(?!24)\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?(Z|[+-]\d\d:\d\d)?")
+
+
+def parse_instants(texts) -> list[int]:
+    """`parse_instant` of each text, in order (the first invalid one raises as it would).
+    Each distinct second is parsed once: a stream file's elements are mostly many to a second,
+    and reading their timestamps is on a replay's critical path."""
+    seconds: dict[str, int] = {}
+    instants = []
+    for text in texts:
+        m = _SECONDS_AND_FRACTION.fullmatch(text)
+        if m is None:
+            instants.append(parse_instant(text))
+            continue
+        whole, fraction, zone = m.groups()
+        key = whole + zone if zone else whole
+        base = seconds.get(key)
+        if base is None:
+            base = seconds[key] = parse_instant(key)
+        instants.append(base + int(fraction.ljust(6, "0")) if fraction else base)
+    return instants
+
+
 def _fraction_of_second(fraction: str, text: str) -> int:
     """Microseconds of `.ddd...` (digits only, as the pattern matched): exact, in integers, as
     every element's timestamp goes through here."""
