@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from dataclasses import dataclass
+from typing import Iterable
 
 from translator.model import CountContent
 
@@ -38,19 +39,34 @@ class ElementIndex:
         """Index one element; one below the stream's watermark is counted late. `stamp` is
         whatever the owner needs to remove the element's timestamp again (handed back by
         `cut_before`)."""
+        self.add_all(stream, [(graph, timestamp, stamp)])
+
+    def add_all(self, stream: str, elements: Iterable[tuple[str, int, object]]) -> None:
+        """`add` each (graph, timestamp, stamp) in turn; elements that arrive in time order
+        after everything held are appended in one go (a replay publishes 100,000 so)."""
         entries = self._entries.setdefault(stream, [])
-        entry = (timestamp, next(self._sequence), graph)
-        if not entries or entries[-1] <= entry:
-            entries.append(entry)
-        else:
-            bisect.insort(entries, entry)
-        self._held[graph] = (stream, stamp)
         stats = self.stats_of(stream)
-        stats.elements += 1
-        if stats.watermark is not None and timestamp < stats.watermark:
-            stats.late += 1
-        if stats.latest is None or timestamp > stats.latest:
-            stats.latest = timestamp
+        held, sequence, watermark = self._held, self._sequence, stats.watermark
+        arrived = []
+        in_order = True
+        for graph, timestamp, stamp in elements:
+            entry = (timestamp, next(sequence), graph)
+            in_order = in_order and (not arrived or arrived[-1] <= entry)
+            arrived.append(entry)
+            held[graph] = (stream, stamp)
+            if watermark is not None and timestamp < watermark:
+                stats.late += 1
+        if not arrived:
+            return
+        if in_order and (not entries or entries[-1] <= arrived[0]):
+            entries.extend(arrived)
+        else:
+            for entry in arrived:
+                bisect.insort(entries, entry)
+        stats.elements += len(arrived)
+        latest = max(entry[0] for entry in arrived)
+        if stats.latest is None or latest > stats.latest:
+            stats.latest = latest
 
     def between(self, stream: str, opens: int, closes: int) -> list[str]:
         """Graph names with opens <= τ < closes, in time order (ties in arrival order)."""

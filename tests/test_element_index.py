@@ -12,6 +12,24 @@ def test_elements_are_kept_in_time_order_and_ties_in_arrival_order():
     assert "e3" in index and "e9" not in index
 
 
+def test_adding_elements_together_is_adding_them_one_by_one():
+    batches = [[("e1", 1), ("e2", 2), ("e2b", 2)],       # in order, after everything held
+               [("e4", 4), ("e3", 3)],                   # out of order
+               [("e0", 0), ("e5", 5)],                   # in order, but before what is held
+               []]
+    together, one_by_one = ElementIndex(), ElementIndex()
+    for index in (together, one_by_one):
+        index.advance_watermark("s", 2)
+    for batch in batches:
+        together.add_all("s", [(graph, timestamp, "stamp of " + graph) for graph, timestamp in batch])
+        for graph, timestamp in batch:
+            one_by_one.add("s", timestamp, graph, "stamp of " + graph)
+    assert together.between("s", 0, 10) == one_by_one.between("s", 0, 10) == ["e0", "e1", "e2", "e2b", "e3",
+                                                                              "e4", "e5"]
+    assert together.snapshot() == one_by_one.snapshot() and together.snapshot()["s"].late == 2   # e1 and e0
+    assert together.cut_before("s", 3) == one_by_one.cut_before("s", 3)
+
+
 def test_late_elements_eviction_and_watermarks():
     index = ElementIndex()
     index.add("s", 10, "e10", "stamp of e10")
