@@ -44,21 +44,17 @@ class ElementIndex:
     def add_all(self, stream: str, elements: Iterable[tuple[str, int, object]]) -> None:
         """`add` each (graph, timestamp, stamp) in turn; elements that arrive in time order
         after everything held are appended in one go (a replay publishes 100,000 so)."""
+        elements = list(elements)
+        if not elements:
+            return
         entries = self._entries.setdefault(stream, [])
         stats = self.stats_of(stream)
-        held, sequence, watermark = self._held, self._sequence, stats.watermark
-        arrived = []
-        in_order = True
-        for graph, timestamp, stamp in elements:
-            entry = (timestamp, next(sequence), graph)
-            in_order = in_order and (not arrived or arrived[-1] <= entry)
-            arrived.append(entry)
-            held[graph] = (stream, stamp)
-            if watermark is not None and timestamp < watermark:
-                stats.late += 1
-        if not arrived:
-            return
-        if in_order and (not entries or entries[-1] <= arrived[0]):
+        sequence = self._sequence
+        arrived = [(timestamp, next(sequence), graph) for graph, timestamp, _ in elements]
+        self._held.update((graph, (stream, stamp)) for graph, _, stamp in elements)
+        if stats.watermark is not None:
+            stats.late += sum(1 for entry in arrived if entry[0] < stats.watermark)
+        if (not entries or entries[-1] <= arrived[0]) and all(a <= b for a, b in zip(arrived, arrived[1:])):
             entries.extend(arrived)
         else:
             for entry in arrived:
