@@ -162,14 +162,15 @@ class StreamStore:
         writes are flushed, and grew by ~7 KB per element until the next rebuild (measured:
         41 MB for 20,000 elements with 550 held, 4 MB flushing every 1,000)."""
         with self._lock:
-            held = self._index.held()
-            if self._evicted_since_compaction >= max(self.compact_after, 2 * held):
+            due = self._evicted_since_compaction >= max(self.compact_after, 2 * self._index.held())
+            if due:
                 self._evicted_since_flush = 0
-                return self.compact()
-            if self.path is not None and self._evicted_since_flush >= FLUSH_AFTER_EVICTIONS:
+            elif self.path is not None and self._evicted_since_flush >= FLUSH_AFTER_EVICTIONS:
                 self._evicted_since_flush = 0
                 self.oxigraph.flush()
-        return None
+        # Outside the lock: the copy lets writers and readers in (holding it here kept ingestion
+        # and evaluations out for the whole copy).
+        return self.compact() if due else None
 
     def generation_path(self) -> str | None:
         """Where the live Oxigraph store is on disk (None in memory): another process may open

@@ -243,6 +243,45 @@ def test_writes_during_a_rebuild_reach_the_rebuilt_store():
     assert store.compactions and store.compactions[-1] < 1.0
 
 
+@pytest.mark.parametrize("rebuild", ["compact", "maybe_compact"])
+def test_a_rebuild_lets_writers_in_while_it_copies(monkeypatch, rebuild):
+    import threading
+
+    import store.generations as generations
+    store = StreamStore(compact_after=1)
+    store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
+    store.evict_before("http://s", T0 + 10 * S)          # all evicted: a rebuild is due
+    later = Element("http://example.org/g3", T0 + 20 * S, instant_literal(T0 + 20 * S), [ox.Quad(
+        ox.NamedNode("http://example.org/o"), ox.NamedNode("http://example.org/v"), ox.Literal(3),
+        ox.NamedNode("http://example.org/g3"))])
+    written_during_copy = []
+    real_store = ox.Store
+
+    class Copy:
+        """The fresh store a rebuild fills: an element is written while it copies."""
+
+        def __init__(self, *args):
+            self.store = real_store(*args)
+
+        def bulk_extend(self, quads):
+            writer = threading.Thread(target=store.add_elements, args=("http://s", [later]))
+            writer.start()
+            writer.join(timeout=2)
+            written_during_copy.append((writer, not writer.is_alive()))
+            self.store.bulk_extend(quads)
+
+        def __getattr__(self, name):
+            return getattr(self.store, name)
+
+    monkeypatch.setattr(generations.ox, "Store", Copy)
+    assert getattr(store, rebuild)() is not None
+    [(writer, done_during_copy)] = written_during_copy
+    writer.join()
+    assert done_during_copy
+    assert store.elements_in("http://s", T0, T0 + 30 * S) == ["http://example.org/g3"]
+    assert len(list(store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode("http://example.org/g3")))) == 1
+
+
 def test_background_data_cannot_write_into_a_staged_element():
     store = StreamStore()
     staged = store.stage_document("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig").staged
