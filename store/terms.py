@@ -33,12 +33,14 @@ def triple_to_ntriples(triple) -> str:
 def select_rows(result) -> list[dict]:
     """SELECT solutions as rows of N-Triples terms, without the variables the rewrite
     introduced (SELECT * would show them)."""
-    names = [v.value for v in result.variables if not v.value.startswith(INTERNAL_VARIABLE_PREFIX)]
+    # By position: looking a solution's terms up by name cost a third of reading large results.
+    kept = [(position, variable.value) for position, variable in enumerate(result.variables)
+            if not variable.value.startswith(INTERNAL_VARIABLE_PREFIX)]
     rows = []
     for solution in result:
         row = {}
-        for name in names:
-            term = solution[name]
+        for position, name in kept:
+            term = solution[position]
             if term is not None:
                 row[name] = term_to_ntriples(term)
         rows.append(row)

@@ -389,3 +389,13 @@ def test_a_store_that_keeps_evicted_quads_still_shows_them_to_no_window():
     assert len(store.elements_in("http://s", 0, 2**62)) == 3
     assert store.evict_before("http://s", 2**62) == 3
     assert len(store.oxigraph) == quads and store.elements_in("http://s", 0, 2**62) == []
+
+
+def test_select_rows_keep_the_users_variables_in_n_triples_and_leave_out_unbound_ones():
+    from store.terms import select_rows
+    from translator.rewrite import INTERNAL_VARIABLE_PREFIX
+    store = ox.Store()
+    store.add(ox.Quad(ox.NamedNode("http://a"), ox.NamedNode("http://b"), ox.Literal("x", language="en")))
+    internal = INTERNAL_VARIABLE_PREFIX + "g"
+    result = store.query("SELECT ?s ?%s ?o ?unbound WHERE { ?s ?p ?o BIND(1 AS ?%s) }" % (internal, internal))
+    assert select_rows(result) == [{"s": "<http://a>", "o": '"x"@en'}]
