@@ -60,7 +60,9 @@ class ResultHistory:
     Records are kept as their JSON lines (written once, served as they are). With a `path`,
     they are appended to that JSON-lines file as they come and the latest are read back from
     it, so a restart keeps what users look at; the file is cut back to what is kept whenever
-    it reaches twice the limit of records or of bytes."""
+    it reaches twice the limit of records or of bytes. A limit of 0 keeps nothing (a replay's:
+    its records go to its output, and encoding them for a history cost a quarter of a replay
+    with many results)."""
 
     def __init__(self, limit: int = 1000, path: Path | None = None, max_bytes: int = DEFAULT_HISTORY_BYTES):
         self._lines: collections.deque[tuple[int, str]] = collections.deque()
@@ -89,6 +91,8 @@ class ResultHistory:
             self._bytes -= len(self._lines.popleft()[1])
 
     def append(self, time: int, record: dict) -> None:
+        if self._limit == 0:
+            return
         line = json.dumps(record, sort_keys=True) + "\n"
         with self._lock:
             self._keep(time, line)

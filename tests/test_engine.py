@@ -500,3 +500,10 @@ def test_the_status_names_a_count_windows_next_close_once_its_element_is_in():
     clock.set(T0 + 2 * S)
     assert engine.tick() == 0                      # its watermark has not passed element 2 yet
     assert registered.status.next_close == T0 + 2 * S
+
+
+def test_a_history_of_no_records_keeps_and_writes_nothing(tmp_path):
+    path = tmp_path / "q.jsonl"
+    history = ResultHistory(limit=0, path=path)
+    history.append(T0, {"time": "2026-03-01T08:00:00Z", "bindings": []})
+    assert history.since() == [] and not path.exists()
