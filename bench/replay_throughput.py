@@ -110,19 +110,24 @@ def run_sliding(elements: int, seconds: int = 100) -> Table:
     end = start + seconds * 1_000_000
     table = Table("Sliding windows against raw per-window evaluation (%d elements, %d s of event time)"
                   % (elements, seconds),
-                  ["window", "raw Store.load + SPARQL per window (s)", "rspstar replay, incremental (s)",
-                   "rspstar replay, every window from scratch (s)", "ratio to raw: incremental", "from scratch",
-                   "same rows"])
+                  ["window", "raw Store.load + SPARQL per window (s)", "Store.load alone (s)",
+                   "rspstar replay, incremental (s)", "rspstar replay, every window from scratch (s)",
+                   "ratio to raw: incremental", "from scratch", "ceiling: raw / load alone", "same rows"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.trig"
         path.write_text(sensor_stream(elements, 1000, seconds))
         data = path.read_bytes()
         for label, spec_text in SLIDING:
             raw_seconds, raw_rows = raw_per_window(data, spec_text, start, end)
+            # What every system here pays first, and one Oxigraph store cannot go under.
+            started = time.perf_counter()
+            ox.Store().load(data, ox.RdfFormat.TRIG)
+            load_seconds = time.perf_counter() - started
             on_seconds, on_rows = ours(path, spec_text, start, end, True)
             off_seconds, off_rows = ours(path, spec_text, start, end, False)
-            table.add(label, "%.2f" % raw_seconds, "%.2f" % on_seconds, "%.2f" % off_seconds,
+            table.add(label, "%.2f" % raw_seconds, "%.2f" % load_seconds, "%.2f" % on_seconds, "%.2f" % off_seconds,
                       "%.2fx" % (raw_seconds / on_seconds), "%.2fx" % (raw_seconds / off_seconds),
+                      "%.2fx" % (raw_seconds / load_seconds),
                       "yes (%d)" % raw_rows if raw_rows == on_rows == off_rows else
                       "NO: raw %d, incremental %d, from scratch %d" % (raw_rows, on_rows, off_rows))
     return table
