@@ -43,7 +43,9 @@ class ElementIndex:
 
     def add_all(self, stream: str, elements: Iterable[tuple[str, int, object]]) -> None:
         """`add` each (graph, timestamp, stamp) in turn; elements that arrive in time order
-        after everything held are appended in one go (a replay publishes 100,000 so)."""
+        after everything held are appended in one go (a replay publishes 100,000 so), others
+        sorted in (an insert each moved the whole list: quadratic for a store reopened from
+        disk, whose timestamps come in graph-name order)."""
         elements = list(elements)
         if not elements:
             return
@@ -54,11 +56,10 @@ class ElementIndex:
         self._held.update((graph, (stream, stamp)) for graph, _, stamp in elements)
         if stats.watermark is not None:
             stats.late += sum(1 for entry in arrived if entry[0] < stats.watermark)
-        if (not entries or entries[-1] <= arrived[0]) and all(a <= b for a, b in zip(arrived, arrived[1:])):
-            entries.extend(arrived)
-        else:
-            for entry in arrived:
-                bisect.insort(entries, entry)
+        in_order = (not entries or entries[-1] <= arrived[0]) and all(a <= b for a, b in zip(arrived, arrived[1:]))
+        entries.extend(arrived)
+        if not in_order:
+            entries.sort()
         stats.elements += len(arrived)
         latest = max(entry[0] for entry in arrived)
         if stats.latest is None or latest > stats.latest:

@@ -27,7 +27,7 @@ import pyoxigraph as ox
 
 from translator.model import CountContent
 from translator.errors import TemporalValueError
-from translator.temporal import parse_instant, parse_instants
+from translator.temporal import parse_instants
 from translator.vocabulary import (
     PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
 )
@@ -185,9 +185,10 @@ class StreamStore:
         for graph in list(self.oxigraph.named_graphs()):
             if isinstance(graph, ox.NamedNode) and graph.value.startswith(TIMESTAMPS_PREFIX):
                 stream = unquote(graph.value[len(TIMESTAMPS_PREFIX):])
-                for quad in self.oxigraph.quads_for_pattern(None, None, None, graph):
-                    self._index.add(stream, parse_instant(quad.object.value), quad.subject.value,
-                                    (quad.predicate, quad.object))
+                stamps = list(self.oxigraph.quads_for_pattern(None, None, None, graph))
+                instants = parse_instants([quad.object.value for quad in stamps])
+                self._index.add_all(stream, [(quad.subject.value, instant, (quad.predicate, quad.object))
+                                             for quad, instant in zip(stamps, instants)])
         for graph in self.oxigraph.named_graphs():
             if isinstance(graph, ox.NamedNode) and graph.value not in self._index \
                     and not is_internal_graph(graph.value):
