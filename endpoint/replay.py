@@ -160,15 +160,15 @@ class _Pending:
     def __init__(self, elements: list[StagedElement]):
         self.elements = sorted(elements, key=lambda element: element.timestamp)
         self.timestamps = [element.timestamp for element in self.elements]
-        self.next = 0
+        self.taken = 0          # how many have been published
 
     def take_through(self, instant: int) -> list[StagedElement]:
         """The elements with τ <= instant not taken yet."""
-        end = bisect.bisect_right(self.timestamps, instant, self.next)
-        taken = self.elements[self.next:end]
-        self.next = end
-        return taken
+        end = bisect.bisect_right(self.timestamps, instant, self.taken)
+        due = self.elements[self.taken:end]
+        self.taken = end
+        return due
 
     def timestamps_after(self, instant: int) -> list[int]:
         """The timestamps > instant of the elements not taken yet."""
-        return self.timestamps[bisect.bisect_right(self.timestamps, instant, self.next):]
+        return self.timestamps[bisect.bisect_right(self.timestamps, instant, self.taken):]
