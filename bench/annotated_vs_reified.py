@@ -18,7 +18,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, PREFIXES, Table, iso, machine  # noqa: E402
+from common import PREFIXES, Table, iso, machine, publish  # noqa: E402
 
 from endpoint.evaluation import QueryEvaluator  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
@@ -92,9 +92,7 @@ def run() -> str:
 
 def main() -> None:
     text = "Machine: %s\n\n%s" % (machine(), run())
-    print(text)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "annotated_vs_reified.md").write_text(text)
+    publish("annotated_vs_reified", text)
 
 
 if __name__ == "__main__":

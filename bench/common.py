@@ -17,6 +17,13 @@ PREFIXES = """@prefix ex: <http://example.org/> .
 """
 
 
+def publish(name: str, text: str) -> None:
+    """Print a benchmark's report and keep it as bench/out/<name>.md."""
+    print(text)
+    OUT.mkdir(exist_ok=True)
+    (OUT / (name + ".md")).write_text(text)
+
+
 def machine() -> str:
     import pyoxigraph
     cpu = "unknown cpu"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine  # noqa: E402
+from common import Table, machine, publish  # noqa: E402
 
 from translator.rewrite import compile_template, rewrite  # noqa: E402
 from translator.validate import compile_query  # noqa: E402
@@ -44,9 +44,7 @@ def run() -> Table:
 
 def main() -> None:
     table = run()
-    print(table.markdown())
-    OUT.mkdir(exist_ok=True)
-    (OUT / "compile_once.md").write_text(table.markdown())
+    publish("compile_once", table.markdown())
 
 
 if __name__ == "__main__":

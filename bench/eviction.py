@@ -19,7 +19,7 @@ import pyoxigraph as ox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine  # noqa: E402
+from common import Table, machine, publish  # noqa: E402
 
 from store.rdf_input import Element, instant_literal  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
@@ -82,9 +82,7 @@ def run() -> Table:
 
 def main() -> None:
     table = run()
-    print(table.markdown())
-    OUT.mkdir(exist_ok=True)
-    (OUT / "eviction.md").write_text(table.markdown())
+    publish("eviction", table.markdown())
 
 
 if __name__ == "__main__":

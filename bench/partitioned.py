@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, PREFIXES, Table, machine, process_tree_by_kind  # noqa: E402
+from common import PREFIXES, Table, machine, process_tree_by_kind, publish  # noqa: E402
 from uncertainty_tvs import LISTING_2, START, tvs_streams  # noqa: E402
 
 from endpoint.clock import VirtualClock  # noqa: E402
@@ -157,9 +157,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds)))
         return
     report = run(args.sectors, args.seconds)
-    print(report)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "partitioned.md").write_text(report)
+    publish("partitioned", report)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine, peak_rss_mib, sensor_stream  # noqa: E402
+from common import Table, machine, peak_rss_mib, publish, sensor_stream  # noqa: E402
 
 from endpoint.replay import Replay, ReplayInput  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
@@ -166,9 +166,7 @@ def main() -> None:
     args = parser.parse_args()
     text = "Machine: %s\n\n%s\n%s\n%s" % (machine(), run(args.elements).markdown(), run_sliding(args.elements).markdown(),
                                            run_many(args.elements // 5, 20).markdown())
-    print(text)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "replay_throughput.md").write_text(text)
+    publish("replay_throughput", text)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, PREFIXES, Table, machine, peak_rss_mib  # noqa: E402
+from common import PREFIXES, Table, machine, peak_rss_mib, publish  # noqa: E402
 
 from endpoint.replay import Replay, ReplayInput  # noqa: E402
 from translator.rewrite import rewrite  # noqa: E402
@@ -163,9 +163,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=100)
     args = parser.parse_args()
     text = "Machine: %s\n\n%s" % (machine(), run(args.sensors, args.seconds))
-    print(text)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "rsp_js_compare.md").write_text(text)
+    publish("rsp_js_compare", text)
 
 
 if __name__ == "__main__":

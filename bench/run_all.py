@@ -18,7 +18,7 @@ import rsp_js_compare  # noqa: E402
 import spark_ingestion  # noqa: E402
 import tvs_live  # noqa: E402
 import uncertainty_tvs  # noqa: E402
-from common import OUT, machine  # noqa: E402
+from common import machine, publish  # noqa: E402
 
 
 def main() -> None:
@@ -29,9 +29,7 @@ def main() -> None:
                 tvs_live.run(90), tvs_live.run_sensors(60), partitioned.run(1000, 30),
                 "The soak benchmarks run separately: python bench/spark_ingestion.py soak and python bench/serve_soak.py (see README)."]
     text = "\n".join(sections)
-    print(text)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "RESULTS.md").write_text(text)
+    publish("RESULTS", text)
 
 
 if __name__ == "__main__":

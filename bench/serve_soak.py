@@ -25,7 +25,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine, process_tree_by_kind  # noqa: E402
+from common import Table, machine, process_tree_by_kind, publish  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULTS = REPO / "endpoint" / "defaults" / "default.toml"
@@ -135,9 +135,7 @@ def main() -> None:
     parser.add_argument("--spark", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     table = run(args.minutes, args.warmup, args.scale, args.spark)
-    print(table.markdown())
-    OUT.mkdir(exist_ok=True)
-    (OUT / "serve_soak.md").write_text(table.markdown())
+    publish("serve_soak", table.markdown())
 
 
 if __name__ == "__main__":

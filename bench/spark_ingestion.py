@@ -24,7 +24,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine, sensor_stream  # noqa: E402
+from common import Table, machine, publish, sensor_stream  # noqa: E402
 
 from store.ingestion import SourceConfig, SparkIngestion, spark_session  # noqa: E402
 from store.rdf_input import format_for_path  # noqa: E402
@@ -158,9 +158,7 @@ def main() -> None:
     else:
         text = throughput(args.elements or 100_000)
     text = "Machine: %s\n\n%s" % (machine(), text)
-    print(text)
-    OUT.mkdir(exist_ok=True)
-    (OUT / ("spark_%s%s.md" % (args.mode, "_disk" if getattr(args, "disk", False) else ""))).write_text(text)
+    publish("spark_%s%s" % (args.mode, "_disk" if getattr(args, "disk", False) else ""), text)
 
 
 if __name__ == "__main__":

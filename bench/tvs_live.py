@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, Table, machine, process_tree_rss_mib  # noqa: E402
+from common import Table, machine, process_tree_rss_mib, publish  # noqa: E402
 from uncertainty_tvs import LISTING_2  # noqa: E402
 
 from endpoint.clock import WallClock  # noqa: E402
@@ -130,9 +130,7 @@ def main() -> None:
     else:
         body = run_sensors(args.seconds, rate=args.rate or 1000)
     text = "Machine: %s\n\n%s" % (machine(), body)
-    print(text)
-    OUT.mkdir(exist_ok=True)
-    (OUT / ("live_%s.md" % args.workload)).write_text(text)
+    publish("live_%s" % args.workload, text)
 
 
 if __name__ == "__main__":

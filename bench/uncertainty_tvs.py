@@ -21,7 +21,7 @@ import numpy as np
 import pyoxigraph as ox
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import OUT, PREFIXES, Table, iso, machine  # noqa: E402
+from common import PREFIXES, Table, iso, machine, publish  # noqa: E402
 
 from endpoint.evaluation import EvaluationOptions, H4Choice, QueryEvaluator  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
@@ -193,9 +193,7 @@ def main() -> None:
     parser.add_argument("--profile", choices=sorted(PROFILES), default="selective")
     args = parser.parse_args()
     text = run(args.sectors, args.profile)
-    print(text)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "uncertainty_tvs.md").write_text(text)
+    publish("uncertainty_tvs", text)
 
 
 if __name__ == "__main__":
