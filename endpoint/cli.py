@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from store.errors import StoreError
+from translator.constants import parameterized
 from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from translator.temporal import parse_instant
 from translator.policy import report_policy
@@ -145,6 +146,10 @@ def cmd_check(args) -> int:
             summary["default_graph"] = "the merge of windows %s and the background default graph" % \
                 ", ".join("<%s>" % w for w in query.merged_windows)
     summary["sparql"] = compile_template(query, options.rewrite_options(query)).show().splitlines()
+    shared = parameterized(query) if window is not None and options.share_constants else None
+    if shared is not None:
+        summary["constants"] = ["%s at %d:%d" % (constant, *query.body.source.position(at))
+                                for constant, (at, _) in zip(shared.constants, shared.spans)]
     if window is None and query.windows:
         join, why_not = options.joined_windows(query, policy)
         window = join and "a join of windows %s, each incremental%s" % (

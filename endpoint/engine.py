@@ -34,7 +34,7 @@ from translator.validate import compile_query
 
 from .clock import Clock
 from .errors import EndpointError
-from .evaluation import Evaluation, EvaluationOptions, QueryEvaluator, RangeResults
+from .evaluation import ConstantGroups, Evaluation, EvaluationOptions, QueryEvaluator, RangeResults
 from .sinks import (
     DEFAULT_HISTORY_BYTES, EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests,
 )
@@ -188,6 +188,7 @@ class Engine:
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
         self.range_results = RangeResults()     # what queries with equal window blocks share
+        self.constant_groups = ConstantGroups()  # queries differing only in constants
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed/background
         # Ids removed through `remove`, remembered in the data directory so that a query
         # deleted by a user is not registered again from the configuration at the next start.
@@ -240,7 +241,8 @@ class Engine:
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             history_file = None if self.config.data_dir is None else self.config.data_dir / "history" / (query_id + ".jsonl")
             http_sinks = [HttpSink(query_id, url, self.config.data_dir / "outbox", self.post) for url in sinks]
-            evaluator = QueryEvaluator(query, self.store, evaluation_options, shared=self.range_results)
+            evaluator = QueryEvaluator(query, self.store, evaluation_options, shared=self.range_results,
+                                       groups=self.constant_groups)
             if resume_r2s is not None:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
@@ -292,6 +294,7 @@ class Engine:
                 raise UnknownQuery("no query with id %r" % query_id)
             removed = self._queries.pop(query_id)
             removed.removed = True
+            removed.evaluator.close()
             removed.history.discard()
             self._save_specs()
             self.removed_ids.add(query_id)

@@ -15,12 +15,14 @@ from dataclasses import dataclass, field, fields, replace
 import pyoxigraph as ox
 
 from store.stream_store import StreamStore
-from store.terms import select_rows, triple_to_ntriples
+from store.terms import select_rows, select_rows_by, triple_to_ntriples
+from translator.constants import Parameterized, parameterized
 from translator.incremental import Join, distributive_window, joined_windows
 from translator.dialects import DIALECTS
-from translator.errors import TemporalValueError
+from translator.errors import TemporalValueError, TranslatorError
 from translator.model import R2S, ContinuousQuery, QueryForm
 from translator.policy import POLICIES, ReportPolicy, report_policy
+from translator.parser import parse_query
 from translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
 from translator.temporal import format_instant, parse_instant
 from translator.uncertainty import FunctionLibrary
@@ -46,8 +48,9 @@ class EvaluationOptions:
     language the query is written in (spec §6.5; unset: recognized from the text); start: t0
     of a dialect query's windows (an xsd:dateTime); partition: the variable a partitioned query
     is evaluated per key of (README "Partitioned queries"). The switches exist to measure the
-    optimizations (seed 002's cache, lazy variables and H4, fusing nested rspu: calls, and
-    incremental evaluation of sliding windows); they never change results."""
+    optimizations (seed 002's cache, lazy variables and H4, fusing nested rspu: calls,
+    incremental evaluation of sliding windows, and evaluating together the queries that differ
+    only in constants); they never change results."""
 
     report: str | None = None
     window_default_graph: str | None = None
@@ -58,6 +61,7 @@ class EvaluationOptions:
     h4: bool = True
     fuse_rspu: bool = True
     incremental: bool = True
+    share_constants: bool = True
     partition: str | None = None
 
     @classmethod
@@ -261,12 +265,99 @@ class RangeResults:
                 self._rows.popitem(last=False)
 
 
+class ConstantGroups:
+    """Queries evaluated incrementally whose texts differ only in the literals of their row-wise
+    FILTERs and BINDs (translator.constants), grouped so that one evaluation of a time range
+    serves them all (docs/incremental-evaluation.md)."""
+
+    def __init__(self):
+        self._groups: dict[tuple, _ConstantGroup] = {}
+        self._lock = threading.Lock()
+
+    def join(self, evaluator: "QueryEvaluator", query: Parameterized, options: RewriteOptions) -> "_ConstantGroup":
+        key = (query.key, options)
+        with self._lock:
+            group = self._groups.get(key)
+            if group is None:
+                group = self._groups[key] = _ConstantGroup(query, options, lambda: self._forget(key))
+            group.add(evaluator, query.constants)
+            return group
+
+    def _forget(self, key: tuple) -> None:
+        with self._lock:
+            group = self._groups.get(key)
+            if group is not None and not group.members:
+                del self._groups[key]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._groups)
+
+
+class _ConstantGroup:
+    """The members of one group, the query evaluating all their constants (compiled again when
+    they change), and the rows of ranges evaluated for members that have not read them yet."""
+
+    def __init__(self, query: Parameterized, options: RewriteOptions, forget):
+        self.query = query
+        self.options = options
+        self._forget = forget
+        self.members: dict[QueryEvaluator, tuple[str, ...]] = {}
+        self._compiled: tuple[Template, dict[tuple[str, ...], int]] | None = None
+        self._unread: dict[tuple, dict[QueryEvaluator, list[dict]]] = {}
+        self._lock = threading.Lock()
+
+    def add(self, evaluator: "QueryEvaluator", constants: tuple[str, ...]) -> None:
+        with self._lock:
+            self.members[evaluator] = constants
+            self._compiled = None
+
+    def leave(self, evaluator: "QueryEvaluator") -> None:
+        with self._lock:
+            self.members.pop(evaluator, None)
+            self._compiled = None
+            for unread in self._unread.values():
+                unread.pop(evaluator, None)
+        self._forget()
+
+    def shared(self) -> bool:
+        """Whether the members hold more than one set of constants (equal queries share their
+        ranges through RangeResults already)."""
+        with self._lock:
+            return len(set(self.members.values())) > 1
+
+    def rows(self, evaluator: "QueryEvaluator", key: tuple, elements: list[str], window_opens: int) -> list[dict]:
+        """The rows of `evaluator`'s range `key` (stream, lo, hi, late count) holding
+        `elements`: read from an evaluation made for another member, or evaluated now for
+        every member. Ranges ending at or before `window_opens` are dropped for the stream."""
+        with self._lock:
+            unread = self._unread.get(key)
+            if unread is not None and evaluator in unread:
+                return unread.pop(evaluator)
+            template, rows_of = self._compile()
+            apart = evaluator.store.evaluate(template, {evaluator.incremental_window: elements}, evaluator.functions,
+                                             lambda result: select_rows_by(result, self.query.marker))
+            self._unread[key] = {member: apart.get(rows_of[constants], []) for member, constants in self.members.items()
+                                 if member is not evaluator}
+            for old in [k for k in self._unread if k[0] == key[0] and k[2] <= window_opens]:
+                del self._unread[old]
+            return apart.get(rows_of[self.members[evaluator]], [])
+
+    def _compile(self) -> tuple[Template, dict[tuple[str, ...], int]]:
+        if self._compiled is None:
+            table = sorted(set(self.members.values()))
+            template = compile_template(parse_query(self.query.text(table)), self.options)
+            self._compiled = template, {constants: k for k, constants in enumerate(table)}
+        return self._compiled
+
+
 class QueryEvaluator:
     """Evaluates one registered query at successive instants, keeping its R2S state."""
 
     def __init__(self, query: ContinuousQuery, store: StreamStore,
                  options: EvaluationOptions = EvaluationOptions(),
-                 functions: FunctionLibrary | None = None, shared: RangeResults | None = None):
+                 functions: FunctionLibrary | None = None, shared: RangeResults | None = None,
+                 groups: ConstantGroups | None = None):
         self.query = query
         self.shared = shared
         self._block_text: str | None = None
@@ -280,6 +371,7 @@ class QueryEvaluator:
         # Rewritten once per set of rewrite options (two at most: H4 on and off).
         self._templates: dict[RewriteOptions, Template] = {}
         self.incremental_window = options.incremental_window(query, self.policy)[0]
+        self.constants = self._join_constants(groups) if self.incremental_window is not None else None
         self._ranges: list[_Range] = []      # contiguous, in time order, inside the last window
         self._late_seen: int | None = None
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
@@ -290,6 +382,26 @@ class QueryEvaluator:
                        for w, sub in (join.windows if join else {}).items()}
         self._background = join.background if join else None
         self._background_template: Template | None = None
+
+    def _join_constants(self, groups: ConstantGroups | None) -> _ConstantGroup | None:
+        """The group of queries differing from this one only in constants, when it has such
+        constants and the group's query compiles (else it is evaluated alone, as always)."""
+        if groups is None or not self.options.share_constants:
+            return None
+        query = parameterized(self.query)
+        if query is None:
+            return None
+        try:
+            compile_template(parse_query(query.text([query.constants])), self.rewrite_options)
+        except TranslatorError:
+            return None
+        return groups.join(self, query, self.rewrite_options)
+
+    def close(self) -> None:
+        """The query is removed: it leaves its group."""
+        if self.constants is not None:
+            self.constants.leave(self)
+            self.constants = None
 
     def next_instant(self, after: int) -> int | None:
         """The query's first evaluation instant after `after` known now."""
@@ -396,7 +508,12 @@ class QueryEvaluator:
             found = self.shared.get(key) if block is not None else None
             if found is None:
                 elements = self.store.elements_in(stream, lo, hi)
-                rows = self._run({self.incremental_window: elements}, len(elements), select_rows) if elements else []
+                if not elements:
+                    rows = []
+                elif self.constants is not None and self.constants.shared():
+                    rows = self.constants.rows(self, (stream, lo, hi, self._late_seen), elements, window_opens)
+                else:
+                    rows = self._run({self.incremental_window: elements}, len(elements), select_rows)
                 found = (rows, len(elements))
                 if block is not None:
                     self.shared.put(key, found, window_opens)

@@ -106,6 +106,14 @@ def test_console_script_check(write):
     assert checked["incremental"] == "http://example.org/w"
 
 
+def test_check_names_the_constants_a_query_shares_its_evaluation_over(write, capsys):
+    q = write("q.rq", QUERY.replace("?o ex:v ?v }", '?o ex:v ?v FILTER(?v > 2.5 && ?v != "x") }'))
+    assert main(["check", str(q)]) == 0
+    assert json.loads(capsys.readouterr().out)["constants"] == ["2.5 at 4:57", '"x" at 4:70']
+    assert main(["check", str(q), "--option", "share_constants=false"]) == 0
+    assert "constants" not in json.loads(capsys.readouterr().out)
+
+
 def test_check_says_a_join_of_windows_is_evaluated_window_by_window(capsys):
     assert main(["check", str(DEFAULT_CONFIG.parent / "queries" / "tvs-warning.rq")]) == 0
     assert json.loads(capsys.readouterr().out)["incremental"] == (

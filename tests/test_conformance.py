@@ -7,6 +7,9 @@ import pytest
 
 from conftest import CONFORMANCE, compare_lines, conformance_cases, shared_dir
 from endpoint.cli import main
+from translator.constants import parameterized
+from translator.incremental import distributive_window
+from translator.validate import compile_query
 
 CASES = CONFORMANCE / "cases"
 
@@ -59,3 +62,41 @@ def test_conformance_case(case, incremental, tmp_path):
     actual = [json.loads(l) for l in out.read_text().splitlines() if l.strip()]
     problems = compare_lines(expected, actual, manifest.get("ordered", False))
     assert not problems, "\n".join(problems[:10])
+
+
+def _with_constants():
+    """The cases whose query is evaluated together with queries differing in constants, and
+    the copy of it with each numeric literal of its row-wise FILTERs and BINDs scaled by 0.9."""
+    found = []
+    for case_dir in conformance_cases():
+        manifest = json.loads((case_dir / "manifest.json").read_text())
+        query = compile_query((case_dir / manifest["query"]).read_text())
+        shared = parameterized(query) if distributive_window(query)[0] else None
+        text = query.body.source.text
+        numbers = [(a, b) for a, b in (shared.spans if shared else ()) if text[a:b][0] in "+-.0123456789"]
+        if numbers:
+            for a, b in reversed(numbers):
+                text = text[:a] + repr(float(text[a:b]) * 0.9) + text[b:]
+            found.append(pytest.param(case_dir, text, id=case_dir.name))
+    return found
+
+
+@pytest.mark.parametrize("case_dir,copy", _with_constants())
+def test_conformance_case_evaluated_together_with_a_query_differing_in_constants(case_dir, copy, tmp_path):
+    # Replayed beside its copy (one evaluation of each range for both), the case gives its
+    # expected results and the copy gives what it gives replayed alone.
+    manifest = json.loads((case_dir / "manifest.json").read_text())
+    (tmp_path / "copy.rspql").write_text(copy)
+    args = replay_arguments(case_dir, manifest, tmp_path / "unused.jsonl")
+    cut = args.index("--out")
+    together = args[:2] + [str(tmp_path / "copy.rspql")] + args[2:cut] + ["--out-dir", str(tmp_path / "together")] + args[cut + 2:]
+    assert main(together) == 0
+    alone = [args[0], str(tmp_path / "copy.rspql")] + args[2:cut] + ["--out", str(tmp_path / "alone.jsonl")] + args[cut + 2:]
+    assert main(alone) == 0
+    expected = [json.loads(l) for l in (case_dir / manifest["expected"]).read_text().splitlines() if l.strip()]
+    stem = (case_dir / manifest["query"]).stem
+    actual = [json.loads(l) for l in (tmp_path / "together" / (stem + ".jsonl")).read_text().splitlines() if l.strip()]
+    problems = compare_lines(expected, actual, manifest.get("ordered", False))
+    assert not problems, "\n".join(problems[:10])
+    assert (tmp_path / "together" / "copy.jsonl").read_text() == (tmp_path / "alone.jsonl").read_text()
+    assert (tmp_path / "together" / "copy.jsonl").read_text() != (tmp_path / "together" / (stem + ".jsonl")).read_text()

@@ -2,7 +2,7 @@
 of sliding windows against evaluating every window from scratch."""
 import pyoxigraph as ox
 
-from endpoint.evaluation import EvaluationOptions, QueryEvaluator, RangeResults
+from endpoint.evaluation import ConstantGroups, EvaluationOptions, QueryEvaluator, RangeResults
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.temporal import parse_instant
@@ -195,3 +195,60 @@ def test_queries_with_equal_window_blocks_evaluate_each_range_once_between_them(
     assert shared.hits >= 10
     # What no window can still reach is not kept: the last window opens at T0 + 6 s.
     assert shared._rows and all(hi > T0 + 6 * S for _, _, _, hi, _ in shared._rows)
+
+
+def threshold_query(threshold) -> str:
+    return QUERY.replace("FILTER(?v >= 0)", "FILTER(?v >= %s)" % threshold)
+
+
+def test_queries_differing_only_in_constants_evaluate_each_range_once_between_them():
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(40)])
+    groups = ConstantGroups()
+    together = [QueryEvaluator(compile_query(threshold_query(t)), store, groups=groups) for t in (3, 10, 3, 25)]
+    alone = [QueryEvaluator(compile_query(threshold_query(t)), store) for t in (3, 10, 3, 25)]
+    assert len(groups) == 1 and all(e.constants is together[0].constants for e in together)
+    evaluated = []
+    real = store.evaluate
+    store.evaluate = lambda template, elements, *rest: evaluated.append(elements) or real(template, elements, *rest)
+    for second in range(1, 11):
+        store.advance_watermark(STREAM, T0 + second * S)
+        for mine, its_own in zip(together, alone):
+            ours = mine.evaluate(T0 + second * S).rows
+            assert ours == its_own.evaluate(T0 + second * S).rows
+    # Each range (a second: 4 elements) once for the four queries, and once for each query alone.
+    assert len(evaluated) == 10 + 4 * 10
+    # A late element makes new ranges, evaluated once for the group again.
+    store.add_elements(STREAM, [element(99, T0 + 9 * S + S // 2)])
+    store.advance_watermark(STREAM, T0 + 11 * S)
+    for mine, its_own in zip(together, alone):
+        ours = mine.evaluate(T0 + 11 * S).rows
+        assert ours == its_own.evaluate(T0 + 11 * S).rows
+        assert '<http://example.org/o99>' in [r["o"] for r in ours]
+
+
+def test_a_removed_query_leaves_its_group_and_the_rest_go_on_alone():
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(40)])
+    groups = ConstantGroups()
+    first, second = (QueryEvaluator(compile_query(threshold_query(t)), store, groups=groups) for t in (3, 10))
+    reference = QueryEvaluator(compile_query(threshold_query(3)), store)
+    store.advance_watermark(STREAM, T0 + 2 * S)
+    first.evaluate(T0 + 2 * S)      # leaves the second query's rows unread
+    group = first.constants
+    assert group.shared() and group._unread
+    second.close()
+    assert not group.shared() and all(second not in unread for unread in group._unread.values())
+    for k in range(3, 11):
+        store.advance_watermark(STREAM, T0 + k * S)
+        assert first.evaluate(T0 + k * S).rows == reference.evaluate(T0 + k * S).rows
+    first.close()
+    assert len(groups) == 0
+
+
+def test_constants_are_not_shared_when_the_option_is_off():
+    store = StreamStore()
+    groups = ConstantGroups()
+    evaluator = QueryEvaluator(compile_query(threshold_query(3)), store, EvaluationOptions(share_constants=False),
+                               groups=groups)
+    assert evaluator.constants is None and len(groups) == 0

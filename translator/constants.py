@@ -1,0 +1,177 @@
+"""Queries that differ only in constants (docs/incremental-evaluation.md, "Queries differing
+only in constants").
+
+Fifty queries watching one stream for fifty thresholds match the same elements fifty times. In
+a query evaluated incrementally (`incremental.distributive_window`), the literals of the FILTERs
+and BINDs that work row by row (beside its window, beside its GRAPH block, inside the block) may
+be variables bound by a VALUES table instead: one query then evaluates a range for every such
+query, each solution once per query whose constants it passes, marked with that query's row
+in the table. A literal evaluates to the term it writes and a variable to the term bound to it,
+so each query's rows are the ones it has alone.
+
+The table sits beside the GRAPH block, after it, so the window's and WHERE's FILTERs and the
+BINDs after the block see it (a BIND sees only what precedes it; one before the block keeps its
+literals). A FILTER inside the block moves beside it where that means the same (`_liftable`);
+the others, and the block's BINDs, keep their literals. Inside the block the table would be
+joined to the solutions of every graph in the store before the window's graphs are chosen
+(measured: 250 against 65 ms over a range of 2,000 of 20,000 elements, fifty queries).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import ContinuousQuery
+from .syntax import Bind, Filter, GraphPattern, Span, TriplesBlock
+from .tokens import IRI, LANGTAG, NUMBER, PNAME, STRING, VAR
+
+
+@dataclass(frozen=True)
+class Parameterized:
+    """A query with its row-wise literals as variables: queries with equal `key` are evaluated
+    together, each given its `constants` as a row of the table."""
+
+    before: str                     # the query's text up to the table's rows
+    after: str                      # and after them
+    constants: tuple[str, ...]      # the literals, as written, in text order
+    marker: str                     # the variable holding a solution's row in the table
+    spans: tuple[tuple[int, int], ...]   # where each literal is in the query's text (offsets)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.before, self.after
+
+    def text(self, table: list[tuple[str, ...]]) -> str:
+        """The query evaluating every row of `table` (each row's constants, in order): a
+        solution's `marker` is its row's index."""
+        return "%s%s%s" % (self.before, " ".join("(%d %s)" % (k, " ".join(row)) for k, row in enumerate(table)),
+                           self.after)
+
+
+def parameterized(query: ContinuousQuery) -> Parameterized | None:
+    """The query with its row-wise literals as variables, or None when it has none. The query
+    is one `distributive_window` accepts."""
+    if query.dialect != "rspql" or query.merged_windows is not None:
+        return None     # its text is a translation, and its windows more than the text says
+    body = query.body
+    tokens = body.tokens
+    text = body.source.text
+    outer = body.where
+    window_pattern = next(n for n in outer.items if isinstance(n, GraphPattern) and n.is_window)
+    block = next(n for n in window_pattern.group.items if isinstance(n, GraphPattern))
+    literals: list[tuple[int, int]] = []      # token spans [first, last]
+    for group, after in ((outer, window_pattern), (window_pattern.group, block)):
+        for position, item in enumerate(group.items):
+            if isinstance(item, Filter) or (isinstance(item, Bind) and position > group.items.index(after)):
+                literals += _literals(item.expression.parts, tokens)
+    lifted = [(f, found) for f in _liftable(block, tokens) if (found := _literals(f.expression.parts, tokens))]
+    if not literals and not lifted:
+        return None
+    names = _fresh(set(body.variable_uses), len(literals) + sum(len(found) for _, found in lifted) + 1)
+    marker, variables = names[0], names[1:]
+    order = sorted(literals + [span for _, found in lifted for span in found])
+    variable_of = {span: "?" + name for span, name in zip(order, variables)}
+    constants = tuple(text[tokens[first].offset:tokens[last].end] for first, last in order)
+
+    def substituted(first: int, last: int, spans) -> str:
+        """Tokens first..last of the text with the literals among `spans` as their variables."""
+        pieces, at = [], tokens[first].offset
+        for a, b in spans:
+            pieces += [text[at:tokens[a].offset], variable_of[(a, b)]]
+            at = tokens[b].end
+        return "".join(pieces) + text[at:tokens[last].end]
+
+    edits: list[tuple[int, int, str | None]] = [(tokens[a].offset, tokens[b].end, variable_of[(a, b)])
+                                                 for a, b in literals]
+    moved = []
+    for f, found in lifted:
+        first, last = f.expression.parts[0].start, f.expression.parts[-1].end - 1
+        edits.append((tokens[first].offset, tokens[last].end, ""))
+        moved.append(substituted(first, last, found))
+    closed = tokens[block.group.close].end
+    edits += [(closed, closed, " VALUES (?%s %s) { " % (marker, " ".join(variable_of[span] for span in order))),
+              (closed, closed, None),          # where the table's rows go
+              (closed, closed, " } " + " ".join(moved))]
+    projection = _projection_start(body)
+    if projection is not None:
+        edits.append((projection, projection, "?%s " % marker))
+    pieces: list[str] = []
+    split, at = 0, 0
+    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1])):
+        pieces.append(text[at:start])
+        if replacement is None:
+            split = len(pieces)
+        else:
+            pieces.append(replacement)
+        at = end
+    pieces.append(text[at:])
+    return Parameterized("".join(pieces[:split]), "".join(pieces[split:]), constants, marker,
+                         tuple((tokens[first].offset, tokens[last].end) for first, last in order))
+
+
+def _liftable(block: GraphPattern, tokens) -> list[Filter]:
+    """The FILTERs of a GRAPH block that mean the same beside it: in a group of triple patterns,
+    FILTERs and BINDs only, a FILTER reading only variables the group binds (not the graph's:
+    inside the block it is unbound) filters the block's solutions wherever it stands. Beside
+    the block, it sees the VALUES table (inside, the table would be joined to every graph's
+    solutions before the window's graphs are)."""
+    items = block.group.items
+    if not all(isinstance(item, (TriplesBlock, Filter, Bind)) for item in items):
+        return []
+    bound = {tokens[k].text[1:] for item in items if isinstance(item, TriplesBlock)
+             for k in range(item.span.start, item.span.end) if tokens[k].kind == VAR}
+    bound |= {item.variable for item in items if isinstance(item, Bind)}
+    bound.discard(tokens[block.name].text[1:])
+    return [item for item in items if isinstance(item, Filter) and item.variables <= bound
+            and all(isinstance(part, Span) for part in item.expression.parts)]
+
+
+def _literals(parts, tokens) -> list[tuple[int, int]]:
+    """The literals in an expression's text: a number, or a string with its language tag or
+    datatype."""
+    found = []
+    for part in parts:
+        if not isinstance(part, Span):
+            continue
+        k = part.start
+        while k < part.end:
+            token = tokens[k]
+            if token.kind == NUMBER:
+                found.append((k, k))
+            elif token.kind == STRING:
+                last = k
+                if k + 1 < part.end and tokens[k + 1].kind == LANGTAG:
+                    last = k + 1
+                elif k + 2 < part.end and tokens[k + 1].is_punct("^^") and tokens[k + 2].kind in (IRI, PNAME):
+                    last = k + 2
+                found.append((k, last))
+                k = last
+            k += 1
+    return found
+
+
+def _fresh(used: set[str], count: int) -> list[str]:
+    names, k = [], 0
+    while len(names) < count:
+        name = "__rspc%d" % k
+        if name not in used:
+            names.append(name)
+        k += 1
+    return names
+
+
+def _projection_start(body) -> int | None:
+    """Where the SELECT clause's first projected item starts (None: SELECT *, which projects
+    the marker already)."""
+    tokens = body.tokens
+    removed = {k for span in body.removed for k in range(span.start, span.end)}
+    for part in body.form_head.parts:
+        if not isinstance(part, Span):
+            continue
+        for k in range(part.start, part.end):
+            if k in removed:
+                continue
+            if tokens[k].is_punct("*"):
+                return None
+            if tokens[k].kind == VAR or tokens[k].is_punct("("):
+                return tokens[k].offset
+    return None
