@@ -30,37 +30,30 @@ def triple_to_ntriples(triple) -> str:
                            term_to_ntriples(triple.object))
 
 
-def _kept(result) -> list[tuple[int, str]]:
+def _solutions(result):
+    """Each solution with its row: its terms as N-Triples by variable, without the variables
+    the rewrite introduced (SELECT * would show them)."""
     # By position: looking a solution's terms up by name cost a third of reading large results.
-    return [(position, variable.value) for position, variable in enumerate(result.variables)
+    kept = [(position, variable.value) for position, variable in enumerate(result.variables)
             if not variable.value.startswith(INTERNAL_VARIABLE_PREFIX)]
+    for solution in result:
+        row = {}
+        for position, name in kept:
+            term = solution[position]
+            if term is not None:
+                row[name] = term_to_ntriples(term)
+        yield solution, row
+
+
+def select_rows(result) -> list[dict]:
+    """SELECT solutions as rows of N-Triples terms."""
+    return [row for _, row in _solutions(result)]
 
 
 def select_rows_by(result, marker: str) -> dict[int, list[dict]]:
     """SELECT solutions as in `select_rows`, apart by the integer each binds to `marker`."""
-    kept = _kept(result)
     at = [variable.value for variable in result.variables].index(marker)
     apart: dict[int, list[dict]] = {}
-    for solution in result:
-        row = {}
-        for position, name in kept:
-            term = solution[position]
-            if term is not None:
-                row[name] = term_to_ntriples(term)
+    for solution, row in _solutions(result):
         apart.setdefault(int(solution[at].value), []).append(row)
     return apart
-
-
-def select_rows(result) -> list[dict]:
-    """SELECT solutions as rows of N-Triples terms, without the variables the rewrite
-    introduced (SELECT * would show them)."""
-    kept = _kept(result)
-    rows = []
-    for solution in result:
-        row = {}
-        for position, name in kept:
-            term = solution[position]
-            if term is not None:
-                row[name] = term_to_ntriples(term)
-        rows.append(row)
-    return rows
