@@ -385,8 +385,9 @@ class QueryEvaluator:
 
     def _join_constants(self, groups: ConstantGroups | None) -> _ConstantGroup | None:
         """The group of queries differing from this one only in constants, when it has such
-        constants and the group's query compiles (else it is evaluated alone, as always)."""
-        if groups is None or not self.options.share_constants:
+        constants and the group's query compiles (else it is evaluated alone, as always). A
+        partitioned query's ranges are evaluated on Spark's executors: it has no part in it."""
+        if groups is None or not self.options.share_constants or self.options.partition is not None:
             return None
         query = parameterized(self.query)
         if query is None:

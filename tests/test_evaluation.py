@@ -246,9 +246,10 @@ def test_a_removed_query_leaves_its_group_and_the_rest_go_on_alone():
     assert len(groups) == 0
 
 
-def test_constants_are_not_shared_when_the_option_is_off():
+def test_constants_are_not_shared_when_the_option_is_off_or_the_query_is_partitioned():
     store = StreamStore()
     groups = ConstantGroups()
-    evaluator = QueryEvaluator(compile_query(threshold_query(3)), store, EvaluationOptions(share_constants=False),
-                               groups=groups)
-    assert evaluator.constants is None and len(groups) == 0
+    for options in (EvaluationOptions(share_constants=False), EvaluationOptions(partition="?o")):
+        evaluator = QueryEvaluator(compile_query(threshold_query(3)), store, options, groups=groups)
+        assert evaluator.constants is None and len(groups) == 0
+    assert QueryEvaluator(compile_query(threshold_query(3)), store, groups=groups).constants is not None
