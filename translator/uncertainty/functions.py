@@ -15,7 +15,7 @@ from typing import Callable
 import pyoxigraph as ox
 
 from ..namespaces import RSPU, XSD
-from .distributions import Distribution, FamilyRegistry, UncertaintyError, default_families
+from .distributions import Distribution, FamilyRegistry, UncertaintyError, default_families, normal_cdf
 
 DISTRIBUTION_DATATYPE = RSPU + "distribution"
 NUMERIC_DATATYPES = frozenset(XSD + t for t in (
@@ -108,6 +108,10 @@ class FunctionLibrary:
 
     def _build(self, node, start: int):
         """(arguments consumed, function of the argument tuple) for one node of a call tree."""
+        shifted = self._shifted_comparison(node, start)
+        return (3, shifted) if shifted is not None else self._build_general(node, start)
+
+    def _build_general(self, node, start: int):
         kinds, op = self.operations[node[0]]
         children = node[1:]
         if len(children) != len(kinds):
@@ -126,6 +130,33 @@ class FunctionLibrary:
             first, second = getters
             return at - start, lambda args: op(first(args), second(args))
         return at - start, lambda args: op(*[get(args) for get in getters])
+
+    def _shifted_comparison(self, node, start: int):
+        """lessThan(add(D, x), c) or greaterThan(add(D, x), c) (seed 002's Listing 2) with D a
+        normal and x, c numbers: P(N(μ + x, σ²) < c) computed on the numbers, without the
+        distribution for D + x the general path builds (a third of a call's time); the
+        arithmetic is the general path's, step for step. Any other arguments go that way."""
+        name = node[0]
+        if name not in ("lessThan", "greaterThan") or node[1:] != (("add", None, None), None) or \
+                self.operations[name] is not _ON_VALUES[name] or self.operations["add"] is not _ON_VALUES["add"]:
+            return None
+        general = self._build_general(node, start)[1]
+        distribution, value = self.distribution, self.value
+        less = name == "lessThan"
+        first, second, third = start, start + 1, start + 2
+
+        def evaluate(args):
+            d = distribution(args[first])
+            x, c = value(args[second]), value(args[third])
+            if d.uniforms or type(x) is not float or type(c) is not float:
+                return general(args)
+            mu = d.mu + x
+            if not math.isfinite(mu):
+                return general(args)        # raises as the general path does
+            p = normal_cdf((c - mu) / math.sqrt(d.variance))
+            return _clamp(p if less else 1.0 - p)
+
+        return evaluate
 
     def _argument(self, kind: str, position: int):
         decode = self.distribution if kind == "d" else self.value
