@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, peak_rss_mib, publish, sensor_stream  # noqa: E402
 
 from endpoint.replay import Replay, ReplayInput  # noqa: E402
+from endpoint.serve import use_jemalloc  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
 from translator.validate import compile_query  # noqa: E402
 
@@ -168,6 +169,10 @@ def run_many(elements: int, seconds: int, counts=(1, 10, 50)) -> Table:
 
 
 def main() -> None:
+    # Under glibc's malloc this process slowed as it went (one replay 2.8 -> 3.8 s over six
+    # runs of it and raw, so a figure depended on what ran before it); under jemalloc it held
+    # 2.7-2.8 s. RSPSTAR_ALLOCATOR=system measures under glibc.
+    use_jemalloc()
     parser = argparse.ArgumentParser()
     parser.add_argument("--elements", type=int, default=100_000)
     args = parser.parse_args()
