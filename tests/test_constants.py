@@ -25,6 +25,15 @@ def test_queries_differing_in_a_threshold_share_a_key_and_keep_their_constants()
     assert other.key != first.key
 
 
+def test_queries_differing_in_their_register_clause_or_r2s_share_a_key():
+    plain = parameterized(compile_query(query("WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v < 1) } }")))
+    for head in ("REGISTER STREAM ex:out COMPUTED EVERY PT2S AS SELECT ?o ?v", "SELECT ISTREAM ?o ?v",
+                 "REGISTER DSTREAM <http://example.org/other> AS SELECT ?o ?v"):
+        text = query("WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v < 2) } }", head)
+        found = parameterized(compile_query(text))
+        assert found.key == plain.key and found.constants == ("2",)
+
+
 def test_each_literal_form_is_a_constant_and_its_span_is_where_it_is_written():
     text = query('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v < -1.5e2 && STR(?o) != "a"@en) } '
                  'BIND(?v * "2"^^xsd:integer AS ?w) } FILTER(?w != \'b\')', "SELECT ?o ?w")

@@ -253,3 +253,18 @@ def test_constants_are_not_shared_when_the_option_is_off_or_the_query_is_partiti
         evaluator = QueryEvaluator(compile_query(threshold_query(3)), store, options, groups=groups)
         assert evaluator.constants is None and len(groups) == 0
     assert QueryEvaluator(compile_query(threshold_query(3)), store, groups=groups).constants is not None
+
+
+def test_queries_differing_in_r2s_and_name_as_well_share_their_ranges():
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(40)])
+    groups = ConstantGroups()
+    texts = [threshold_query(3), "PREFIX ex: <http://example.org/>\nREGISTER ISTREAM ex:out AS " +
+             threshold_query(10).replace("PREFIX ex: <http://example.org/>\n", "")]
+    together = [QueryEvaluator(compile_query(t), store, groups=groups) for t in texts]
+    alone = [QueryEvaluator(compile_query(t), store) for t in texts]
+    assert len(groups) == 1 and together[0].constants.shared()
+    for second in range(1, 11):
+        store.advance_watermark(STREAM, T0 + second * S)
+        for mine, its_own in zip(together, alone):
+            assert mine.evaluate(T0 + second * S).rows == its_own.evaluate(T0 + second * S).rows

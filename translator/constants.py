@@ -94,6 +94,11 @@ def parameterized(query: ContinuousQuery) -> Parameterized | None:
     projection = _projection_start(body)
     if projection is not None:
         edits.append((projection, projection, "?%s " % marker))
+    # The REGISTER clause and the R2S operator act after a range's rows are made: queries
+    # differing in them (a name, COMPUTED EVERY, IStream) evaluate ranges together.
+    for span in body.removed:
+        if tokens[span.start].is_keyword("REGISTER", "RSTREAM", "ISTREAM", "DSTREAM"):
+            edits.append((tokens[span.start].offset, tokens[span.end].offset, ""))   # and the space after
     pieces: list[str] = []
     split, at = 0, 0
     for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1])):
