@@ -50,6 +50,9 @@ def test_each_literal_form_is_a_constant_and_its_span_is_where_it_is_written():
     # A BIND before the block cannot see a table after it; a BIND in the block keeps its literal.
     ("WINDOW ex:w { BIND(3 AS ?k) GRAPH ?g { ?o ex:v ?v BIND(?v + 2 AS ?z) } FILTER(?v > 4) }", ("4",)),
     ("WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } }", None),
+    # The objects of the block's own triple patterns, not subjects, predicates or annotations.
+    ('WINDOW ex:w { GRAPH ?g { ?o ex:by ex:s1 ; a ex:T ; ex:p/ex:q "x" ; ex:v ?v {| ex:u 3 |} . '
+     'ex:k ex:z ?v OPTIONAL { ?o ex:w 4 } } }', ("ex:s1", "ex:T", '"x"')),
 ])
 def test_which_literals_become_variables(where, constants):
     found = parameterized(compile_query(query(where)))

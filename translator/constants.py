@@ -1,13 +1,15 @@
 """Queries that differ only in constants (docs/incremental-evaluation.md, "Queries differing
 only in constants").
 
-Fifty queries watching one stream for fifty thresholds match the same elements fifty times. In
-a query evaluated incrementally (`incremental.distributive_window`), the literals of the FILTERs
-and BINDs that work row by row (beside its window, beside its GRAPH block, inside the block) may
-be variables bound by a VALUES table instead: one query then evaluates a range for every such
+Fifty queries watching one stream for fifty thresholds, or fifty patients' sensors, match the
+same elements fifty times. In a query evaluated incrementally (`incremental.distributive_window`),
+the literals of the FILTERs and BINDs that work row by row (beside its window, beside its GRAPH
+block, inside the block) and the IRIs and literals its GRAPH block's triple patterns have as
+objects may be variables bound by a VALUES table instead: one query then evaluates a range for every such
 query, each solution once per query whose constants it passes, marked with that query's row
 in the table. A literal evaluates to the term it writes and a variable to the term bound to it,
-so each query's rows are the ones it has alone.
+so each query's rows are the ones it has alone (as a bag: SPARQL leaves their order open, and
+it may differ).
 
 The table sits beside the GRAPH block, after it, so the window's and WHERE's FILTERs and the
 BINDs after the block see it (a BIND sees only what precedes it; one before the block keeps its
@@ -21,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .model import ContinuousQuery
-from .syntax import Bind, Filter, GraphPattern, Span, TriplesBlock
+from .syntax import Bind, Filter, GraphPattern, Span, Term, TriplesBlock
 from .tokens import IRI, LANGTAG, NUMBER, PNAME, STRING, VAR
 
 
@@ -63,6 +65,9 @@ def parameterized(query: ContinuousQuery) -> Parameterized | None:
         for position, item in enumerate(group.items):
             if isinstance(item, Filter) or (isinstance(item, Bind) and position > group.items.index(after)):
                 literals += _literals(item.expression.parts, tokens)
+    for item in block.group.items:
+        if isinstance(item, TriplesBlock):
+            literals += _pattern_constants(item, tokens)
     lifted = [(f, found) for f in _liftable(block, tokens) if (found := _literals(f.expression.parts, tokens))]
     if not literals and not lifted:
         return None
@@ -128,6 +133,26 @@ def _liftable(block: GraphPattern, tokens) -> list[Filter]:
     bound.discard(tokens[block.name].text[1:])
     return [item for item in items if isinstance(item, Filter) and item.variables <= bound
             and all(isinstance(part, Span) for part in item.expression.parts)]
+
+
+def _pattern_constants(block: TriplesBlock, tokens) -> list[tuple[int, int]]:
+    """The IRIs and literals objects of a GRAPH block's own triple patterns are written with
+    (the sensor or patient a query watches; not inside annotations, reified triples or
+    collections). A pattern with a constant object matches what it matches with a fresh
+    variable there, joined with the variable bound to the constant. Subjects and predicates stay:
+    a variable predicate would match every triple of an element."""
+    found: list[tuple[int, int]] = []
+    for triple in block.triples:
+        for values in triple.properties:
+            for value in values.objects:
+                if not isinstance(value.node, Term):
+                    continue
+                first, end = value.node.span.start, value.node.span.end
+                if end - first == 1 and tokens[first].kind in (IRI, PNAME):
+                    found.append((first, first))
+                else:
+                    found.extend(span for span in _literals([value.node.span], tokens) if span == (first, end - 1))
+    return found
 
 
 def _literals(parts, tokens) -> list[tuple[int, int]]:
