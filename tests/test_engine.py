@@ -507,3 +507,16 @@ def test_a_history_of_no_records_keeps_and_writes_nothing(tmp_path):
     history = ResultHistory(limit=0, path=path)
     history.append(T0, {"time": "2026-03-01T08:00:00Z", "bindings": []})
     assert history.since() == [] and not path.exists()
+
+
+def test_registered_queries_differing_in_constants_form_one_group_until_removed():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    sliding = QUERY.replace("[RANGE PT2S]", "[RANGE PT4S STEP PT1S]").replace("?o ex:v ?v", "?o ex:v ?v FILTER(?v > %d)")
+    first, second = engine.register(sliding % 1, "a"), engine.register(sliding % 2, "b")
+    engine.register(QUERY, "c")                    # no constants: alone
+    assert len(engine.constant_groups) == 1 and first.evaluator.constants is second.evaluator.constants
+    assert first.evaluator.constants.shared()
+    engine.remove("a")
+    assert not second.evaluator.constants.shared()
+    engine.remove("b")
+    assert len(engine.constant_groups) == 0
