@@ -7,6 +7,7 @@ live results equal what a replay of the same input gives.
 from __future__ import annotations
 
 import collections
+import logging
 import re
 import threading
 import time
@@ -30,6 +31,7 @@ from translator.uncertainty import FunctionLibrary
 from .errors import UsageError
 from .r2s import R2SOperator
 
+log = logging.getLogger(__name__)
 _TRUE = ("true", "on", "yes", "1")
 _CHOICES = {"report": POLICIES, "window_default_graph": ("timestamps", "union"), "dialect": DIALECTS}
 _FALSE = ("false", "off", "no", "0")
@@ -326,15 +328,21 @@ class _ConstantGroup:
         with self._lock:
             return len(set(self.members.values())) > 1
 
-    def rows(self, evaluator: "QueryEvaluator", key: tuple, elements: list[str], window_opens: int) -> list[dict]:
+    def rows(self, evaluator: "QueryEvaluator", key: tuple, elements: list[str],
+             window_opens: int) -> list[dict] | None:
         """The rows of `evaluator`'s range `key` (stream, lo, hi, late count) holding
         `elements`: read from an evaluation made for another member, or evaluated now for
-        every member. Ranges ending at or before `window_opens` are dropped for the stream."""
+        every member; None when the group's query does not compile (the member then evaluates
+        the range alone). Ranges ending at or before `window_opens` are dropped for the stream."""
         with self._lock:
             unread = self._unread.get(key)
             if unread is not None and evaluator in unread:
                 return unread.pop(evaluator)
-            template, rows_of = self._compile()
+            try:
+                template, rows_of = self._compile()
+            except TranslatorError:
+                log.exception("queries differing in constants: their group's query does not compile")
+                return None
             apart = evaluator.store.evaluate(template, {evaluator.incremental_window: elements}, evaluator.functions,
                                              lambda result: select_rows_by(result, self.query.marker))
             self._unread[key] = {member: apart.get(rows_of[constants], []) for member, constants in self.members.items()
@@ -509,11 +517,10 @@ class QueryEvaluator:
             found = self.shared.get(key) if block is not None else None
             if found is None:
                 elements = self.store.elements_in(stream, lo, hi)
-                if not elements:
-                    rows = []
-                elif self.constants is not None and self.constants.shared():
+                rows = None if elements else []
+                if elements and self.constants is not None and self.constants.shared():
                     rows = self.constants.rows(self, (stream, lo, hi, self._late_seen), elements, window_opens)
-                else:
+                if rows is None:
                     rows = self._run({self.incremental_window: elements}, len(elements), select_rows)
                 found = (rows, len(elements))
                 if block is not None:

@@ -5,6 +5,7 @@ import pyoxigraph as ox
 from endpoint.evaluation import ConstantGroups, EvaluationOptions, QueryEvaluator, RangeResults
 from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
+from translator.errors import QuerySyntaxError
 from translator.temporal import parse_instant
 from translator.validate import compile_query
 
@@ -293,3 +294,19 @@ def test_queries_watching_different_sensors_share_their_ranges():
             assert bag(rows) == bag(its_own.evaluate(T0 + second * S).rows)
             seen.update(row["q"] for row in rows)
     assert len(seen) == 32      # the 8 elements without a tag match none of the queries
+
+
+def test_a_group_whose_query_does_not_compile_leaves_each_member_to_evaluate_alone(monkeypatch):
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(20)])
+    groups = ConstantGroups()
+    together = [QueryEvaluator(compile_query(threshold_query(t)), store, groups=groups) for t in (3, 10)]
+    alone = QueryEvaluator(compile_query(threshold_query(10)), store)
+
+    def refuse(*_):
+        raise QuerySyntaxError("refused", 1, 1)
+
+    monkeypatch.setattr("endpoint.evaluation.parse_query", refuse)
+    store.advance_watermark(STREAM, T0 + 5 * S)
+    assert bag(together[1].evaluate(T0 + 5 * S).rows) == bag(alone.evaluate(T0 + 5 * S).rows)
+    assert together[1].evaluate(T0 + 5 * S).rows
