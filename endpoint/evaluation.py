@@ -386,7 +386,7 @@ class QueryEvaluator:
         # A join of windows: each window's block evaluated incrementally on its own, the rows
         # joined here (docs/incremental-evaluation.md).
         join = options.joined_windows(query, self.policy)[0] if self.incremental_window is None else None
-        self.joined = {w: QueryEvaluator(sub, store, replace(options, report=None), self.functions, shared)
+        self.joined = {w: QueryEvaluator(sub, store, replace(options, report=None), self.functions, shared, groups)
                        for w, sub in (join.windows if join else {}).items()}
         self._background = join.background if join else None
         self._background_template: Template | None = None
@@ -407,10 +407,12 @@ class QueryEvaluator:
         return groups.join(self, query, self.rewrite_options)
 
     def close(self) -> None:
-        """The query is removed: it leaves its group."""
+        """The query is removed: it (or each window of a join) leaves its group."""
         if self.constants is not None:
             self.constants.leave(self)
             self.constants = None
+        for child in self.joined.values():
+            child.close()
 
     def next_instant(self, after: int) -> int | None:
         """The query's first evaluation instant after `after` known now."""

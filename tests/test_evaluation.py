@@ -310,3 +310,23 @@ def test_a_group_whose_query_does_not_compile_leaves_each_member_to_evaluate_alo
     store.advance_watermark(STREAM, T0 + 5 * S)
     assert bag(together[1].evaluate(T0 + 5 * S).rows) == bag(alone.evaluate(T0 + 5 * S).rows)
     assert together[1].evaluate(T0 + 5 * S).rows
+
+
+def test_joins_of_windows_whose_blocks_differ_in_constants_share_those_blocks_ranges():
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 2) for k in range(40)])
+    store.add_elements(OTHER, [tagged(k, T0 + k * S // 3, None if k % 5 == 0 else k % 7) for k in range(60)])
+    texts = [JOINED.replace("FILTER(?v >= 2)", "FILTER(?v >= %d)" % t) % "?o ?v ?q" for t in (2, 5, 9)]
+    groups = ConstantGroups()
+    together = [QueryEvaluator(compile_query(t), store, groups=groups) for t in texts]
+    alone = [QueryEvaluator(compile_query(t), store) for t in texts]
+    blocks = [e.joined["http://example.org/w"] for e in together]
+    assert len(groups) == 1 and all(b.constants is blocks[0].constants for b in blocks) and blocks[0].constants.shared()
+    for second in range(1, 22):
+        for stream in (STREAM, OTHER):
+            store.advance_watermark(stream, T0 + second * S)
+        for mine, its_own in zip(together, alone):
+            assert bag(mine.evaluate(T0 + second * S).rows) == bag(its_own.evaluate(T0 + second * S).rows), second
+    for evaluator in together:
+        evaluator.close()
+    assert len(groups) == 0
