@@ -268,9 +268,10 @@ class RangeResults:
 
 
 class ConstantGroups:
-    """Queries evaluated incrementally whose texts differ only in the literals of their row-wise
-    FILTERs and BINDs (translator.constants), grouped so that one evaluation of a time range
-    serves them all (docs/incremental-evaluation.md)."""
+    """Queries evaluated incrementally whose texts differ only in constants (the literals of their
+    row-wise FILTERs and BINDs, the objects of their GRAPH block's triple patterns:
+    translator.constants), grouped so that one evaluation of a time range serves them all
+    (docs/incremental-evaluation.md)."""
 
     def __init__(self):
         self._groups: dict[tuple, _ConstantGroup] = {}
@@ -307,17 +308,18 @@ class _ConstantGroup:
         self.members: dict[QueryEvaluator, tuple[str, ...]] = {}
         self._compiled: tuple[Template, dict[tuple[str, ...], int]] | None = None
         self._unread: dict[tuple, dict[QueryEvaluator, list[dict]]] = {}
+        self._uncompiled = False      # the members' query did not compile: each goes alone
         self._lock = threading.Lock()
 
     def add(self, evaluator: "QueryEvaluator", constants: tuple[str, ...]) -> None:
         with self._lock:
             self.members[evaluator] = constants
-            self._compiled = None
+            self._compiled, self._uncompiled = None, False
 
     def leave(self, evaluator: "QueryEvaluator") -> None:
         with self._lock:
             self.members.pop(evaluator, None)
-            self._compiled = None
+            self._compiled, self._uncompiled = None, False
             for unread in self._unread.values():
                 unread.pop(evaluator, None)
         self._forget()
@@ -326,22 +328,27 @@ class _ConstantGroup:
         """Whether the members hold more than one set of constants (equal queries share their
         ranges through RangeResults already)."""
         with self._lock:
-            return len(set(self.members.values())) > 1
+            return not self._uncompiled and len(set(self.members.values())) > 1
 
     def rows(self, evaluator: "QueryEvaluator", key: tuple, elements: list[str],
              window_opens: int) -> list[dict] | None:
         """The rows of `evaluator`'s range `key` (stream, lo, hi, late count) holding
         `elements`: read from an evaluation made for another member, or evaluated now for
-        every member; None when the group's query does not compile (the member then evaluates
-        the range alone). Ranges ending at or before `window_opens` are dropped for the stream."""
+        every member; None when the group's query does not compile or the evaluator has left
+        (it then evaluates the range alone). Ranges ending at or before `window_opens` are
+        dropped for the stream."""
         with self._lock:
             unread = self._unread.get(key)
             if unread is not None and evaluator in unread:
                 return unread.pop(evaluator)
+            if evaluator not in self.members:
+                return None
             try:
                 template, rows_of = self._compile()
             except TranslatorError:
-                log.exception("queries differing in constants: their group's query does not compile")
+                log.exception("queries differing in constants: their group's query does not compile; "
+                              "each evaluates alone until the group changes")
+                self._uncompiled = True
                 return None
             apart = evaluator.store.evaluate(template, {evaluator.incremental_window: elements}, evaluator.functions,
                                              lambda result: select_rows_by(result, self.query.marker))

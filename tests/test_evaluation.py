@@ -245,6 +245,8 @@ def test_a_removed_query_leaves_its_group_and_the_rest_go_on_alone():
     assert group.shared() and group._unread
     second.close()
     assert not group.shared() and all(second not in unread for unread in group._unread.values())
+    # Removed while evaluating (after asking whether the group is shared): it goes alone.
+    assert group.rows(second, (STREAM, T0, T0 + S, 0), ["http://example.org/e0"], T0) is None
     for k in range(3, 11):
         store.advance_watermark(STREAM, T0 + k * S)
         assert bag(first.evaluate(T0 + k * S).rows) == bag(reference.evaluate(T0 + k * S).rows)
@@ -310,6 +312,7 @@ def test_a_group_whose_query_does_not_compile_leaves_each_member_to_evaluate_alo
     store.advance_watermark(STREAM, T0 + 5 * S)
     assert bag(together[1].evaluate(T0 + 5 * S).rows) == bag(alone.evaluate(T0 + 5 * S).rows)
     assert together[1].evaluate(T0 + 5 * S).rows
+    assert not together[0].constants.shared()      # tried once, not at every range
 
 
 def test_joins_of_windows_whose_blocks_differ_in_constants_share_those_blocks_ranges():
