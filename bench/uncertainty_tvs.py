@@ -3,6 +3,7 @@ the optimizations (cache, lazy variables, H4, fused calls), and exact functions 
 10,000-sample Monte Carlo of the RSPU prototype.
 
 Run by hand: python bench/uncertainty_tvs.py [--sectors 10 100 1000] [--profile selective|simulator]
+             python bench/uncertainty_tvs.py --variants 4   (Listing 2 variants sharing their blocks)
 Each sector has an oxygen and a temperature sensor reporting once a second; oxygen readings
 carry their measurement uncertainty as an annotation. 95% of readings are within the
 thresholds, as in the paper. The queries are Listing 2 (FILTER) and a BIND variant reporting
@@ -23,7 +24,7 @@ import pyoxigraph as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PREFIXES, Table, iso, machine, publish  # noqa: E402
 
-from endpoint.evaluation import EvaluationOptions, H4Choice, QueryEvaluator  # noqa: E402
+from endpoint.evaluation import ConstantGroups, EvaluationOptions, H4Choice, QueryEvaluator  # noqa: E402
 from store.stream_store import StreamStore  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
 from translator.uncertainty import FunctionLibrary  # noqa: E402
@@ -187,11 +188,46 @@ def run(sector_counts: list[int], profile: str = "selective") -> str:
     return "\n".join(out)
 
 
+VARIANT_THRESHOLDS = [(0.80, 30), (0.90, 31), (0.70, 29), (0.95, 32), (0.85, 30), (0.75, 33), (0.60, 28), (0.99, 31)]
+
+
+def run_variants(count: int, sectors: int = 1000) -> str:
+    """`count` variants of Listing 2 with other probability and temperature thresholds, each
+    evaluated at the COMPUTED EVERY instants, with their windows' blocks shared (queries
+    differing only in constants evaluate each range together) and each alone; the simulator's
+    data profile, watermarks past the data (so ranges are evaluated incrementally)."""
+    texts = [LISTING_2.replace(">= 0.80", ">= %s" % p).replace("> 30", "> %d" % t)
+             for p, t in VARIANT_THRESHOLDS[:count]]
+    store = load(sectors, **PROFILES["simulator"][0])
+    for stream in ("http://example.org/stream/oxygen", "http://example.org/stream/temperature"):
+        store.advance_watermark(stream, START + (SECONDS + 1) * 1_000_000)
+    instants = report_policy(compile_query(texts[0])).fixed_instants(START + 8 * 1_000_000, START + SECONDS * 1_000_000)
+    table = Table("Listing 2 variants with other thresholds, %d sectors (simulator's profile), %d evaluations each"
+                  % (sectors, len(instants)), ["variants", "blocks shared (s)", "each alone (s)", "ratio", "same rows"])
+    for n in sorted({1, count}):
+        seconds, rows = {}, {}
+        for mode in ("shared", "alone"):
+            groups = ConstantGroups() if mode == "shared" else None
+            evaluators = [QueryEvaluator(compile_query(t), store, groups=groups) for t in texts[:n]]
+            started = time.perf_counter()
+            rows[mode] = [sorted(tuple(sorted(r.items())) for r in e.evaluate(instant).rows)
+                          for instant in instants for e in evaluators]
+            seconds[mode] = time.perf_counter() - started
+        table.add(n, "%.2f" % seconds["shared"], "%.2f" % seconds["alone"], "%.2fx" % (seconds["alone"] / seconds["shared"]),
+                  "yes (%d)" % sum(map(len, rows["shared"])) if rows["shared"] == rows["alone"] else "NO")
+    return "Machine: %s\n\n%s" % (machine(), table.markdown())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sectors", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--profile", choices=sorted(PROFILES), default="selective")
+    parser.add_argument("--variants", type=int, choices=range(2, len(VARIANT_THRESHOLDS) + 1),
+                        help="instead: this many Listing 2 variants, shared and alone (bench/out/listing2_variants.md)")
     args = parser.parse_args()
+    if args.variants:
+        publish("listing2_variants", run_variants(args.variants))
+        return
     text = run(args.sectors, args.profile)
     publish("uncertainty_tvs", text)
 
