@@ -294,11 +294,12 @@ class Engine:
                 raise UnknownQuery("no query with id %r" % query_id)
             removed = self._queries.pop(query_id)
             removed.removed = True
-            removed.evaluator.close()
             removed.history.discard()
             self._save_specs()
             self.removed_ids.add(query_id)
             self._save_removed()
+        # Outside the engine's lock: leaving a group waits for a range the group may be evaluating.
+        removed.evaluator.close()
         for listener in self.listeners:
             listener("removed", query_id)
 
