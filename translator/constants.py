@@ -62,40 +62,29 @@ def parameterized(query: ContinuousQuery) -> Parameterized | None:
     block = next(n for n in window_pattern.group.items if isinstance(n, GraphPattern))
     literals: list[tuple[int, int]] = []      # token spans [first, last]
     for group, after in ((outer, window_pattern), (window_pattern.group, block)):
+        after_at = group.items.index(after)
         for position, item in enumerate(group.items):
-            if isinstance(item, Filter) or (isinstance(item, Bind) and position > group.items.index(after)):
+            if isinstance(item, Filter) or (isinstance(item, Bind) and position > after_at):
                 literals += _literals(item.expression.parts, tokens)
     for item in block.group.items:
         if isinstance(item, TriplesBlock):
             literals += _pattern_constants(item, tokens)
     lifted = [(f, found) for f in _liftable(block, tokens) if (found := _literals(f.expression.parts, tokens))]
-    if not literals and not lifted:
-        return None
-    names = _fresh(set(body.variable_uses), len(literals) + sum(len(found) for _, found in lifted) + 1)
-    marker, variables = names[0], names[1:]
     order = sorted(literals + [span for _, found in lifted for span in found])
-    variable_of = {span: "?" + name for span, name in zip(order, variables)}
-    constants = tuple(text[tokens[first].offset:tokens[last].end] for first, last in order)
+    if not order:
+        return None
+    marker, *variables = _fresh(set(body.variable_uses), len(order) + 1)
 
-    def substituted(first: int, last: int, spans) -> str:
-        """Tokens first..last of the text with the literals among `spans` as their variables."""
-        pieces, at = [], tokens[first].offset
-        for a, b in spans:
-            pieces += [text[at:tokens[a].offset], variable_of[(a, b)]]
-            at = tokens[b].end
-        return "".join(pieces) + text[at:tokens[last].end]
+    def as_variables(spans) -> list[tuple[int, int, str]]:
+        return [(tokens[a].offset, tokens[b].end, "?" + name) for (a, b), name in zip(order, variables)
+                if (a, b) in spans]
 
-    edits: list[tuple[int, int, str | None]] = [(tokens[a].offset, tokens[b].end, variable_of[(a, b)])
-                                                 for a, b in literals]
+    edits = as_variables(set(literals))
     moved = []
     for f, found in lifted:
-        first, last = f.expression.parts[0].start, f.expression.parts[-1].end - 1
-        edits.append((tokens[first].offset, tokens[last].end, ""))
-        moved.append(substituted(first, last, found))
-    closed = tokens[block.group.close].end
-    edits += [(closed, closed, " VALUES (?%s %s) { " % (marker, " ".join(variable_of[span] for span in order))),
-              (closed, closed, None),          # where the table's rows go
-              (closed, closed, " } " + " ".join(moved))]
+        first, last = tokens[f.expression.parts[0].start], tokens[f.expression.parts[-1].end - 1]
+        edits.append((first.offset, last.end, ""))
+        moved.append(_spliced(text, first.offset, last.end, as_variables(set(found))))
     projection = _projection_start(body)
     if projection is not None:
         edits.append((projection, projection, "?%s " % marker))
@@ -104,18 +93,23 @@ def parameterized(query: ContinuousQuery) -> Parameterized | None:
     for span in body.removed:
         if tokens[span.start].is_keyword("REGISTER", "RSTREAM", "ISTREAM", "DSTREAM"):
             edits.append((tokens[span.start].offset, tokens[span.end].offset, ""))   # and the space after
-    pieces: list[str] = []
-    split, at = 0, 0
-    for start, end, replacement in sorted(edits, key=lambda e: (e[0], e[1])):
-        pieces.append(text[at:start])
-        if replacement is None:
-            split = len(pieces)
-        else:
-            pieces.append(replacement)
-        at = end
-    pieces.append(text[at:])
-    return Parameterized("".join(pieces[:split]), "".join(pieces[split:]), constants, marker,
-                         tuple((tokens[first].offset, tokens[last].end) for first, last in order))
+    # The table's rows go right after the block; no edit spans that point.
+    closed = tokens[block.group.close].end
+    before = _spliced(text, 0, closed, [e for e in edits if e[0] < closed])
+    after = _spliced(text, closed, len(text), [e for e in edits if e[0] >= closed])
+    head = " VALUES (?%s %s) { " % (marker, " ".join("?" + name for name in variables))
+    return Parameterized(before + head, " } " + " ".join(moved) + after,
+                         tuple(text[tokens[a].offset:tokens[b].end] for a, b in order), marker,
+                         tuple((tokens[a].offset, tokens[b].end) for a, b in order))
+
+
+def _spliced(text: str, start: int, end: int, edits: list[tuple[int, int, str]]) -> str:
+    """text[start:end] with each (from, to, replacement) edit inside it made."""
+    pieces, at = [], start
+    for first, last, replacement in sorted(edits, key=lambda e: (e[0], e[1])):
+        pieces += [text[at:first], replacement]
+        at = last
+    return "".join(pieces) + text[at:end]
 
 
 def _liftable(block: GraphPattern, tokens) -> list[Filter]:
