@@ -23,6 +23,10 @@ class Generations:
         self._generation = 0
         self.current = self._open() if path else ox.Store()
         self._journal: list | None = None         # writes made while a rebuild copies
+        # Held by every write and by a rebuild's snapshot and switch: a write that runs without
+        # its owner's lock (a replay writing a document part by part) still lands in the store
+        # a rebuild copies, or in its journal.
+        self._writing = threading.Lock()
         self.compactions: list[float] = []       # seconds each rebuild held the store
 
     def _open(self) -> ox.Store:
@@ -36,10 +40,11 @@ class Generations:
         return ox.Store(str(root / ("gen-%d" % self._generation)))
 
     def write(self, operation: str, *args) -> None:
-        """Apply a write (the owner's lock held) and journal it while a rebuild copies."""
-        _apply(self.current, operation, args)
-        if self._journal is not None:
-            self._journal.append((operation, args))
+        """Apply a write and journal it while a rebuild copies."""
+        with self._writing:
+            _apply(self.current, operation, args)
+            if self._journal is not None:
+                self._journal.append((operation, args))
 
     def rebuild(self, lock: threading.RLock) -> float | None:
         """Rebuild the store from its live content: an in-memory store never gives back the
@@ -50,7 +55,7 @@ class Generations:
         and replayed onto the copy, so writers and readers only wait for that replay and the
         switch. Returns the seconds `lock` was held for them, or None when a rebuild was
         already under way (this one is not done)."""
-        with lock:
+        with lock, self._writing:
             if self._journal is not None:
                 return None
             self._journal = []
@@ -63,10 +68,10 @@ class Generations:
         try:
             fresh.bulk_extend(snapshot)
         except BaseException:
-            with lock:
+            with lock, self._writing:
                 self._journal = None
             raise
-        with lock:
+        with lock, self._writing:
             started = time.perf_counter()
             for operation, args in self._journal:
                 _apply(fresh, operation, args)
@@ -97,10 +102,11 @@ class Generations:
     def close(self) -> None:
         """Flush and release the store (an on-disk store's lock goes with it); anything that
         still uses it afterwards gets StoreError."""
-        if isinstance(self.current, ox.Store):
-            if self.path:
-                self.current.flush()
-            self.current = _Closed()
+        with self._writing:
+            if isinstance(self.current, ox.Store):
+                if self.path:
+                    self.current.flush()
+                self.current = _Closed()
 
 
 def _apply(store: ox.Store, operation: str, args: tuple) -> None:
