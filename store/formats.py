@@ -52,6 +52,11 @@ def by_path(path) -> InputFormat:
     return next((f for f in FORMATS for e in f.extensions if name.endswith(e)), DEFAULT)
 
 
+def by_rdf(rdf: ox.RdfFormat) -> InputFormat:
+    """The input format an Oxigraph RDF format is read as."""
+    return next(f for f in FORMATS if f.rdf == rdf)
+
+
 def by_media_type(media_type: str) -> InputFormat | None:
     return _BY_MEDIA_TYPE.get(media_type)
 
