@@ -42,8 +42,8 @@ class ElementIndex:
         `cut_before`)."""
         self.add_all(stream, [(graph, timestamp, stamp)])
 
-    def add_all(self, stream: str, elements: Iterable[tuple[str, int, object]]) -> None:
-        """`add` each (graph, timestamp, stamp) in turn; elements that arrive in time order
+    def add_all(self, stream: str, elements: Iterable[tuple]) -> None:
+        """`add` each (graph, timestamp, stamp, ...) in turn; elements that arrive in time order
         after everything held are appended in one go (a replay publishes 100,000 so), others
         sorted in (an insert each moved the whole list: quadratic for a store reopened from
         disk, whose timestamps come in graph-name order)."""
@@ -52,7 +52,7 @@ class ElementIndex:
             return
         entries = self._entries.setdefault(stream, [])
         stats = self.stats_of(stream)
-        graphs, timestamps, stamps = zip(*elements)
+        graphs, timestamps, stamps = list(zip(*elements))[:3]
         first = self._arrivals
         self._arrivals += len(elements)
         # Whole columns at a time (zip, map, max run in C): a replay publishes 100,000 elements.

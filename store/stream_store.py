@@ -36,8 +36,9 @@ from .element_index import ElementIndex, StreamStats
 from .errors import DuplicateElementError, RdfInputError, ReservedGraphError, StoreError
 from .generations import Generations
 from .landing import replace_text
+from .document_parts import document_parts
 from .rdf_input import (
-    Element, instant_of, parse_rdf, read_elements, scan_document,
+    DocumentScan, Element, instant_of, parse_rdf, read_elements, scan_document,
 )
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,9 @@ FLUSH_AFTER_EVICTIONS = 1000
 # 15 minutes at its default rate before each drop, at 10,000 it stays within a few MiB. A
 # rebuild copies what is held, so it also waits for twice that many evictions.
 COMPACT_AFTER_EVICTIONS = 10_000
+# A replay writes a stream file in parts of about this size (stage_document_optimistically):
+# 1 MiB is ~5,000 elements of a sensor stream, ~0.1 s of Oxigraph's write.
+PART_BYTES = 1 << 20
 
 
 class OptimisticLoadFailed(StoreError):
@@ -64,6 +68,27 @@ class StagedElement(NamedTuple):
     # The triple itself is built again then: building one per element on the way in cost more
     # than the rest of reading a document's timestamps (bench/replay_throughput.py).
     stamp: tuple[ox.NamedNode, ox.Literal]
+    # The part of a document still being written that holds it (the last one, when the
+    # element is in several), or None when it is written already.
+    written: "PartWrite | None" = None
+
+
+class PartWrite:
+    """One part of a document written in the background: publishing an element it holds
+    waits for it."""
+
+    def __init__(self):
+        self._done = threading.Event()
+        self._error: StoreError | None = None
+
+    def finish(self, error: StoreError | None = None) -> None:
+        self._error = error
+        self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+        if self._error is not None:
+            raise StoreError(str(self._error))
 
 
 @dataclass(frozen=True)
@@ -272,13 +297,26 @@ class StreamStore:
         self._write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
 
     def stage_document_optimistically(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
-                                      timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> DocumentResult:
+                                      timestamp_predicate: str = PROV_GENERATED_AT_TIME,
+                                      part_bytes: int | None = None) -> DocumentResult:
         """`stage_document` with the validating scan and Oxigraph's write running at once
         (Oxigraph releases the GIL, so they share the two cores: the scan costs nothing).
+
+        A document of at least two `part_bytes` (PART_BYTES when not given) that can be cut
+        safely (document_parts) is written part by part in the background: its elements come
+        back once every part is scanned, each naming the part that holds it, and publishing
+        one waits for that part.
+        Windows over the first parts are evaluated while later ones are written (one Oxigraph
+        load cannot be spread over cores, but reads go on beside it).
 
         Only for a store its owner can throw away (a replay's): if the document turns out to
         need rewriting or reuses a graph name, part of it may already be written, and
         OptimisticLoadFailed tells the owner to rebuild the store with `stage_document`."""
+        if isinstance(data, str):
+            data = data.encode()
+        parts = document_parts(data, fmt, part_bytes or PART_BYTES)
+        if parts is not None:
+            return self._stage_parts(stream, parts, fmt, source, timestamp_predicate)
         failure: list[BaseException] = []
 
         def write() -> None:
@@ -308,11 +346,52 @@ class StreamStore:
             self._staged.update(s.graph for s in staged)
         return DocumentResult(staged, [], 0)
 
+    def _stage_parts(self, stream: str, parts: list[bytes], fmt: ox.RdfFormat, source: str,
+                     timestamp_predicate: str) -> DocumentResult:
+        writes = [PartWrite() for _ in parts]
+        abandoned = threading.Event()
+        to_graph = ox.NamedNode(timestamps_graph(stream))
+
+        def write_parts() -> None:
+            # Without the store's lock, which the runner takes to publish, move watermarks and
+            # select windows: it goes on beside the write (Generations keeps writes and
+            # rebuilds apart).
+            # A part that fails fails every part after it (they may continue its elements).
+            error: StoreError | None = None
+            for k, (part, write) in enumerate(zip(parts, writes)):
+                if error is None and abandoned.is_set():
+                    error = OptimisticLoadFailed("the staging of %s was abandoned" % source)
+                if error is None:
+                    try:
+                        self.generations.write("load", part, fmt, to_graph)
+                    except BaseException as e:  # reported to whoever publishes from this part
+                        error = StoreError("writing part %d of %d of %s failed: %s" % (k + 1, len(parts), source, e))
+                write.finish(error)
+
+        with self._lock:
+            threading.Thread(target=write_parts, name="oxigraph-load-parts", daemon=True).start()
+            try:
+                staged = _staged_from_parts(parts, writes, fmt, source, timestamp_predicate)
+                self._check_new(s.graph for s in staged)
+            except (RdfInputError, DuplicateElementError) as e:
+                # The careful path reads the whole document again and reports the error
+                # where it is in it, not in a part.
+                abandoned.set()
+                raise OptimisticLoadFailed(str(e)) from e
+            except BaseException:
+                abandoned.set()
+                raise
+            self._staged.update(s.graph for s in staged)
+        return DocumentResult(staged, [], 0)
+
     def publish(self, stream: str, staged: Iterable[StagedElement]) -> int:
         """Make staged elements part of `stream`: windows see them from now on. Publishing an
         element twice is a no-op (a store reopened from disk has published everything)."""
+        staged = list(staged)
+        for write in {element.written for element in staged}:
+            if write is not None:
+                write.wait()
         with self._lock:
-            staged = list(staged)
             graphs = [element.graph for element in staged]
             if len(set(graphs)) == len(graphs) and not self._index.holds_any(graphs):
                 fresh = staged          # the usual case, checked in two calls that run in C
@@ -509,8 +588,31 @@ class StreamStore:
             self.generations.close()
 
 
-def _staged_from(scan, source: str, timestamp_predicate: str) -> list[StagedElement]:
-    """The elements a scanned document holds, in time order."""
+def _staged_from_parts(parts: list[bytes], writes: list[PartWrite], fmt: ox.RdfFormat, source: str,
+                       timestamp_predicate: str) -> list[StagedElement]:
+    """The elements of a document cut into parts, each with the last part it is in."""
+    stamps: dict = {}
+    graphs: dict = {}
+    other = 0
+    holder: dict = {}
+    for part, write in zip(parts, writes):
+        scan = scan_document(part, fmt, source, timestamp_predicate)
+        if any(stamps[graph] != scan.stamps[graph] for graph in stamps.keys() & scan.stamps.keys()):
+            raise RdfInputError("a graph has two timestamps", source)
+        stamps.update(scan.stamps)
+        graphs.update(scan.graphs)
+        other += scan.other_default_triples
+        holder.update(dict.fromkeys(scan.stamps, write))
+        holder.update(dict.fromkeys(scan.graphs, write))
+    scan = DocumentScan(stamps, graphs, other)
+    if scan.needs_rewriting:
+        raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % source)
+    return _staged_from(scan, source, timestamp_predicate, holder)
+
+
+def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | None = None) -> list[StagedElement]:
+    """The elements a scanned document holds, in time order; `holder` gives the part being
+    written that holds each (by graph term)."""
     ts_predicate = ox.NamedNode(timestamp_predicate)
     stamps = scan.stamps
     try:
@@ -518,7 +620,8 @@ def _staged_from(scan, source: str, timestamp_predicate: str) -> list[StagedElem
     except (AttributeError, TemporalValueError):
         # Name the element whose timestamp is wrong.
         instants = [instant_of(literal, graph, source) for graph, literal in stamps.items()]
-    staged = [StagedElement(g.value, instant, (ts_predicate, lit))
+    holder = holder or {}
+    staged = [StagedElement(g.value, instant, (ts_predicate, lit), holder.get(g))
               for (g, lit), instant in zip(stamps.items(), instants)]
     staged.sort(key=lambda s: s.timestamp)
     return staged

@@ -177,3 +177,46 @@ def test_several_queries_need_an_out_dir_and_distinct_file_stems(write, tmp_path
     assert main(["replay", str(q), str(bad), *stream, *RANGE, "--out-dir", str(tmp_path / "out")]) == 2
     assert str(bad) + ":1:" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def _long_stream(elements: int) -> str:
+    return STREAM.split("ex:e0 ")[0] + "".join(
+        'ex:e%d prov:generatedAtTime "2026-03-01T08:00:%02d.%03dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> .\n'
+        "ex:e%d {\n  ex:o%d ex:v %d .\n}\n" % (k, k // 20, 50 * (k % 20), k, k, k) for k in range(elements))
+
+
+def test_a_stream_file_written_in_parts_replays_as_it_does_whole(write, tmp_path, monkeypatch):
+    import store.stream_store as stream_store
+    q = write("q.rq", QUERY.replace("[RANGE PT2S]", "[RANGE PT2S STEP PT1S]"))
+    s = write("s.trig", _long_stream(80))
+    cut, real = [], stream_store.document_parts
+
+    def recording(*args):
+        cut.append(real(*args))
+        return cut[-1]
+    monkeypatch.setattr(stream_store, "document_parts", recording)
+    outputs = {}
+    for part_bytes in (1 << 30, 256):
+        monkeypatch.setattr(stream_store, "PART_BYTES", part_bytes)
+        out = tmp_path / ("out-%d.jsonl" % part_bytes)
+        assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)]) == 0
+        outputs[part_bytes] = out.read_text()
+    assert cut[0] is None and len(cut[1]) > 5
+    assert outputs[256] == outputs[1 << 30]
+    assert outputs[256].count('"o"') == 20 + 40 + 40 + 40      # every element in its windows
+
+
+def test_errors_in_a_stream_file_written_in_parts_name_their_place_in_the_whole_file(write, capsys, monkeypatch):
+    import store.stream_store as stream_store
+    monkeypatch.setattr(stream_store, "PART_BYTES", 256)
+    q = write("q.rq", QUERY)
+    lines = _long_stream(80).splitlines(keepends=True)
+    lines[300] = "  ex:o75 ex:v .\n"
+    s = write("s.trig", "".join(lines))
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE]) == 2
+    assert "%s:301:" % s in capsys.readouterr().err
+    q = write("q.rq", QUERY.replace("[RANGE PT2S]", "[RANGE PT2S] FROM NAMED WINDOW ex:v ON ex:t [RANGE PT2S]"))
+    s, t = write("s.trig", _long_stream(80)), write("t.trig", _long_stream(80))
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s,
+                 "--stream", "http://example.org/t=%s" % t, *RANGE]) == 2
+    assert "graph <http://example.org/e0> is already a stream element" in capsys.readouterr().err

@@ -399,3 +399,78 @@ def test_select_rows_keep_the_users_variables_in_n_triples_and_leave_out_unbound
     internal = INTERNAL_VARIABLE_PREFIX + "g"
     result = store.query("SELECT ?s ?%s ?o ?unbound WHERE { ?s ?p ?o BIND(1 AS ?%s) }" % (internal, internal))
     assert select_rows(result) == [{"s": "<http://a>", "o": '"x"@en'}]
+
+
+def _stream_document(elements: int) -> bytes:
+    return (b"@prefix ex: <http://example.org/> .\n@prefix prov: <http://www.w3.org/ns/prov#> .\n"
+            b"@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .\n" + b"".join(
+                b'ex:g%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^xsd:dateTime .\n'
+                b"ex:g%d { ex:rut ex:heartRate %d {| ex:confidence 0.5 |} . }\n" % (k, k, k, 60 + k)
+                for k in range(elements)))
+
+
+def test_a_document_written_in_parts_holds_what_it_holds_written_whole():
+    data = _stream_document(50)
+    in_parts, whole = StreamStore(), StreamStore()
+    staged = in_parts.stage_document_optimistically("http://s", data, ox.RdfFormat.TRIG, "hr.trig", part_bytes=600)
+    careful = whole.stage_document("http://s", data, ox.RdfFormat.TRIG, "hr.trig")
+    assert len({e.written for e in staged.staged}) > 5
+    assert [e[:3] for e in staged.staged] == [e[:3] for e in careful.staged]
+    in_parts.publish("http://s", staged.staged)
+    whole.publish("http://s", careful.staged)
+
+    def shape(store):
+        return sorted(str(q).replace(str(q.subject), "_:b") if isinstance(q.subject, ox.BlankNode) else str(q)
+                      for q in store.oxigraph)
+    assert shape(in_parts) == shape(whole)
+    assert in_parts.elements_in("http://s", T0, T0 + 60 * S) == whole.elements_in("http://s", T0, T0 + 60 * S)
+
+
+def _held_writes(store, monkeypatch, fail: bool = False):
+    """Make the store's background part writes wait (or fail) from the second part on, until
+    the returned event is set."""
+    import threading
+    release = threading.Event()
+    write, calls = store.generations.write, []
+
+    def held(operation, *args):
+        calls.append(operation)
+        if operation == "load" and len(calls) > 1:
+            release.wait()
+            if fail:
+                raise OSError("disk full")
+        write(operation, *args)
+    monkeypatch.setattr(store.generations, "write", held)
+    return release
+
+
+def test_publishing_an_element_waits_for_the_part_that_holds_it(monkeypatch):
+    import threading
+    store = StreamStore()
+    release = _held_writes(store, monkeypatch)
+    staged = store.stage_document_optimistically("http://s", _stream_document(50), ox.RdfFormat.TRIG, "hr.trig",
+                                                 part_bytes=600).staged
+    first = [e for e in staged if e.written is staged[0].written]
+    first[0].written.wait()
+    assert store.publish("http://s", first) == len(first)      # its part is written: no wait
+    publisher = threading.Thread(target=store.publish, args=("http://s", staged[len(first):]))
+    publisher.start()
+    publisher.join(timeout=0.3)
+    assert publisher.is_alive()                  # its parts are not written yet
+    assert store.elements_in("http://s", T0, T0 + 60 * S) == ["http://example.org/g%d" % k for k in range(len(first))]
+    release.set()
+    publisher.join()
+    assert len(store.elements_in("http://s", T0, T0 + 60 * S)) == 50
+    assert len(list(store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode("http://example.org/g49")))) == 3   # the triple, its reifier, the annotation
+
+
+def test_a_part_that_cannot_be_written_fails_the_publishing_of_its_elements(monkeypatch):
+    from store.errors import StoreError
+    store = StreamStore()
+    release = _held_writes(store, monkeypatch, fail=True)
+    staged = store.stage_document_optimistically("http://s", _stream_document(50), ox.RdfFormat.TRIG, "hr.trig",
+                                                 part_bytes=600).staged
+    release.set()
+    with pytest.raises(StoreError, match="writing part 2 of .* of hr.trig failed: disk full"):
+        store.publish("http://s", staged)
+    assert store.elements_in("http://s", T0, T0 + 60 * S) == []
