@@ -87,6 +87,27 @@ def test_a_graph_name_is_used_once_and_a_refused_batch_writes_nothing():
     assert len(store.elements_in("http://s", T0, T0 + 10 * S)) == 2
 
 
+@pytest.mark.parametrize("name,message", [
+    ("http://example.org/g2", "already a stream element"),          # published
+    ("http://example.org/staged", "already a stream element"),
+    ("http://example.org/background", "already a stream element or background graph"),
+    ("http://example.org/twice", "already a stream element"),       # twice in the same batch
+    (timestamps_graph("http://s"), "reserved by the engine"),
+])
+def test_each_kind_of_taken_graph_name_is_refused_by_name(name, message):
+    store = StreamStore()
+    store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
+    store.stage_elements("http://s", [Element("http://example.org/staged", T0, instant_literal(T0))])
+    store.load_background(b"<http://a> <http://b> <http://c> <http://example.org/background> .",
+                          ox.RdfFormat.N_QUADS, "bg.nq")
+    fresh = [Element("http://example.org/f%d" % k, T0, instant_literal(T0)) for k in range(3)]
+    extra = [Element("http://example.org/twice", T0, instant_literal(T0))] if name.endswith("twice") else []
+    before = quads_of(store)
+    with pytest.raises(DuplicateElementError, match="<%s> is %s" % (name, message)):
+        store.add_elements("http://s", fresh + [Element(name, T0, instant_literal(T0))] + extra)
+    assert quads_of(store) == before
+
+
 def test_retention_removes_content_timestamps_and_index_entries():
     store = StreamStore()
     store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
