@@ -15,12 +15,14 @@ element it holds.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
+import queue
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 from urllib.parse import unquote
 
 import pyoxigraph as ox
@@ -36,7 +38,7 @@ from .element_index import ElementIndex, StreamStats
 from .errors import DuplicateElementError, RdfInputError, ReservedGraphError, StoreError
 from .generations import Generations
 from .landing import replace_text
-from .document_parts import document_parts
+from .document_parts import iter_document_parts
 from .rdf_input import (
     DocumentScan, Element, instant_of, parse_rdf, read_elements, scan_document,
 )
@@ -321,9 +323,11 @@ class StreamStore:
         OptimisticLoadFailed tells the owner to rebuild the store with `stage_document`."""
         if isinstance(data, str):
             data = data.encode()
-        parts = document_parts(data, fmt, part_bytes or PART_BYTES)
-        if parts is not None:
-            return self._stage_parts(stream, parts, fmt, source, timestamp_predicate)
+        parts = iter_document_parts(data, fmt, part_bytes or PART_BYTES)
+        first, second = next(parts), next(parts, None)
+        if second is not None:
+            return self._stage_parts(stream, itertools.chain((first, second), parts), fmt, source,
+                                     timestamp_predicate)
         failure: list[BaseException] = []
 
         def write() -> None:
@@ -353,32 +357,36 @@ class StreamStore:
             self._staged.update(s.graph for s in staged)
         return DocumentResult(staged, [], 0)
 
-    def _stage_parts(self, stream: str, parts: list[bytes], fmt: ox.RdfFormat, source: str,
+    def _stage_parts(self, stream: str, parts: Iterator[bytes], fmt: ox.RdfFormat, source: str,
                      timestamp_predicate: str) -> DocumentResult:
-        writes = [PartWrite() for _ in parts]
+        to_write: queue.SimpleQueue = queue.SimpleQueue()
         abandoned = threading.Event()
         to_graph = ox.NamedNode(timestamps_graph(stream))
 
         def write_parts() -> None:
             # Without the store's lock, which the runner takes to publish, move watermarks and
             # select windows: it goes on beside the write (Generations keeps writes and
-            # rebuilds apart).
-            # A part that fails fails every part after it (they may continue its elements).
+            # rebuilds apart). A part that fails fails every part after it (they may
+            # continue its elements).
             error: StoreError | None = None
-            for k, (part, write) in enumerate(zip(parts, writes)):
+            for k, (part, write) in enumerate(iter(to_write.get, None)):
                 if error is None and abandoned.is_set():
                     error = OptimisticLoadFailed("the staging of %s was abandoned" % source)
                 if error is None:
                     try:
                         self.generations.write("load", part, fmt, to_graph)
                     except BaseException as e:  # reported to whoever publishes from this part
-                        error = StoreError("writing part %d of %d of %s failed: %s" % (k + 1, len(parts), source, e))
+                        error = StoreError("writing part %d of %s failed: %s" % (k + 1, source, e))
                 write.finish(error)
 
         with self._lock:
             threading.Thread(target=write_parts, name="oxigraph-load-parts", daemon=True).start()
+            cut: list[tuple[bytes, PartWrite]] = []
             try:
-                staged = _staged_from_parts(parts, writes, fmt, source, timestamp_predicate)
+                for part in parts:      # each written as soon as it is cut
+                    cut.append((part, PartWrite()))
+                    to_write.put(cut[-1])
+                staged = _staged_from_parts(cut, fmt, source, timestamp_predicate)
                 self._check_new(s.graph for s in staged)
             except (RdfInputError, DuplicateElementError) as e:
                 # The careful path reads the whole document again and reports the error
@@ -388,6 +396,8 @@ class StreamStore:
             except BaseException:
                 abandoned.set()
                 raise
+            finally:
+                to_write.put(None)
             self._staged.update(s.graph for s in staged)
         return DocumentResult(staged, [], 0)
 
@@ -595,14 +605,14 @@ class StreamStore:
             self.generations.close()
 
 
-def _staged_from_parts(parts: list[bytes], writes: list[PartWrite], fmt: ox.RdfFormat, source: str,
+def _staged_from_parts(parts: list[tuple[bytes, PartWrite]], fmt: ox.RdfFormat, source: str,
                        timestamp_predicate: str) -> list[StagedElement]:
     """The elements of a document cut into parts, each with the last part it is in."""
     stamps: dict = {}
     graphs: dict = {}
     other = 0
     holder: dict = {}
-    for part, write in zip(parts, writes):
+    for part, write in parts:
         scan = scan_document(part, fmt, source, timestamp_predicate)
         if any(stamps[graph] != scan.stamps[graph] for graph in stamps.keys() & scan.stamps.keys()):
             raise RdfInputError("a graph has two timestamps", source)

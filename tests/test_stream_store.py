@@ -492,6 +492,6 @@ def test_a_part_that_cannot_be_written_fails_the_publishing_of_its_elements(monk
     staged = store.stage_document_optimistically("http://s", _stream_document(50), ox.RdfFormat.TRIG, "hr.trig",
                                                  part_bytes=600).staged
     release.set()
-    with pytest.raises(StoreError, match="writing part 2 of .* of hr.trig failed: disk full"):
+    with pytest.raises(StoreError, match="writing part 2 of hr.trig failed: disk full"):
         store.publish("http://s", staged)
     assert store.elements_in("http://s", T0, T0 + 60 * S) == []
