@@ -34,11 +34,11 @@ from translator.vocabulary import (
     PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
 )
 
+from .document_parts import iter_document_parts
 from .element_index import ElementIndex, StreamStats
 from .errors import DuplicateElementError, RdfInputError, ReservedGraphError, StoreError
 from .generations import Generations
 from .landing import replace_text
-from .document_parts import iter_document_parts
 from .rdf_input import (
     DocumentScan, Element, instant_of, parse_rdf, read_elements, scan_document,
 )
@@ -312,11 +312,11 @@ class StreamStore:
         (Oxigraph releases the GIL, so they share the two cores: the scan costs nothing).
 
         A document of at least two `part_bytes` (PART_BYTES when not given) that can be cut
-        safely (document_parts) is written part by part in the background: its elements come
-        back once every part is scanned, each naming the part that holds it, and publishing
-        one waits for that part.
-        Windows over the first parts are evaluated while later ones are written (one Oxigraph
-        load cannot be spread over cores, but reads go on beside it).
+        (iter_document_parts) is written part by part in the background, each part as soon as
+        it is cut: its elements come back once every part is scanned, each naming the part
+        that holds it, and publishing one waits for that part. Windows over the first parts
+        are evaluated while later ones are written (one Oxigraph load cannot be spread over
+        cores, but reads go on beside it).
 
         Only for a store its owner can throw away (a replay's): if the document turns out to
         need rewriting or reuses a graph name, part of it may already be written, and
