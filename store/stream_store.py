@@ -381,12 +381,15 @@ class StreamStore:
 
         with self._lock:
             threading.Thread(target=write_parts, name="oxigraph-load-parts", daemon=True).start()
-            cut: list[tuple[bytes, PartWrite]] = []
+            read = _PartsScan(fmt, source, timestamp_predicate)
             try:
-                for part in parts:      # each written as soon as it is cut
-                    cut.append((part, PartWrite()))
-                    to_write.put(cut[-1])
-                staged = _staged_from_parts(cut, fmt, source, timestamp_predicate)
+                for part in parts:
+                    # Written as soon as it is cut, read meanwhile, then let go of here: a part
+                    # is held until both are done, not the whole document twice.
+                    write = PartWrite()
+                    to_write.put((part, write))
+                    read.add(part, write)
+                staged = read.staged()
                 self._check_new(s.graph for s in staged)
             except (RdfInputError, DuplicateElementError) as e:
                 # The careful path reads the whole document again and reports the error
@@ -605,26 +608,33 @@ class StreamStore:
             self.generations.close()
 
 
-def _staged_from_parts(parts: list[tuple[bytes, PartWrite]], fmt: ox.RdfFormat, source: str,
-                       timestamp_predicate: str) -> list[StagedElement]:
-    """The elements of a document cut into parts, each with the last part it is in."""
-    stamps: dict = {}
-    graphs: dict = {}
-    other = 0
-    holder: dict = {}
-    for part, write in parts:
-        scan = scan_document(part, fmt, source, timestamp_predicate)
+class _PartsScan:
+    """The elements of a document cut into parts, read part by part, each with the last part
+    it is in (its timestamp and its content may be in different parts)."""
+
+    def __init__(self, fmt: ox.RdfFormat, source: str, timestamp_predicate: str):
+        self.fmt, self.source, self.timestamp_predicate = fmt, source, timestamp_predicate
+        self.stamps: dict = {}
+        self.graphs: dict = {}
+        self.other = 0
+        self.holder: dict = {}
+
+    def add(self, part: bytes, write: PartWrite) -> None:
+        scan = scan_document(part, self.fmt, self.source, self.timestamp_predicate)
+        stamps = self.stamps
         if any(stamps[graph] != scan.stamps[graph] for graph in stamps.keys() & scan.stamps.keys()):
-            raise RdfInputError("a graph has two timestamps", source)
+            raise RdfInputError("a graph has two timestamps", self.source)
         stamps.update(scan.stamps)
-        graphs.update(scan.graphs)
-        other += scan.other_default_triples
-        holder.update(dict.fromkeys(scan.stamps, write))
-        holder.update(dict.fromkeys(scan.graphs, write))
-    scan = DocumentScan(stamps, graphs, other)
-    if scan.needs_rewriting:
-        raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % source)
-    return _staged_from(scan, source, timestamp_predicate, holder)
+        self.graphs.update(scan.graphs)
+        self.other += scan.other_default_triples
+        self.holder.update(dict.fromkeys(scan.stamps, write))
+        self.holder.update(dict.fromkeys(scan.graphs, write))
+
+    def staged(self) -> list[StagedElement]:
+        scan = DocumentScan(self.stamps, self.graphs, self.other)
+        if scan.needs_rewriting:
+            raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % self.source)
+        return _staged_from(scan, self.source, self.timestamp_predicate, self.holder)
 
 
 def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | None = None) -> list[StagedElement]:
