@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, peak_rss_mib, publish, sensor_stream  # noqa: E402
 
 from endpoint.replay import Replay, ReplayInput  # noqa: E402
-from endpoint.serve import use_jemalloc  # noqa: E402
+from endpoint.allocator import use_jemalloc  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
 from translator.validate import compile_query  # noqa: E402
 

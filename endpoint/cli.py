@@ -16,6 +16,7 @@ from translator.policy import report_policy
 from translator.rewrite import compile_template
 from translator.validate import compile_query
 
+from .allocator import use_jemalloc
 from .config import DEFAULT_CONFIG
 from .errors import EndpointError, UsageError
 from .evaluation import EvaluationOptions
@@ -160,8 +161,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .serve import serve, use_jemalloc
-    use_jemalloc()
+    from .serve import serve
     return serve(Path(args.config) if args.config else DEFAULT_CONFIG, args.host, args.port, Path(args.data))
 
 
@@ -204,8 +204,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The commands a program run executes again under jemalloc (endpoint/allocator.py); a call
+# with arguments (a test, a library) runs in its caller's process as it is.
+_UNDER_JEMALLOC = {"serve", "replay"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if argv is None and args.command in _UNDER_JEMALLOC:
+        use_jemalloc()
     try:
         return args.handler(args)
     except (EndpointError, StoreError, TranslatorError) as e:

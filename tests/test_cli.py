@@ -220,3 +220,33 @@ def test_errors_in_a_stream_file_written_in_parts_name_their_place_in_the_whole_
     assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s,
                  "--stream", "http://example.org/t=%s" % t, *RANGE]) == 2
     assert "graph <http://example.org/e0> is already a stream element" in capsys.readouterr().err
+
+
+def test_serve_and_replay_run_under_jemalloc_where_the_system_has_it(tmp_path, monkeypatch):
+    from endpoint import allocator
+    library = tmp_path / "libjemalloc.so.2"
+    library.write_bytes(b"")
+    monkeypatch.setattr(allocator, "JEMALLOC_PATTERNS", (str(library),))
+    environment = allocator.allocator_environment({"PATH": "/bin", "LD_PRELOAD": "/x.so"}, "libc.so.6")
+    assert environment == {"PATH": "/bin", "LD_PRELOAD": "%s /x.so" % library}
+    # Already under it, turned off, or not installed: the process goes on as it is.
+    assert allocator.allocator_environment({}, "/usr/lib/libjemalloc.so.2") is None
+    assert allocator.allocator_environment({"RSPSTAR_ALLOCATOR": "system"}, "libc.so.6") is None
+    monkeypatch.setattr(allocator, "JEMALLOC_PATTERNS", (str(tmp_path / "absent.so"),))
+    assert allocator.allocator_environment({}, "libc.so.6") is None
+
+
+def test_a_program_run_of_replay_runs_again_under_jemalloc_and_a_call_does_not(write, tmp_path, monkeypatch):
+    import endpoint.cli as cli
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    arguments = ["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(tmp_path / "o")]
+    executed = []
+    monkeypatch.setattr(cli, "use_jemalloc", lambda: executed.append(True))
+    assert main(arguments) == 0
+    assert executed == []                           # called with arguments: runs as it is
+    monkeypatch.setattr(sys, "argv", ["rspstar", *arguments])
+    assert main() == 0
+    assert executed == [True]
+    monkeypatch.setattr(sys, "argv", ["rspstar", "check", str(q)])
+    assert main() == 0
+    assert executed == [True]                       # check is quick: not worth a second start

@@ -43,19 +43,6 @@ def test_a_write_token_is_made_once_at_the_first_start_unless_configured(tmp_pat
     assert write_token(config, tmp_path) == "chosen"
 
 
-def test_serve_runs_under_jemalloc_where_the_system_has_it(tmp_path, monkeypatch):
-    library = tmp_path / "libjemalloc.so.2"
-    library.write_bytes(b"")
-    monkeypatch.setattr(serve_module, "JEMALLOC_PATTERNS", (str(library),))
-    environment = serve_module.allocator_environment({"PATH": "/bin", "LD_PRELOAD": "/x.so"}, "libc.so.6")
-    assert environment == {"PATH": "/bin", "LD_PRELOAD": "%s /x.so" % library}
-    # Already under it, turned off, or not installed: the process goes on as it is.
-    assert serve_module.allocator_environment({}, "/usr/lib/libjemalloc.so.2") is None
-    assert serve_module.allocator_environment({"RSPSTAR_ALLOCATOR": "system"}, "libc.so.6") is None
-    monkeypatch.setattr(serve_module, "JEMALLOC_PATTERNS", (str(tmp_path / "absent.so"),))
-    assert serve_module.allocator_environment({}, "libc.so.6") is None
-
-
 def test_the_recordings_budget_comes_from_the_configuration(tmp_path):
     config = load_config(DEFAULT_CONFIG)
     assert serve_module.recordings(config, tmp_path).max_bytes == 256 * 1024 * 1024
