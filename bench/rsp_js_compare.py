@@ -31,6 +31,7 @@ import pyoxigraph as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PREFIXES, Table, machine, peak_rss_mib, publish  # noqa: E402
 
+from endpoint.allocator import use_jemalloc  # noqa: E402
 from endpoint.replay import Replay, ReplayInput  # noqa: E402
 from translator.rewrite import rewrite  # noqa: E402
 from translator.temporal import parse_instant  # noqa: E402
@@ -158,6 +159,8 @@ def run(sensors: int = 1000, seconds: int = 100) -> str:
 
 
 def main() -> None:
+    # As `rspstar replay` runs (endpoint/allocator.py); raw pyoxigraph runs under it too.
+    use_jemalloc()
     parser = argparse.ArgumentParser()
     parser.add_argument("--sensors", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=100)
