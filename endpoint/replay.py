@@ -55,9 +55,10 @@ REPLAY_ID = "replay"
 class Replay:
     """A replay in progress: the store, the engine and the elements not yet published.
 
-    Stream files are written to the store up front (one Oxigraph load each) and their
-    elements published to the stream index as the virtual clock reaches their timestamps:
-    until then no query can see them."""
+    Stream files are read up front and written to the store (one Oxigraph load each, or a
+    large file part by part in the background while the first windows are evaluated), and
+    their elements published to the stream index as the virtual clock reaches their
+    timestamps: until then no query can see them."""
 
     def __init__(self, spec: ReplayInput):
         self.spec = spec
