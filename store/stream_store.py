@@ -164,7 +164,8 @@ class StreamStore:
         return self.generations.compactions
 
     def _write(self, operation: str, *args) -> None:
-        """Every write to Oxigraph goes through here, with the lock held (see Generations)."""
+        """Every write to Oxigraph goes through here, with the lock held (see Generations),
+        but the background write of a document's parts (`_stage_parts`)."""
         self.generations.write(operation, *args)
 
     def add_marker(self, quad: ox.Quad) -> None:
