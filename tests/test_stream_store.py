@@ -495,3 +495,47 @@ def test_a_part_that_cannot_be_written_fails_the_publishing_of_its_elements(monk
     with pytest.raises(StoreError, match="writing part 2 of hr.trig failed: disk full"):
         store.publish("http://s", staged)
     assert store.elements_in("http://s", T0, T0 + 60 * S) == []
+
+
+def test_a_write_without_the_store_lock_waits_for_a_rebuild_to_switch_and_lands_in_the_rebuilt_store(monkeypatch):
+    # A document written part by part writes without the store's lock; the rebuild's switch
+    # must not let such a write land in the store it is replacing.
+    import threading
+
+    import store.generations as generations
+    store = StreamStore(compact_after=1)
+    store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
+    gens = store.generations
+
+    def quad(graph):
+        return ox.Quad(ox.NamedNode("http://example.org/a"), ox.NamedNode("http://example.org/b"),
+                       ox.NamedNode("http://example.org/c"), ox.NamedNode("http://example.org/" + graph))
+    real_apply, real_store, writers = generations._apply, ox.Store, []
+
+    def apply(target, operation, args):
+        if target is not gens.current and not writers:       # the journal replayed onto the copy
+            writer = threading.Thread(target=gens.write, args=("add", quad("during-switch")))
+            writer.start()
+            writer.join(timeout=0.3)
+            writers.append((writer, writer.is_alive()))
+        real_apply(target, operation, args)
+
+    class Copy:
+        def __init__(self, *args):
+            self.store = real_store(*args)
+
+        def bulk_extend(self, quads):
+            gens.write("add", quad("during-copy"))            # journaled: the switch replays it
+            self.store.bulk_extend(quads)
+
+        def __getattr__(self, name):
+            return getattr(self.store, name)
+
+    monkeypatch.setattr(generations, "_apply", apply)
+    monkeypatch.setattr(generations.ox, "Store", Copy)
+    assert store.compact() is not None
+    [(writer, waited)] = writers
+    writer.join()
+    assert waited                                            # held until the switch was done
+    assert {q.graph_name.value for q in store.oxigraph.quads_for_pattern(None, None, ox.NamedNode("http://example.org/c"))} \
+        == {"http://example.org/during-copy", "http://example.org/during-switch"}
