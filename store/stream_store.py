@@ -164,8 +164,8 @@ class StreamStore:
         return self.generations.compactions
 
     def _write(self, operation: str, *args) -> None:
-        """Every write to Oxigraph goes through here, with the lock held (see Generations),
-        but the background write of a document's parts (`_stage_parts`)."""
+        """Every write to Oxigraph goes through here, with the lock held (see Generations)
+        but for the background write of a document's parts (`_stage_parts`)."""
         self.generations.write(operation, *args)
 
     def add_marker(self, quad: ox.Quad) -> None:
@@ -362,7 +362,6 @@ class StreamStore:
                      timestamp_predicate: str) -> DocumentResult:
         to_write: queue.SimpleQueue = queue.SimpleQueue()
         abandoned = threading.Event()
-        to_graph = ox.NamedNode(timestamps_graph(stream))
 
         def write_parts() -> None:
             # Without the store's lock, which the runner takes to publish, move watermarks and
@@ -375,7 +374,7 @@ class StreamStore:
                     error = OptimisticLoadFailed("the staging of %s was abandoned" % source)
                 if error is None:
                     try:
-                        self.generations.write("load", part, fmt, to_graph)
+                        self._load_document(stream, part, fmt)
                     except BaseException as e:  # reported to whoever publishes from this part
                         error = StoreError("writing part %d of %s failed: %s" % (k + 1, source, e))
                 write.finish(error)
