@@ -142,3 +142,28 @@ def test_step_larger_than_range_is_legal():
     q = parse_query(P + "SELECT * FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S STEP PT10S] WHERE { }")
     w = q.windows["http://example.org/w"]
     assert w.step > w.range
+
+
+@pytest.mark.parametrize("base,reference,resolved", [
+    # RFC 3986 section 5.4's examples, base http://a/b/c/d;p?q
+    ("http://a/b/c/d;p?q", "g:h", "g:h"), ("http://a/b/c/d;p?q", "g", "http://a/b/c/g"),
+    ("http://a/b/c/d;p?q", "./g", "http://a/b/c/g"), ("http://a/b/c/d;p?q", "g/", "http://a/b/c/g/"),
+    ("http://a/b/c/d;p?q", "/g", "http://a/g"), ("http://a/b/c/d;p?q", "//g", "http://g"),
+    ("http://a/b/c/d;p?q", "?y", "http://a/b/c/d;p?y"), ("http://a/b/c/d;p?q", "#s", "http://a/b/c/d;p?q#s"),
+    ("http://a/b/c/d;p?q", "", "http://a/b/c/d;p?q"), ("http://a/b/c/d;p?q", "../..", "http://a/"),
+    ("http://a/b/c/d;p?q", "../../../g", "http://a/g"), ("http://a/b/c/d;p?q", "g;x=1/../y", "http://a/b/c/y"),
+    # An absolute IRI keeps its empty fragment; a base of any scheme resolves.
+    ("http://example.org/", "http://www.w3.org/2001/XMLSchema#", "http://www.w3.org/2001/XMLSchema#"),
+    ("http://example.org/", "#", "http://example.org/#"),
+    ("urn:ex:a/b", "c", "urn:ex:a/c"),
+])
+def test_relative_iris_resolve_as_rfc_3986_says(base, reference, resolved):
+    from translator.syntax import resolve_reference
+    assert resolve_reference(base, reference) == resolved
+
+
+def test_a_base_keeps_the_empty_fragment_of_a_prefix_such_as_xsd():
+    q = parse_query('BASE <http://example.org/> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> '
+                    'SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE PT2S START "2026-03-01T08:00:00Z"^^xsd:dateTime] '
+                    'WHERE { }')
+    assert set(q.windows) == {"http://example.org/w"}

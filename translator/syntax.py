@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Union
-from urllib.parse import urljoin
 
 from .tokens import IRI, SourceText, Token
 
@@ -213,6 +212,64 @@ def resolve_iri(text: str, kind: str, prefixes: dict[str, str], base: str | None
     prefix is not declared)."""
     if kind == IRI:
         iri = text[1:-1]
-        return urljoin(base, iri) if base else iri
+        return resolve_reference(base, iri) if base else iri
     prefix, _, local = text.partition(":")
     return prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)
+
+
+_REFERENCE = re.compile(r"^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$", re.S)
+
+
+def resolve_reference(base: str, reference: str) -> str:
+    """`reference` resolved against `base` as RFC 3986 section 5.2 says, for any scheme (the
+    standard library's urljoin drops an empty fragment, so `xsd:`'s `...XMLSchema#` lost its
+    `#`, and resolves only the schemes it knows)."""
+    scheme, authority, path, query, fragment = _parts(reference)
+    if scheme is None:
+        b_scheme, b_authority, b_path, b_query, _ = _parts(base)
+        scheme = b_scheme
+        if authority is None:
+            if path == "":
+                path = b_path
+                if query is None:
+                    query = b_query
+            else:
+                if not path.startswith("/"):
+                    if b_authority is not None and b_path == "":
+                        path = "/" + path
+                    else:
+                        path = b_path[:b_path.rfind("/") + 1] + path
+            authority = b_authority
+    path = _remove_dot_segments(path)
+    iri = (scheme + ":" if scheme is not None else "") + ("//" + authority if authority is not None else "") + path
+    if query is not None:
+        iri += "?" + query
+    if fragment is not None:
+        iri += "#" + fragment
+    return iri
+
+
+def _parts(iri: str):
+    return _REFERENCE.match(iri).groups()
+
+
+def _remove_dot_segments(path: str) -> str:
+    output: list[str] = []
+    while path:
+        if path.startswith("../"):
+            path = path[3:]
+        elif path.startswith("./"):
+            path = path[2:]
+        elif path.startswith("/./") or path == "/.":
+            path = "/" + path[3:]
+        elif path.startswith("/../") or path == "/..":
+            path = "/" + path[4:]
+            if output:
+                output.pop()
+        elif path in (".", ".."):
+            path = ""
+        else:
+            cut = path.find("/", 1)
+            segment, path = (path, "") if cut < 0 else (path[:cut], path[cut:])
+            output.append(segment)
+    return "".join(output)
