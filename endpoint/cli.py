@@ -140,6 +140,7 @@ def cmd_check(args) -> int:
         "output_stream": query.output_stream,
         "windows": [w.describe() for w in query.windows.values()],
         "report": policy.describe(),
+        "policy": policy.show(),
     }
     if query.translation is not None:
         summary["rspql"] = query.translation.splitlines()

@@ -26,7 +26,7 @@ from store.rdf_input import Element, instant_literal
 from store.stream_store import StreamStore
 from translator.errors import TranslatorError
 from translator.model import ContinuousQuery, CountWindow, QueryForm, TimeWindow
-from translator.policy import report_policy
+from translator.policy import ReportPolicy, report_policy
 from translator.temporal import format_duration, format_instant
 from translator.federation import check_federation
 from translator.partition import PartitionKey, check_partitioned
@@ -152,7 +152,7 @@ class RegisteredQuery:
             "id": self.id, "query": self.spec.text, "form": self.query.form.value, "r2s": self.query.r2s.value,
             "output_stream": self.query.output_stream, "sinks": self.spec.sinks, "options": self.spec.options,
             "windows": [w.describe() for w in self.query.windows.values()],
-            "report": self.evaluator.policy.describe(),
+            "report": self.evaluator.policy.describe(), "policy": self.evaluator.policy.show(),
             "dialect": self.query.dialect, "translation": self.query.translation,
             "status": self.status.describe(),
             "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
@@ -224,10 +224,10 @@ class Engine:
         query = compile_query(text, dialect=evaluation_options.dialect, start=evaluation_options.start)
         if self.config.federation_allowed is not None:
             check_federation(text, self.config.federation_allowed)
-        self._check_limits(query, evaluation_options)
+        policy = report_policy(query, evaluation_options.report)
+        self._check_limits(query, policy)
         if evaluation_options.partition is not None:
-            check_partitioned(query, evaluation_options.partition, self.config.partition_keys,
-                              report_policy(query, evaluation_options.report).name)
+            check_partitioned(query, evaluation_options.partition, self.config.partition_keys, policy)
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
@@ -261,7 +261,7 @@ class Engine:
             listener("registered", query_id)
         return registered
 
-    def _check_limits(self, query: ContinuousQuery, options: EvaluationOptions) -> None:
+    def _check_limits(self, query: ContinuousQuery, policy: ReportPolicy) -> None:
         """Refuse windows longer than `max_range` or holding more than `max_elements` (they pin
         what the store holds) and report
         instants more frequent than `max_reports_per_second` (each one is evaluated, none is
@@ -275,7 +275,7 @@ class Engine:
                 raise QueryOverLimits("window <%s>: RANGE %s is longer than the engine's limit of %s (max_range)"
                                       % (window.iri, format_duration(window.range),
                                          format_duration(self.config.max_range)))
-        rate = report_policy(query, options.report).rate()
+        rate = policy.rate()
         if rate > self.config.max_reports_per_second:
             raise QueryOverLimits("the query asks for %.6g evaluations per second (STEP or COMPUTED EVERY); the "
                                   "engine's limit is %g (max_reports_per_second)"

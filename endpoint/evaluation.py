@@ -22,7 +22,7 @@ from translator.incremental import Join, distributive_window, joined_windows
 from translator.dialects import DIALECTS
 from translator.errors import TemporalValueError, TranslatorError
 from translator.model import R2S, ContinuousQuery, QueryForm
-from translator.policy import POLICIES, ReportPolicy, report_policy
+from translator.policy import PolicyError, ReportPolicy, parse_strategies, report_policy
 from translator.parser import parse_query
 from translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
 from translator.temporal import format_instant, parse_instant
@@ -33,7 +33,7 @@ from .r2s import R2SOperator
 
 log = logging.getLogger(__name__)
 _TRUE = ("true", "on", "yes", "1")
-_CHOICES = {"report": POLICIES, "window_default_graph": ("timestamps", "union"), "dialect": DIALECTS}
+_CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS}
 _FALSE = ("false", "off", "no", "0")
 _VARIABLE = re.compile(r"[?$][A-Za-z_][A-Za-z0-9_]*")
 
@@ -42,9 +42,11 @@ _VARIABLE = re.compile(r"[?$][A-Za-z_][A-Za-z0-9_]*")
 class EvaluationOptions:
     """Per-query options (`--option KEY=VALUE` on the command line, `options` in config).
 
-    report: `close` (every window close), `non-empty` (skip an evaluation when every window is
-    empty), `periodic` (the COMPUTED EVERY instants) or `content-change` (spec §6.3); unset,
-    the query's own (COMPUTED EVERY, its dialect), else `close`. window_default_graph:
+    report: a conjunction of strategies joined by `and` (spec §6.6, translator/policy.py):
+    `close` (every window close), `non-empty` (skip an evaluation when every window is empty),
+    `periodic` (the COMPUTED EVERY instants), `content-change` (spec §6.3), each also bound to
+    one window, `close(<w>)`, `non-empty(<w>)`, `content-change(<w>)`, and `periodic(PT5S)`;
+    unset, the query's own (COMPUTED EVERY, its dialect), else `close`. window_default_graph:
     `timestamps` (a window's default graph is its elements' timestamp triples) or `union` (also
     their merged content, spec §3); unset, the dialect's, else `timestamps`. dialect: the
     language the query is written in (spec §6.5; unset: recognized from the text); start: t0
@@ -86,6 +88,12 @@ class EvaluationOptions:
             elif name == "partition":
                 if not _VARIABLE.fullmatch(raw):
                     raise UsageError("option partition takes a variable such as ?location, not %r" % raw[:80])
+                values[name] = raw
+            elif name == "report":
+                try:
+                    parse_strategies(raw)
+                except PolicyError as e:
+                    raise UsageError("option %s" % e) from None
                 values[name] = raw
             elif name == "start":
                 try:
@@ -429,15 +437,23 @@ class QueryEvaluator:
         """Evaluate at `instant`; None when the report policy skips it."""
         started = time.perf_counter()
         contents = self.policy.contents(instant, self.store)
+        if not self.policy.report_at(contents, self.store):
+            return None
         window = contents.get(self.incremental_window)
         incremental = window is not None and self._complete(window.closes)
-        joined = bool(self.joined) and all(child._complete(contents[w].closes) for w, child in self.joined.items())
+        # A window of a join that has not closed yet is empty (spec §6.6), so is the join; the
+        # windows that have closed are still read by ranges, which later evaluations reuse.
+        joined = bool(self.joined) and all(child._complete(contents[w].closes)
+                                           for w, child in self.joined.items() if w in contents)
         if incremental:
             rows, count = self._rows_by_ranges(window.opens, window.closes)
         elif joined:
-            parts = [child._rows_by_ranges(contents[w].opens, contents[w].closes) for w, child in self.joined.items()]
+            parts = [child._rows_by_ranges(contents[w].opens, contents[w].closes)
+                     for w, child in self.joined.items() if w in contents]
             sides = [rows for rows, _ in parts]
-            if self._background is not None:
+            if len(parts) < len(self.joined):
+                sides.append([])
+            elif self._background is not None:
                 sides.append(self._background_rows())
             rows = _project(_join_all(sides), self.query.body.projected)
             count = sum(n for _, n in parts)
@@ -446,8 +462,6 @@ class QueryEvaluator:
             elements = {w: content.select(self.query.windows[w].stream, self.store)
                         for w, content in contents.items()}
             count = sum(len(e) for e in elements.values())
-        if not self.policy.report_now(count):
-            return None
         evaluation = Evaluation(instant, {w: content.shown for w, content in contents.items()},
                                 self.query.form, elements=count)
         if incremental:

@@ -3,6 +3,7 @@ would give other results per key than over the whole stream, and says which rule
 import pytest
 
 from translator.partition import PartitionError, PartitionKey, check_partitioned
+from translator.policy import report_policy
 from translator.validate import compile_query
 
 SOSA = "http://www.w3.org/ns/sosa/"
@@ -28,7 +29,8 @@ BLOCK = "WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v ; sosa:hasFeatureOf
 
 
 def check(text, variable="?location", keys=KEYS, report="close"):
-    check_partitioned(compile_query(text), variable, keys, report)
+    query = compile_query(text)
+    check_partitioned(query, variable, keys, report_policy(query, report))
 
 
 def refused(text, rule, **kwargs):
@@ -39,7 +41,8 @@ def refused(text, rule, **kwargs):
 
 
 def test_listing_2_with_background_runs_partitioned():
-    check(LISTING_2, report="periodic")
+    check(LISTING_2, report="periodic(PT5S)")
+    check(LISTING_2, report="close(ex:w2)")
     check(ONE % ("?location (AVG(?v) AS ?mean)", BLOCK, "GROUP BY ?location HAVING (AVG(?v) > 0.1)"))
     check(ONE % ("DISTINCT ?location", BLOCK, ""))
     # A key read as the subject of its predicate, and a second GRAPH block inside OPTIONAL
@@ -56,6 +59,7 @@ def test_each_rule_names_itself():
     refused(ONE % ("?location ?v", BLOCK, "ORDER BY ?v"), "modifiers")
     refused(ONE % ("?location ?v", BLOCK, "LIMIT 3"), "modifiers")
     refused(ONE % ("?location", BLOCK, ""), "report", report="content-change")
+    refused(LISTING_2, "report", report="close(ex:w1) and non-empty(ex:w2)")
     refused(PROLOGUE + "CONSTRUCT { ?o ?p ?v } FROM NAMED WINDOW ex:w ON ex:oxygen [RANGE PT10S STEP PT2S] "
             "WHERE { " + BLOCK + " }", "form")
     refused(PROLOGUE + "SELECT ?location FROM NAMED WINDOW ex:w ON ex:oxygen [ELEMS 10] WHERE { " + BLOCK + " }",

@@ -168,12 +168,16 @@ def test_a_query_mixing_count_and_time_windows_reports_at_both_closes():
 
 
 def test_report_policies_from_options_and_the_query():
-    assert _policy("SELECT * FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S] WHERE { }").name == "close"
+    assert _policy("SELECT * FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S] WHERE { }").show() == "close"
     periodic = "REGISTER QUERY ex:q COMPUTED EVERY PT5S AS SELECT * FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S] WHERE { }"
-    assert _policy(periodic).name == "periodic"
+    assert _policy(periodic).show() == "periodic"
+    assert _policy(periodic).fixed_instants(0, 12 * S) == [5 * S, 10 * S]
     non_empty = _policy(periodic, "non-empty")
-    assert non_empty.name == "non-empty" and non_empty.rate() == 0.2
-    assert not non_empty.report_now(0) and non_empty.report_now(1)
+    assert non_empty.show() == "non-empty" and non_empty.rate() == 0.2
+    assert non_empty.fixed_instants(0, 12 * S) == [5 * S, 10 * S]
+    store = _store(1 * S)
+    assert not non_empty.report_at(non_empty.contents(5 * S, store), store)       # [3 s, 5 s) is empty
+    assert non_empty.report_at(non_empty.contents(2 * S, store), store)           # [0, 2 s) holds e1
     with pytest.raises(PolicyError, match="COMPUTED EVERY"):
         _policy("SELECT * FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S] WHERE { }", "periodic")
 

@@ -21,7 +21,8 @@ keys and the union of the per-key results is the query's result:
 - `distinct`: DISTINCT or REDUCED projects `?v`;
 - `modifiers`: no ORDER BY, LIMIT or OFFSET (they would apply per key);
 - `service`: no SERVICE (executors do not call out);
-- `report`: reported at window closes or periodically (the instants do not depend on the data).
+- `report`: reported at window closes (of any window or of named ones) or periodically: the
+  instants do not depend on the data.
 
 Triple patterns outside the windows read the background, which every partition has whole.
 """
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from .errors import TranslatorError
 from .incremental import _AGGREGATES, _words
 from .model import ContinuousQuery, QueryForm, TimeWindow
+from .policy import ReportPolicy
 from .syntax import GraphPattern, Group, ParsedBody, Span, Term, TriplesBlock, nested_groups
 from .tokens import NAME, VAR
 
@@ -73,9 +75,9 @@ class PartitionKey:
 
 
 def check_partitioned(query: ContinuousQuery, variable: str, keys: dict[str, PartitionKey],
-                      report: str) -> None:
+                      policy: ReportPolicy) -> None:
     """PartitionError naming the first rule `query` breaks when run partitioned on `variable`
-    (with or without its '?'), given the streams' keys and the report policy's name."""
+    (with or without its '?'), given the streams' keys and the query's report policy."""
     name = variable.lstrip("?$")
     body = query.body
     tokens = body.tokens
@@ -93,9 +95,9 @@ def check_partitioned(query: ContinuousQuery, variable: str, keys: dict[str, Par
         if window.stream not in keys:
             raise PartitionError("window", "stream <%s> (window <%s>) has no partition key configured"
                                  % (window.stream, window.iri))
-    if report not in ("close", "periodic"):
-        raise PartitionError("report", "report policy %r depends on the whole windows' content; use close "
-                                       "or periodic" % report)
+    if not policy.data_independent:
+        raise PartitionError("report", "report policy %r depends on the whole windows' content; use close, "
+                                       "close(<w>) or periodic strategies" % policy.show())
     head = _words(body.form_head, tokens)
     modifiers = _words(body.modifiers, tokens)
     if any(t.kind == NAME and t.text.upper() == "SERVICE" for t in tokens):

@@ -1,7 +1,18 @@
-"""Report policies (spec §3 and §6.3): when a query is evaluated, what its windows hold then,
-and whether an evaluation is reported. The runner asks a query's policy "when next?",
-"what do the windows hold?" and "report now?"; nothing else in the engine compares policy
-names.
+"""Report policies (spec §3, §6.3 and §6.6): when a query is evaluated, what its windows hold
+then, and whether an evaluation is reported. The runner asks a query's policy "when next?",
+"what do the windows hold?" and "report now?"; nothing else in the engine reads strategies.
+
+A policy is a conjunction of strategies (seed 001 Def. 23), each bound to one window or, written
+without one, to the query as a whole (today's meaning, spec §6.6):
+
+    close(<w>)            t is a close of window <w>        close      t is a close of any window
+    non-empty(<w>)        <w>'s window at t holds an element non-empty  some window does
+    content-change(<w>)   an element with τ = t entered <w>'s stream (spec §6.3); content-change: any stream
+    periodic(PT5S)        t = τ0q + k·p                      periodic   the query's COMPUTED EVERY
+
+`t` is an evaluation instant iff every strategy holds at `t`. The strategies that give instants
+(close, content-change, periodic) are intersected; non-empty only filters them. A policy with
+no strategy giving instants takes the query's own (COMPUTED EVERY, else every window close).
 
 Instants are microseconds. Policies read the streams through a `StreamView` (the store's
 element index) only where the instants or contents depend on the data: count windows and
@@ -9,184 +20,344 @@ content change.
 """
 from __future__ import annotations
 
-from .errors import TranslatorError
-from .model import ContinuousQuery, CountWindow, StreamView, TimeWindow, Window, WindowContent
-from .temporal import format_duration
+import math
+import re
+from dataclasses import dataclass
 
-POLICIES = ("close", "non-empty", "content-change", "periodic")
+from .errors import TemporalValueError, TranslatorError
+from .model import ContinuousQuery, CountWindow, StreamView, TimeWindow, Window, WindowContent
+from .syntax import resolve_iri
+from .temporal import format_duration, parse_duration
+from .tokens import IRI, PNAME
+
+STRATEGIES = ("close", "non-empty", "content-change", "periodic")
 
 
 class PolicyError(TranslatorError):
     """A report policy the query cannot have."""
 
 
+@dataclass(frozen=True)
+class Strategy:
+    """One condition of a policy: `kind` (one of STRATEGIES), the window it watches (None: the
+    query as a whole) and, for periodic, its period (None: COMPUTED EVERY's)."""
+
+    kind: str
+    window: str | None = None
+    period: int | None = None
+
+    def show(self) -> str:
+        if self.period is not None:
+            return "%s(%s)" % (self.kind, format_duration(self.period))
+        return self.kind if self.window is None else "%s(<%s>)" % (self.kind, self.window)
+
+
+# One strategy, `name` or `name(argument)`; strategies are joined by `and`.
+_STRATEGY = re.compile(r"\s*([A-Za-z][A-Za-z-]*)\s*(?:\(\s*([^()]*?)\s*\))?\s*")
+_AND = re.compile(r"and\b", re.I)
+
+
+def parse_strategies(text: str) -> list[tuple[str, str | None, int]]:
+    """The strategies of a `report` option as (kind, argument or None, column), checking only
+    the form (the windows are checked against a query by `report_policy`); PolicyError with the
+    column of what is wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise PolicyError("report: expected a policy such as close, non-empty or close(<w>) and non-empty(<w>)")
+    found = []
+    at = 0
+    while True:
+        m = _STRATEGY.match(text, at)
+        if not m or not m.group(1):
+            raise PolicyError("report, column %d: expected a strategy (%s), found %r"
+                              % (at + 1, ", ".join(STRATEGIES), text[at:at + 20]))
+        kind = m.group(1).lower()
+        if kind not in STRATEGIES:
+            raise PolicyError("report, column %d: unknown strategy %r (known: %s)"
+                              % (m.start(1) + 1, m.group(1), ", ".join(STRATEGIES)))
+        argument = m.group(2)
+        if argument is not None and not argument:
+            raise PolicyError("report, column %d: %s() names nothing; write %s alone or %s(<window>)"
+                              % (m.start(1) + 1, kind, kind, kind))
+        found.append((kind, argument, m.start(2 if argument is not None else 1) + 1))
+        at = m.end()
+        if at == len(text):
+            return found
+        n = _AND.match(text, at)
+        if not n:
+            raise PolicyError("report, column %d: strategies are joined by 'and', found %r"
+                              % (at + 1, text[at:at + 20]))
+        at = n.end()
+
+
+def strategies_of(query: ContinuousQuery, text: str) -> list[Strategy]:
+    """The strategies of `text` with their windows resolved through the query's prologue and
+    checked against its declarations (or, for a dialect query, the keys of spec §6.5)."""
+    strategies = []
+    for kind, argument, column in parse_strategies(text):
+        if argument is None:
+            strategies.append(Strategy(kind))
+        elif kind == "periodic":
+            try:
+                period = parse_duration(argument)
+            except TemporalValueError as e:
+                raise PolicyError("report, column %d: periodic takes a duration such as PT5S: %s"
+                                  % (column, e)) from None
+            if period <= 0:
+                raise PolicyError("report, column %d: the period must be positive, got %s" % (column, argument))
+            strategies.append(Strategy(kind, period=period))
+        else:
+            strategies.append(Strategy(kind, _window_named(query, argument, column)))
+    return list(dict.fromkeys(strategies))
+
+
+def _window_named(query: ContinuousQuery, argument: str, column: int) -> str:
+    body = query.body
+    declared = ", ".join("<%s>" % w for w in query.windows) or "none"
+    try:
+        if argument.startswith("<") and argument.endswith(">"):
+            iri = resolve_iri(argument, IRI, body.prefixes, body.base)
+        elif ":" in argument:
+            iri = resolve_iri(argument, PNAME, body.prefixes, body.base)
+        else:
+            iri = argument
+    except KeyError:
+        raise PolicyError("report, column %d: undeclared prefix in %r (the query declares %s)"
+                          % (column, argument, ", ".join(p + ":" for p in body.prefixes) or "none")) from None
+    if iri not in query.windows:
+        raise PolicyError("report, column %d: the query declares no window %s (its windows: %s)"
+                          % (column, argument, declared))
+    return iri
+
+
+# -- where instants come from ---------------------------------------------------------------
+@dataclass(frozen=True)
+class _Progression:
+    """The instants first + k·step, k = 0, 1, 2, ..."""
+
+    first: int
+    step: int
+
+    def next(self, after: int, view: StreamView | None) -> int:
+        if after < self.first:
+            return self.first
+        return self.first + ((after - self.first) // self.step + 1) * self.step
+
+    def between(self, after: int, until: int) -> list[int]:
+        instants = []
+        t = self.next(after, None)
+        while t <= until:
+            instants.append(t)
+            t += self.step
+        return instants
+
+    def meet(self, other: "_Progression") -> "_Progression | None":
+        """The instants both hold (Chinese remainder theorem), None if they never meet."""
+        g = math.gcd(self.step, other.step)
+        if (other.first - self.first) % g:
+            return None
+        lcm = self.step // g * other.step
+        m = other.step // g
+        k = ((other.first - self.first) // g * pow(self.step // g, -1, m)) % m if m > 1 else 0
+        x = self.first + self.step * k
+        lowest = max(self.first, other.first)
+        if x < lowest:
+            x += -(-(lowest - x) // lcm) * lcm
+        return _Progression(x, lcm)
+
+
+@dataclass(frozen=True)
+class _CountCloses:
+    """The closes of a count window: at its stream's elements, known once they are in."""
+
+    window: CountWindow
+
+    def next(self, after: int, view: StreamView) -> int | None:
+        return self.window.next_close(after, view)
+
+
+@dataclass(frozen=True)
+class _Arrivals:
+    """The instants at which an element enters one of `streams` (content change)."""
+
+    streams: tuple[str, ...]
+
+    def next(self, after: int, view: StreamView) -> int | None:
+        arrivals = [t for t in (view.next_arrival(s, after) for s in self.streams) if t is not None]
+        return min(arrivals) if arrivals else None
+
+
+class _Meet:
+    """The instants every source holds: at most one progression (several are met into one)
+    and sources that depend on the data."""
+
+    def __init__(self, progression: _Progression | None, data: tuple = ()):
+        self.progression = progression
+        self.data = data
+
+    def sources(self) -> list:
+        return ([self.progression] if self.progression is not None else []) + list(self.data)
+
+    def next(self, after: int, view: StreamView) -> int | None:
+        # Each source's next instant at or past the latest candidate, until all agree: every
+        # round moves the candidate forward, and the data sources end with the data known now.
+        sources = self.sources()
+        t = after
+        while True:
+            candidates = [source.next(t, view) for source in sources]
+            if None in candidates:
+                return None
+            highest = max(candidates)
+            if min(candidates) == highest:
+                return highest
+            t = highest - 1
+
+    def join(self, other: "_Meet") -> "_Meet | None":
+        if self.progression is None or other.progression is None:
+            progression = self.progression or other.progression
+        else:
+            progression = self.progression.meet(other.progression)
+            if progression is None:
+                return None
+        return _Meet(progression, tuple(dict.fromkeys(self.data + other.data)))
+
+
+def _window_closes(window: Window) -> _Meet:
+    if isinstance(window, TimeWindow):
+        return _Meet(_Progression(window.start + window.range, window.step))
+    return _Meet(None, (_CountCloses(window),))
+
+
 class ReportPolicy:
-    """Evaluate at every close of any window of the query (spec §3, the default)."""
+    """A query's conjunction of strategies, ready to answer the runner."""
 
-    name = "close"
-    # Whether instants come from the elements themselves (count windows, content change), so
-    # that a replay must offer every element's timestamp as a candidate instant.
-    arrivals = False
-    # Whether the windows are read at their closes (so a close's content is the same whenever
-    # it is read, which incremental evaluation relies on).
-    at_closes = True
+    def __init__(self, query: ContinuousQuery, strategies: list[Strategy]):
+        self.windows: list[Window] = list(query.windows.values())
+        self.strategies = strategies
+        self._computed_every = query.computed_every
+        by_iri = query.windows
+        self.content_change = any(s.kind == "content-change" for s in strategies)
+        # Whether the windows are read at their closes (so a close's content is the same whenever
+        # it is read, which incremental evaluation relies on).
+        self.at_closes = not self.content_change
+        self.non_empty = [s.window for s in strategies if s.kind == "non-empty"]
+        giving = [s for s in strategies if s.kind != "non-empty"]
+        if not giving:
+            giving = [Strategy("periodic")] if query.computed_every is not None else [Strategy("close")]
+        self.giving = giving
+        terms: list[_Meet] = [_Meet(None)]
+        for strategy in giving:
+            options = self._instants_of(query, strategy, by_iri)
+            terms = [met for term in terms for option in options if (met := term.join(option)) is not None]
+            if not terms and self.windows:     # (a query without windows is never evaluated)
+                raise PolicyError("report: %s can never hold: the instants of %s never meet"
+                                  % (" and ".join(s.show() for s in strategies), " and ".join(s.show() for s in giving)))
+        self.terms = terms
+        # Whether instants come from the elements themselves (count windows, content change), so
+        # that a replay must offer every element's timestamp as a candidate instant.
+        self.arrivals = any(term.data for term in terms)
 
-    def __init__(self, windows: list[Window]):
-        self.windows = windows
-        self.arrivals = any(isinstance(w, CountWindow) for w in windows)
+    def _instants_of(self, query: ContinuousQuery, strategy: Strategy, by_iri: dict[str, Window]) -> list[_Meet]:
+        """The instants one strategy gives, as a union of meets."""
+        if strategy.kind == "close":
+            windows = [by_iri[strategy.window]] if strategy.window else self.windows
+            return [_window_closes(w) for w in windows]
+        if strategy.kind == "periodic":
+            period = strategy.period if strategy.period is not None else query.computed_every
+            if period is None:
+                raise PolicyError("report: periodic needs COMPUTED EVERY in the query, or a period: periodic(PT5S)")
+            return [_Meet(_Progression(query.policy_origin(), period))]
+        streams = (by_iri[strategy.window].stream,) if strategy.window else tuple(sorted({w.stream for w in self.windows}))
+        return [_Meet(None, (_Arrivals(streams),))]
 
+    # -- the runner's questions --------------------------------------------------------------
     def next_instant(self, after: int, view: StreamView) -> int | None:
         """The first evaluation instant strictly after `after` known now (None: none yet)."""
-        closes = [c for c in (w.next_close(after, view) for w in self.windows) if c is not None]
-        return min(closes) if closes else None
+        known = [t for t in (term.next(after, view) for term in self.terms) if t is not None]
+        return min(known) if known else None
 
     def fixed_instants(self, after: int, until: int) -> list[int]:
         """The instants in (after, until] that do not depend on the data."""
-        closes: set[int] = set()
-        for window in self.windows:
-            if isinstance(window, TimeWindow):
-                closes.update(window.closes_between(after, until))
-        return sorted(closes)
+        instants: set[int] = set()
+        for term in self.terms:
+            if not term.data and term.progression is not None:
+                instants.update(term.progression.between(after, until))
+        return sorted(instants)
 
     def contents(self, instant: int, view: StreamView) -> dict[str, WindowContent]:
-        """What each window holds at `instant` (a window that holds nothing yet is left out)."""
+        """What each window holds at `instant` (a window that holds nothing yet is left out):
+        its latest window closed at or before it, or under content change the elements with
+        t − a < τ <= t (spec §6.3)."""
         found = {}
         for window in self.windows:
-            content = self.content(window, instant, view)
+            content = window.content_sliding(instant, view) if self.content_change else window.content_at(instant, view)
             if content is not None:
                 found[window.iri] = content
         return found
 
-    def content(self, window: Window, instant: int, view: StreamView) -> WindowContent | None:
-        """A window at its latest close by `instant` (None: not closed yet)."""
-        return window.content_at(instant, view)
+    def report_at(self, contents: dict[str, WindowContent], view: StreamView) -> bool:
+        """Whether the non-empty strategies hold for these contents."""
+        if not self.non_empty:
+            return True
 
-    def report_now(self, elements: int) -> bool:
-        return True
+        def held(iri: str) -> bool:
+            content = contents.get(iri)
+            if content is None:
+                return False
+            window = next(w for w in self.windows if w.iri == iri)
+            return bool(content.select(window.stream, view))
+
+        return all(held(iri) if iri is not None else any(held(w.iri) for w in self.windows)
+                   for iri in self.non_empty)
 
     def complete_through(self, instant: int) -> int:
         """The watermark every input stream must reach before the evaluation at `instant`:
         a window that holds elements at its close instant (count windows, upper-closed
-        bounds) waits until the stream is complete past it."""
-        exact = any(isinstance(w, CountWindow) or w.upper_closed for w in self.windows)
+        bounds, content change) waits until the stream is complete past it."""
+        exact = self.content_change or any(isinstance(w, CountWindow) or w.upper_closed for w in self.windows)
         return instant + 1 if exact else instant
 
     def retention(self, after: int, view: StreamView) -> dict[str, int]:
         """Per stream, the earliest timestamp an evaluation after `after` can read."""
+        if self.content_change:
+            return _earliest([(w.stream, w.sliding_reach(after, view)) for w in self.windows])
         # A count window's next close is known only once its element is in, and may come
         # before the next time close: then only `after` bounds the next instant.
-        instant = after if self.arrivals else self.next_instant(after, view)
+        instant = None if self.arrivals else self.next_instant(after, view)
+        instant = after if instant is None else instant
         return _earliest([(w.stream, w.earliest_reachable(instant, view)) for w in self.windows])
 
     def rate(self) -> float:
         """Evaluations per second the policy asks for whatever the data: count windows and
         content change add one per element arriving, at the streams' rate, not the query's."""
-        return sum(w.rate for w in self.windows if isinstance(w, TimeWindow))
+        return sum(1_000_000 / term.progression.step for term in self.terms if term.progression is not None)
+
+    @property
+    def data_independent(self) -> bool:
+        """Whether the instants and the decision to report do not depend on the data."""
+        return not self.arrivals and not self.non_empty and not self.content_change
+
+    def show(self) -> str:
+        """The policy as the `report` option writes it, windows as full IRIs."""
+        return " and ".join(s.show() for s in self.strategies) if self.strategies else \
+            " and ".join(s.show() for s in self.giving)
 
     def describe(self) -> str:
-        return "at every window close"
-
-
-class Periodic(ReportPolicy):
-    """`COMPUTED EVERY p`: instants τ0q + k·p, the windows at their latest close."""
-
-    name = "periodic"
-
-    def __init__(self, windows: list[Window], origin: int, period: int):
-        super().__init__(windows)
-        self.arrivals = False
-        self.origin = origin
-        self.period = period
-
-    def next_instant(self, after: int, view: StreamView) -> int | None:
-        return self.origin + max(0, (after - self.origin) // self.period + 1) * self.period
-
-    def fixed_instants(self, after: int, until: int) -> list[int]:
-        instants = []
-        t = self.next_instant(after, None)
-        while t <= until:
-            instants.append(t)
-            t += self.period
-        return instants
-
-    def rate(self) -> float:
-        return 1_000_000 / self.period
-
-    def describe(self) -> str:
-        return "every %s" % format_duration(self.period)
-
-
-class NonEmpty(ReportPolicy):
-    """Another policy's instants and contents, skipping an evaluation when every window is
-    empty."""
-
-    name = "non-empty"
-
-    def __init__(self, inner: ReportPolicy):
-        super().__init__(inner.windows)
-        self.inner = inner
-        self.arrivals = inner.arrivals
-        self.at_closes = inner.at_closes
-
-    def next_instant(self, after: int, view: StreamView) -> int | None:
-        return self.inner.next_instant(after, view)
-
-    def fixed_instants(self, after: int, until: int) -> list[int]:
-        return self.inner.fixed_instants(after, until)
-
-    def contents(self, instant: int, view: StreamView) -> dict[str, WindowContent]:
-        return self.inner.contents(instant, view)
-
-    def complete_through(self, instant: int) -> int:
-        return self.inner.complete_through(instant)
-
-    def retention(self, after: int, view: StreamView) -> dict[str, int]:
-        return self.inner.retention(after, view)
-
-    def rate(self) -> float:
-        return self.inner.rate()
-
-    def report_now(self, elements: int) -> bool:
-        return elements > 0
-
-    def describe(self) -> str:
-        return self.inner.describe() + ", skipped when every window is empty"
-
-
-class ContentChange(ReportPolicy):
-    """CQELS's policy (spec §6.3): at every instant t at which an element with τ = t entered a
-    stream the query reads, once all elements with that timestamp are in; every time window
-    then holds t − a < τ <= t − b, every count window its stream's last n elements up to t."""
-
-    name = "content-change"
-    at_closes = False
-
-    def __init__(self, windows: list[Window]):
-        super().__init__(windows)
-        self.arrivals = True
-        self.streams = sorted({w.stream for w in windows})
-
-    def next_instant(self, after: int, view: StreamView) -> int | None:
-        arrivals = [t for t in (view.next_arrival(s, after) for s in self.streams) if t is not None]
-        return min(arrivals) if arrivals else None
-
-    def fixed_instants(self, after: int, until: int) -> list[int]:
-        return []
-
-    def content(self, window: Window, instant: int, view: StreamView) -> WindowContent | None:
-        return window.content_sliding(instant, view)
-
-    def complete_through(self, instant: int) -> int:
-        return instant + 1
-
-    def rate(self) -> float:
-        return 0.0
-
-    def retention(self, after: int, view: StreamView) -> dict[str, int]:
-        return _earliest([(w.stream, w.sliding_reach(after, view)) for w in self.windows])
-
-    def describe(self) -> str:
-        return "at every instant an element arrives (content change)"
+        parts = []
+        for strategy in self.giving:
+            if strategy.kind == "close":
+                parts.append("at every window close" if strategy.window is None
+                             else "at every close of <%s>" % strategy.window)
+            elif strategy.kind == "periodic":
+                period = strategy.period if strategy.period is not None else self._computed_every
+                parts.append("every %s" % format_duration(period))
+            else:
+                parts.append("at every instant an element arrives (content change)" if strategy.window is None
+                             else "at every instant an element arrives on <%s>'s stream (content change)"
+                             % strategy.window)
+        text = parts[0] if len(parts) == 1 else "where these meet: " + "; ".join(parts)
+        for iri in self.non_empty:
+            text += ", skipped when every window is empty" if iri is None else ", skipped when <%s> is empty" % iri
+        return text
 
 
 def _earliest(bounds: list[tuple[str, int]]) -> dict[str, int]:
@@ -199,17 +370,5 @@ def _earliest(bounds: list[tuple[str, int]]) -> dict[str, int]:
 def report_policy(query: ContinuousQuery, report: str | None = None) -> ReportPolicy:
     """The policy of a query: `report` as given in its options, else what the query itself
     says (COMPUTED EVERY, its dialect), else window close."""
-    windows = list(query.windows.values())
-    report = report or query.report or ("periodic" if query.computed_every is not None else "close")
-    if report not in POLICIES:
-        raise PolicyError("unknown report policy %r (known: %s)" % (report, ", ".join(POLICIES)))
-    if report == "content-change":
-        return ContentChange(windows)
-    if report == "periodic" and query.computed_every is None:
-        raise PolicyError("report = periodic needs COMPUTED EVERY in the query")
-    if report in ("periodic", "non-empty") and query.computed_every is not None:
-        base = Periodic(windows, query.policy_origin(), query.computed_every)
-    else:
-        base = ReportPolicy(windows)
-    return NonEmpty(base) if report == "non-empty" else base
-
+    text = report or query.report
+    return ReportPolicy(query, strategies_of(query, text) if text else [])
