@@ -23,6 +23,12 @@ from .evaluation import EvaluationOptions
 from .replay import Replay, ReplayInput
 
 EXIT_INPUT_ERROR = 2
+EXIT_QUERY_FAILED = 3
+_REPLAY_EXIT_STATUS = """exit status:
+  0  every query was evaluated at every instant
+  2  the input was refused: a query, stream file, option or instant (nothing is written)
+  3  a query failed during the replay: the error goes to standard error, the results it gave
+     before are written, and the other queries run to the end"""
 
 
 def _key_value(text: str, what: str) -> tuple[str, str]:
@@ -92,14 +98,17 @@ def cmd_replay(args) -> int:
     replay = Replay(spec)
     if args.out_dir:
         _write_all_atomically(Path(args.out_dir), ids, replay.run())
-        return 0
-    lines = (json.dumps(record, sort_keys=True) + "\n" for _, record in replay.run())
-    if args.out:
-        _write_atomically(Path(args.out), lines)
     else:
-        for line in lines:
-            sys.stdout.write(line)
-    return 0
+        lines = (json.dumps(record, sort_keys=True) + "\n" for _, record in replay.run())
+        if args.out:
+            _write_atomically(Path(args.out), lines)
+        else:
+            for line in lines:
+                sys.stdout.write(line)
+    failed = replay.failures()
+    for query_id, instant, error in failed:
+        print("rspstar replay: query %s failed at %s: %s" % (query_id, instant, error), file=sys.stderr)
+    return EXIT_QUERY_FAILED if failed else 0
 
 
 def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
@@ -170,7 +179,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rspstar", description="RSP-QL* stream processing engine")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    rp = sub.add_parser("replay", help="evaluate a query over recorded streams in event time")
+    rp = sub.add_parser("replay", help="evaluate a query over recorded streams in event time",
+                        epilog=_REPLAY_EXIT_STATUS, formatter_class=argparse.RawDescriptionHelpFormatter)
     rp.add_argument("query", nargs="+", help="RSP-QL* query file(s): several replay together in one pass")
     rp.add_argument("--stream", action="append", default=[], metavar="IRI=FILE",
                     help="a recorded stream (TriG 1.2 or N-Quads 1.2); repeatable")

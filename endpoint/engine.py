@@ -93,6 +93,7 @@ class QueryStatus:
     late_elements: int = 0
     failures: int = 0
     last_error: str | None = None
+    failed_at: int | None = None           # the instant whose evaluation failed
     missed_runs: int = 0                   # scheduler firings coalesced because a run was busy
     behind: int = 0                        # µs from the next due instant to the clock, after a run
     durations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
@@ -109,7 +110,7 @@ class QueryStatus:
 
     def describe(self) -> dict:
         data = {k: v for k, v in asdict(self).items() if k not in ("durations", "latencies")}
-        for key in ("last_evaluation", "next_close"):
+        for key in ("last_evaluation", "next_close", "failed_at"):
             if data[key] is not None:
                 data[key] = format_instant(data[key])
         data["behind_ms"] = round(data.pop("behind") / 1000, 1)
@@ -373,6 +374,7 @@ class Engine:
                     registered.status.state = "failed"
                     registered.status.failures += 1
                     registered.status.last_error = "%s: %s" % (type(e).__name__, e)
+                    registered.status.failed_at = instant
                     log.error("query %s failed at %s: %s", query_id, format_instant(instant), e)
                     break
                 registered.after = instant
@@ -456,6 +458,7 @@ class Engine:
                 registered.status.state = "failed"
                 registered.status.failures += 1
                 registered.status.last_error = failed[3]
+                registered.status.failed_at = failed[1]
                 log.error("query %s failed at %s: %s", query_id, format_instant(failed[1]), failed[3])
         return len(instants)
 

@@ -132,6 +132,11 @@ class Replay:
         for instant, _ in itertools.groupby(heapq.merge(*sources)):
             yield instant
 
+    def failures(self) -> list[tuple[str, str, str]]:
+        """(query id, instant, error) of each query that failed during the replay."""
+        return [(query_id, format_instant(registered.status.failed_at or 0), registered.status.last_error or "")
+                for query_id, registered in self.registered.items() if registered.status.state == "failed"]
+
     def run(self) -> Iterator[tuple[str, dict]]:
         """(query id, record) of every evaluation in (start, end], instant by instant, as the
         engine emits them."""

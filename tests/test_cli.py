@@ -3,7 +3,7 @@ import json
 import subprocess
 import sys
 
-from endpoint.cli import main
+from endpoint.cli import build_parser, main
 from endpoint.config import DEFAULT_CONFIG
 
 QUERY = """PREFIX ex: <http://example.org/>
@@ -250,3 +250,34 @@ def test_a_program_run_of_replay_runs_again_under_jemalloc_and_a_call_does_not(w
     monkeypatch.setattr(sys, "argv", ["rspstar", "check", str(q)])
     assert main() == 0
     assert executed == [True]                       # check is quick: not worth a second start
+
+
+# Joins the window's elements with value 2 to a SERVICE that cannot be reached: the first
+# evaluations (no such element) answer, the one at 08:00:04 (e1) fails.
+FAILS_AT_4 = """PREFIX ex: <http://example.org/>
+SELECT ?o ?x
+FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v 2 } } SERVICE <http://127.0.0.1:9/sparql> { ?x ?y ?z } }
+"""
+
+
+def test_a_query_failing_during_the_replay_exits_3_naming_it_and_keeps_what_it_wrote(write, tmp_path, capsys):
+    q, s = write("late.rq", FAILS_AT_4), write("s.trig", STREAM)
+    out = tmp_path / "out.jsonl"
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    assert main(["replay", str(q), *stream, "--from", "2026-03-01T08:00:00Z", "--to", "2026-03-01T08:00:05Z",
+                 "--out", str(out)]) == 3
+    assert [json.loads(line)["time"] for line in out.read_text().splitlines()] == [
+        "2026-03-01T08:00:01Z", "2026-03-01T08:00:02Z", "2026-03-01T08:00:03Z"]
+    err = capsys.readouterr().err
+    assert "rspstar replay: query late failed at 2026-03-01T08:00:04Z: " in err and "port 9" in err
+    # Beside a query that runs on: its results are all written, and the replay still exits 3.
+    good = write("good.rq", QUERY)
+    assert main(["replay", str(q), str(good), *stream, *RANGE, "--out-dir", str(tmp_path / "both")]) == 3
+    assert len((tmp_path / "both" / "good.jsonl").read_text().splitlines()) == 2
+    assert "failed at 2026-03-01T08:00:04Z" in capsys.readouterr().err
+
+
+def test_replay_help_says_what_each_exit_status_means():
+    help_text = build_parser()._subparsers._group_actions[0].choices["replay"].format_help()
+    assert "exit status" in help_text and "3" in help_text and "a query failed" in help_text
