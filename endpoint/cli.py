@@ -10,6 +10,7 @@ from pathlib import Path
 
 from store.errors import StoreError
 from translator.constants import parameterized
+from translator.dialects import DIALECTS
 from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from translator.temporal import parse_instant
 from translator.policy import report_policy
@@ -82,10 +83,12 @@ def cmd_replay(args) -> int:
     for query_id, file in zip(ids, files):
         texts[query_id] = _read_query(str(file))
         try:
-            compile_query(texts[query_id], dialect=parsed.dialect, start=parsed.start)
+            query = compile_query(texts[query_id], dialect=parsed.dialect, start=parsed.start)
         except QuerySyntaxError as e:
             print("%s:%d:%d: %s" % (file, e.line, e.column, e.message), file=sys.stderr)
             return EXIT_INPUT_ERROR
+        for warning in query.warnings:
+            print("%s:%s" % (file, warning.replace(": ", ": warning: ", 1)), file=sys.stderr)
     streams = []
     for item in args.stream:
         iri, file = _key_value(item, "--stream")
@@ -150,6 +153,8 @@ def cmd_check(args) -> int:
         "windows": [w.describe() for w in query.windows.values()],
         "report": policy.describe(),
         "policy": policy.show(),
+        "normalised": query.normalised,
+        "warnings": query.warnings,
     }
     if query.translation is not None:
         summary["rspql"] = query.translation.splitlines()
@@ -190,9 +195,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--to", dest="end", required=True, metavar="INSTANT",
                     help="... up to and including this xsd:dateTime")
     rp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="query option: report=close|non-empty|content-change|periodic, "
-                         "window_default_graph=timestamps|union, dialect=rspql|csparql|cqels|streaming-sparql, "
-                         "start=DATETIME, rspu_cache, lazy_bind, h4, fuse_rspu, incremental (true|false)")
+                    help="query option: report=POLICY (strategies joined by 'and': close, non-empty, "
+                         "content-change, periodic, each also for one window, e.g. 'close(<w2>) and non-empty(<w2>)', "
+                         "and periodic(PT5S)), window_default_graph=timestamps|union, dialect=%s, "
+                         "start=DATETIME, rspu_cache, lazy_bind, h4, fuse_rspu, incremental (true|false)"
+                         % "|".join(DIALECTS))
     rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
     rp.add_argument("--out-dir", metavar="DIR", help="write <query file stem>.jsonl per query here "
                                                      "(needed with several queries)")

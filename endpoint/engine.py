@@ -155,6 +155,7 @@ class RegisteredQuery:
             "windows": [w.describe() for w in self.query.windows.values()],
             "report": self.evaluator.policy.describe(), "policy": self.evaluator.policy.show(),
             "dialect": self.query.dialect, "translation": self.query.translation,
+            "normalised": self.query.normalised, "warnings": self.query.warnings,
             "status": self.status.describe(),
             "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
         }

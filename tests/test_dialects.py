@@ -91,7 +91,8 @@ WHERE { ?x wtur:StrCnt ?y .
     (CQELS.replace("[RANGE 3s]", "[ALL]"), "[ALL] has no equivalent", 2, 53),
     (CQELS.replace("SELECT", "SELECT RSTREAM"), "RSTREAM in CQELS-QL has no equivalent", 2, 8),
     (STREAMING.replace("FROM STREAM", "FROM NAMED STREAM"), "FROM NAMED STREAM has no equivalent", 2, 16),
-    (CSPARQL.replace("[RANGE 4s STEP 2s]", "[RANGE 4s SLIDE 2s]"), "to close the window", 2, 62),
+    (CSPARQL.replace("[RANGE 4s STEP 2s]", "[RANGE 4s HOP 2s]"), "to close the window", 2, 62),
+    (CQELS.replace("[RANGE 3s]", "[RANGE 5M]"), "5M: M is months in an xsd:duration; write 5m for minutes", 2, 59),
 ])
 def test_dialect_errors_name_the_construct_at_the_users_position(text, message, line, column):
     with pytest.raises(QuerySyntaxError, match=message.replace("[", r"\[").replace("]", r"\]")) as e:
@@ -160,3 +161,173 @@ def test_a_window_closing_the_where_clause_is_the_one_its_patterns_read():
                                "WHERE { ?x ex:p ?y WINDOW ELEMS 5 }")
     assert "WHERE { WINDOW <http://example.org/s> { WINDOW <http://example.org/s#2> { ?x ex:p ?y } } }" in \
         " ".join(query.translation.split())
+
+
+
+# -- the community pages' window forms (spec 6.7) ---------------------------------------------
+@pytest.mark.parametrize("window, seconds, step", [
+    ("[RANGE 10m SLIDE 1m]", 600, 60), ("[RANGE 3s SLIDING 1s]", 3, 1), ("[RANGE 3 sec TUMBLING]", 3, 3),
+    ("[RANGE 5 min STEP 30 seconds]", 300, 30), ("[RANGE 2 hours SLIDE 1 hour]", 7200, 3600),
+    ("[RANGE 1 day STEP 1 d]", 86400, 86400), ("[RANGE 500 ms STEP 250ms]", 0.5, 0.25),
+])
+def test_csparql_reads_the_community_pages_window_forms_and_names_them(window, seconds, step):
+    query = compile_query(CSPARQL.replace("[RANGE 4s STEP 2s]", window))
+    [w] = query.windows.values()
+    assert (w.range, w.step) == (int(seconds * S), int(step * S))
+    assert query.normalised, "the form read is named"
+    assert all(n.startswith("2:") for n in query.normalised)
+
+
+def test_each_language_notes_only_what_is_not_its_own():
+    assert compile_query(CSPARQL.replace("[RANGE 4s STEP 2s]", "[RANGE 10m TUMBLING]")).normalised == []
+    slide = compile_query(CSPARQL.replace("[RANGE 4s STEP 2s]", "[RANGE 10m SLIDE 1m]"))
+    assert slide.normalised == ["2:63: SLIDE read as STEP (C-SPARQL's [RANGE 10m STEP 1m])"]
+    cqels = compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 10m TUMBLING]"))
+    assert cqels.windows["http://example.org/temp"].step == 600 * S
+    assert cqels.normalised == ["2:63: TUMBLING read as SLIDE equal to RANGE (CQELS-QL's [RANGE 10m SLIDE 10m])"]
+    assert compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 3s SLIDE 1s]")).normalised == []
+    words = compile_query(CQELS.replace("[RANGE 3s]", "[range 3 sec]"))
+    assert words.normalised == ["2:59: 3 sec read as 3s"]
+
+
+def test_seed_004s_listings_run_as_their_page_writes_them():
+    fb = "PREFIX : <http://example.org/>\n"
+    q2 = compile_query(fb + """REGISTER QUERY FastAndFurious AS
+SELECT ?person (count(distinct ?room) as ?rooms)
+FROM STREAM <http://example.org/S1> [RANGE 5m TUMBLING]
+WHERE { ?person :isIn ?room}
+GROUPBY ?person
+HAVING  (?rooms >= 5)""")
+    assert q2.normalised == ["6:1: GROUPBY read as GROUP BY"]
+    cqels_q2 = compile_query(fb + """SELECT ?person (count(distinct ?room) as ?rooms)
+WHERE {STREAM <http://example.org/S1>  [range 5m] { ?person :isIn ?room}}
+GROUPBY ?person
+HAVING  (?rooms >= 5)""")
+    assert cqels_q2.dialect == "cqels" and cqels_q2.windows["http://example.org/S1"].range == 300 * S
+    facts = compile_query(fb + """REGISTER STREAM UseRoomCounts AS
+CONSTRUCT {?room :currentCount ?n }
+FROM STREAM <http://example.org/fb> [RANGE 3 sec TUMBLING]
+WHERE { ?room :enterCount ?n }""")
+    assert facts.windows["http://example.org/fb"].step == 3 * S
+    # Q5's listing does not balance its braces: still refused.
+    with pytest.raises(QuerySyntaxError, match="never closed"):
+        compile_query(fb + """SELECT ?person
+FROM STREAM <http://example.org/S1> [RANGE 5m TUMBLING]
+FROM NAMED <http://example.org/profile>
+WHERE {
+{ { ?person :isIn :room1 }
+FILTER NOT EXISTS
+{GRAPH <http://example.org/profile> {?person :hasDegree :doctorate}
+}}""")
+
+
+# -- SPARQLstream (spec 6.8) ---------------------------------------------------------------------
+SPARQLSTREAM = """PREFIX : <http://example.org/>
+SELECT ISTREAM ?room ?person
+FROM NAMED STREAM <http://example.org/fb> [1 MINUTES SLIDE 1 MINUTES]
+WHERE {
+ ?person :isIn ?room .
+}"""
+
+
+def test_sparqlstream_is_recognised_and_read_with_its_semantics():
+    assert detect(SPARQLSTREAM) == "sparqlstream"
+    assert detect(SPARQLSTREAM.replace("FROM NAMED STREAM", "FROM STREAM")) == "sparqlstream"   # SELECT ISTREAM
+    assert detect(RSPQL.replace("SELECT", "SELECT ISTREAM")) == "rspql"
+    query = compile_query(SPARQLSTREAM)
+    [window] = query.windows.values()
+    assert (query.dialect, query.r2s, query.report) == ("sparqlstream", R2S.ISTREAM, "non-empty")
+    assert (window.range, window.step, window.upper_closed) == (60 * S, 60 * S, True)
+    assert query.option_defaults == {"window_default_graph": "union"}
+    assert "FROM NAMED WINDOW <http://example.org/fb> ON <http://example.org/fb> [RANGE PT60S STEP PT60S]" in \
+        query.translation
+    for r2s in ("DSTREAM", "RSTREAM"):
+        assert compile_query(SPARQLSTREAM.replace("ISTREAM", r2s)).r2s is R2S[r2s]
+    assert compile_query(SPARQLSTREAM.replace("SELECT ISTREAM", "SELECT")).r2s is R2S.RSTREAM
+
+
+def test_sparqlstream_windows_in_the_past_and_units():
+    past = compile_query(SPARQLSTREAM.replace("[1 MINUTES SLIDE 1 MINUTES]",
+                                              "[NOW - 10 MINUTES TO NOW - 2 MINUTES SLIDE 1 MINUTES]"))
+    [window] = past.windows.values()
+    assert (window.range, window.lag, window.step, window.upper_closed) == (600 * S, 120 * S, 60 * S, True)
+    for spec, seconds in (("[30 S SLIDE 10 SECONDS]", 30), ("[2 HOURS SLIDE 1 HOUR]", 7200), ("[1 DAY SLIDE 1 DAYS]", 86400),
+                          ("[500 MS SLIDE 500 MS]", 0.5), ("[1 SECOND SLIDE 1 S]", 1)):
+        [w] = compile_query(SPARQLSTREAM.replace("[1 MINUTES SLIDE 1 MINUTES]", spec)).windows.values()
+        assert w.range == int(seconds * S)
+
+
+@pytest.mark.parametrize("window, message, column", [
+    ("[1 MINUTES]", "needs SLIDE and a duration", 53),
+    ("[TRIPLES 5]", "a count window in SPARQLstream has no equivalent", 44),
+    ("[5 TRIPLES]", "FROM NAMED WINDOW <w> ON <s> \\[ELEMS n\\], spec 6.1", 44),
+    ("[1 FORTNIGHT SLIDE 1 MINUTES]", "needs a unit", 46),
+    ("[NOW - 2 MINUTES TO NOW - 3 MINUTES SLIDE 1 MINUTES]", "ends before it begins", 44),
+])
+def test_sparqlstream_refuses_what_it_cannot_say(window, message, column):
+    with pytest.raises(QuerySyntaxError, match=message) as e:
+        compile_query(SPARQLSTREAM.replace("[1 MINUTES SLIDE 1 MINUTES]", window))
+    assert (e.value.line, e.value.column) == (3, column)
+
+
+def test_check_prints_a_sparqlstream_querys_rspql_equivalent(tmp_path, capsys):
+    path = tmp_path / "q.rq"
+    path.write_text(SPARQLSTREAM)
+    assert main(["check", str(path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["dialect"] == "sparqlstream" and summary["r2s"] == "ISTREAM"
+    assert summary["policy"] == "non-empty"
+    assert any("FROM NAMED WINDOW <http://example.org/fb>" in line for line in summary["rspql"])
+
+
+# -- HAVING over a SELECT alias (spec 6.7) -----------------------------------------------------
+HAVING_ALIAS = """PREFIX : <http://example.org/>
+SELECT ?person (COUNT(DISTINCT ?room) AS ?rooms)
+FROM STREAM <http://example.org/S1> [RANGE 5m TUMBLING]
+WHERE { ?person :isIn ?room }
+GROUP BY ?person
+HAVING (?rooms >= 2)"""
+
+
+def test_having_over_a_select_alias_is_warned_of_and_runs_as_written(tmp_path, capsys):
+    query = compile_query(HAVING_ALIAS)
+    assert query.warnings == [
+        "6:9: HAVING reads ?rooms, an alias of the SELECT clause, which HAVING is evaluated before: unbound "
+        "there, so the condition never holds and no group is kept; write the aggregate itself: "
+        "HAVING (COUNT(DISTINCT ?room) >= 2)"]
+    assert compile_query(HAVING_ALIAS.replace("HAVING (?rooms >= 2)", "HAVING (COUNT(DISTINCT ?room) >= 2)")).warnings == []
+    # In RSP-QL* and in a sub-select too.
+    rspql = EX + """SELECT ?p FROM NAMED WINDOW ex:w ON ex:s [RANGE PT5M]
+WHERE { { SELECT ?p (SUM(?v) AS ?total) WHERE { WINDOW ex:w { GRAPH ?g { ?p ex:v ?v } } } GROUP BY ?p HAVING (?total > 3) } }"""
+    [warning] = compile_query(rspql).warnings
+    assert warning.startswith("3:111: HAVING reads ?total") and warning.endswith("HAVING (SUM(?v) > 3)")
+    # The query runs as written: its HAVING never holds, so it answers nothing (and says why).
+    stream = tmp_path / "s1.trig"
+    stream.write_text("""@prefix : <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+:e1 prov:generatedAtTime "2026-03-01T08:00:01Z"^^xsd:dateTime . :e1 { :axel :isIn :roomA . }
+:e2 prov:generatedAtTime "2026-03-01T08:00:02Z"^^xsd:dateTime . :e2 { :axel :isIn :roomB . }
+""")
+    path = tmp_path / "q2.rq"
+    path.write_text(HAVING_ALIAS)
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(path), "--stream", "http://example.org/S1=%s" % stream, "--from", "2026-03-01T08:00:00Z",
+                 "--to", "2026-03-01T08:05:00Z", "--out", str(out)]) == 0
+    assert [json.loads(line)["bindings"] for line in out.read_text().splitlines()] == [[]]
+    assert "%s:6:9: warning: HAVING reads ?rooms" % path in capsys.readouterr().err
+    fixed = tmp_path / "fixed.rq"
+    fixed.write_text(HAVING_ALIAS.replace("HAVING (?rooms >= 2)", "HAVING (COUNT(DISTINCT ?room) >= 2)"))
+    assert main(["replay", str(fixed), "--stream", "http://example.org/S1=%s" % stream, "--from", "2026-03-01T08:00:00Z",
+                 "--to", "2026-03-01T08:05:00Z", "--out", str(out)]) == 0
+    assert [len(json.loads(line)["bindings"]) for line in out.read_text().splitlines()] == [1]
+    assert main(["check", str(path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["warnings"] == query.warnings and summary["normalised"] == []
+
+
+def test_registration_answers_with_the_forms_normalised_and_the_warnings():
+    engine = Engine(StreamStore(), VirtualClock(0))
+    described = engine.register(HAVING_ALIAS.replace("[RANGE 5m TUMBLING]", "[RANGE 5 min SLIDE 1 min]"), "q").describe()
+    assert described["normalised"] == ["3:44: 5 min read as 5m", "3:50: SLIDE read as STEP (C-SPARQL's [RANGE 5m STEP 1m])",
+                                       "3:56: 1 min read as 1m"]
+    assert described["warnings"][0].startswith("6:9: HAVING reads ?rooms")

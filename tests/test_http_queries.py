@@ -65,7 +65,7 @@ def test_dialect_queries_register_over_http_with_errors_at_their_position(client
                       headers=AUTH)
     assert bad.status_code == 400
     assert (bad.get_json()["line"], bad.get_json()["column"]) == (2, 58)   # the unit apart from its number
-    unknown = client.post("/queries", json={"query": cqels, "options": {"dialect": "sparqlstream"}}, headers=AUTH)
+    unknown = client.post("/queries", json={"query": cqels, "options": {"dialect": "esper"}}, headers=AUTH)
     assert unknown.status_code == 400 and "dialect" in unknown.get_json()["message"]
 
 

@@ -1,13 +1,19 @@
-"""Queries written for C-SPARQL, CQELS-QL and Streaming SPARQL (spec §6.5), translated into
-RSP-QL* text plus what that text cannot say (window bounds, report policy, the merged default
-graph), then compiled as any RSP-QL* query. Errors found in the translation are reported at
-the line and column of the user's text.
+"""Queries written for C-SPARQL, CQELS-QL, Streaming SPARQL (spec §6.5) and SPARQLstream (spec
+§6.8), translated into RSP-QL* text plus what that text cannot say (window bounds, report
+policy, the merged default graph), then compiled as any RSP-QL* query. Errors found in the
+translation are reported at the line and column of the user's text.
+
+A dialect is one reader class (a subclass of `_Reader` naming its `dialect`): defining it
+registers it, and DIALECTS lists the registered names. The window forms seed 004 writes and no
+engine's grammar has (spec §6.7: SLIDE or SLIDING for STEP, TUMBLING, units as words) are read
+as their dialect's own and named in `Translation.normalised`.
 
 | | window clause | window content | bounds | report | R2S |
 | --- | --- | --- | --- | --- | --- |
 | C-SPARQL | `FROM STREAM <s> [RANGE 10s STEP 1s]` | merge of all windows and background | (x − a, x] | close, non-empty | RStream |
 | CQELS-QL | `STREAM <s> [RANGE 5s] { P }` in WHERE | merge of the block's window | (t − a, t] | content change | IStream |
 | Streaming SPARQL | `FROM STREAM <s> WINDOW RANGE 30 MINUTE SLIDE` | merge of all windows | [x − a, x) | close | RStream |
+| SPARQLstream | `FROM NAMED STREAM <s> [1 MINUTES SLIDE 1 MINUTES]` | merge of all windows and background | (x − a, x] | close, non-empty | as written |
 
 A query with one window and neither background graphs nor GRAPH patterns becomes
 `WHERE { WINDOW <s> { P } }` with the window's default graph the merge of its elements
@@ -25,11 +31,18 @@ from .parser import PrologueReader
 from .tokens import EOF, IRI, NAME, NUMBER, PNAME, VAR, SourceText, Token, tokenize
 from .vocabulary import PROV_GENERATED_AT_TIME
 
-DIALECTS = ("rspql", "csparql", "cqels", "streaming-sparql")
-
 _UNITS = {"ms": 1_000, "s": 1_000_000, "m": 60_000_000, "h": 3_600_000_000, "d": 86_400_000_000}
+# Units written as a word after a space (spec §6.7: `3 sec`, `5 min`, `2 hours`), as the unit
+# of _UNITS they mean.
+_UNIT_WORDS = {"ms": "ms", "sec": "s", "second": "s", "seconds": "s", "min": "m",
+               "minute": "m", "minutes": "m", "h": "h", "hour": "h", "hours": "h", "d": "d", "day": "d",
+               "days": "d"}
 _STREAMING_UNITS = {"MS": 1_000, "S": 1_000_000, "MINUTE": 60_000_000, "HOUR": 3_600_000_000,
                     "DAY": 86_400_000_000, "WEEK": 604_800_000_000}
+_SPARQLSTREAM_UNITS = {"MS": 1_000, "S": 1_000_000, "SECOND": 1_000_000, "SECONDS": 1_000_000,
+                       "MINUTE": 60_000_000, "MINUTES": 60_000_000, "HOUR": 3_600_000_000,
+                       "HOURS": 3_600_000_000, "DAY": 86_400_000_000, "DAYS": 86_400_000_000}
+_R2S = ("ISTREAM", "RSTREAM", "DSTREAM")
 _CSPARQL_FUNCTIONS = "http://larkc.eu/csparql/sparql/jena/ext#"
 _XSD_DATETIME = "http://www.w3.org/2001/XMLSchema#dateTime"
 # What the translation calls the variable holding a C-SPARQL timestamp() (never in results).
@@ -49,6 +62,7 @@ class Translation:
     merged: bool = False
     name: str | None = None
     option_defaults: dict[str, str] = field(default_factory=dict)
+    normalised: list[str] = field(default_factory=list)     # community forms read as the dialect's (§6.7)
 
     def locate(self, error: QuerySyntaxError) -> QuerySyntaxError:
         """The error at the user's line and column."""
@@ -68,28 +82,40 @@ class Translation:
         return replace(query, text=text, windows=windows, report=self.report, dialect=self.dialect,
                        option_defaults=dict(self.option_defaults), translation=self.text,
                        merged_windows=tuple(windows) if self.merged else None,
-                       name=self.name if self.name is not None else query.name)
+                       name=self.name if self.name is not None else query.name,
+                       normalised=list(self.normalised))
 
 
 def detect(text: str) -> str:
     """The dialect a query is written in, from its window clauses."""
     tokens = tokenize(SourceText(text))
     depth = 0
+    r2s_after_select = False
     for k, tok in enumerate(tokens):
         if tok.is_punct("{"):
             depth += 1
         elif tok.is_punct("}"):
             depth -= 1
+        elif tok.is_keyword("SELECT") and tokens[k + 1].is_keyword(*_R2S):
+            r2s_after_select = True
+        elif tok.is_keyword("WINDOW") and k and tokens[k - 1].is_keyword("NAMED"):
+            return "rspql"
         elif tok.is_keyword("STREAM") and tokens[k + 1].kind in (IRI, PNAME):
             after = tokens[k + 2] if k + 2 < len(tokens) else tokens[-1]
             before = tokens[k - 1] if k else None
             if depth > 0 and after.is_punct("["):
                 return "cqels"
             if before is not None and before.is_keyword("FROM", "NAMED"):
-                if after.is_keyword("WINDOW") or before.is_keyword("NAMED"):
+                if after.is_keyword("WINDOW"):
                     return "streaming-sparql"
                 if after.is_punct("["):
+                    opening = tokens[k + 3] if k + 3 < len(tokens) else tokens[-1]
+                    if before.is_keyword("NAMED") or r2s_after_select or opening.kind == NUMBER or \
+                            opening.is_keyword("NOW"):
+                        return "sparqlstream"
                     return "csparql"
+                if before.is_keyword("NAMED"):
+                    return "streaming-sparql"
     return "rspql"
 
 
@@ -106,8 +132,7 @@ def translate(text: str, dialect: str | None = None, start: str | None = None) -
             origin = parse_instant(start)
         except TemporalValueError as e:
             raise QuerySyntaxError("option start: %s" % e, 1, 1) from None
-    reader = {"csparql": _CSparql, "cqels": _Cqels, "streaming-sparql": _StreamingSparql}[dialect]
-    return reader(text, origin).translate()
+    return _READERS[dialect](text, origin).translate()
 
 
 @dataclass
@@ -117,13 +142,26 @@ class _Window:
     iri: str = ""
 
 
+_READERS: dict[str, type["_Reader"]] = {}
+
+
 class _Reader(PrologueReader):
     """Token-level reading of a dialect query into edits of its text (replacements of token
-    ranges), applied in one pass so that every copied piece keeps its source offset."""
+    ranges), applied in one pass so that every copied piece keeps its source offset. A subclass
+    naming its `dialect` is registered under that name."""
 
     dialect = ""
+    language = ""           # the language's name in messages
     # (language, hint) where FROM STREAM is not the language's (None: it declares a window).
     from_stream: tuple[str, str] | None = None
+    # The word a window's slide is written with in this language, and the ones read as it.
+    slide_word = "STEP"
+    tumbling = True         # whether the language writes [RANGE d TUMBLING] itself
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.dialect:
+            _READERS[cls.dialect] = cls
 
     def __init__(self, text: str, origin: int | None):
         super().__init__(text)
@@ -132,6 +170,11 @@ class _Reader(PrologueReader):
         self.windows: list[_Window] = []
         self.name: str | None = None
         self.timestamp_calls: list[tuple[list[str], int, str]] = []   # (triple, group close, variable)
+        self.notes: list[tuple[int, str]] = []
+
+    def note(self, tok: Token, message: str) -> None:
+        """A community form read as the language's own (spec §6.7), at its token."""
+        self.notes.append((tok.offset, message))
 
     def edit(self, first: Token, last: Token, text: str) -> None:
         """Replace the text from token `first` through token `last` (an insertion before
@@ -140,20 +183,49 @@ class _Reader(PrologueReader):
 
     # -- shared pieces ------------------------------------------------------------------
     def duration(self, context: str) -> int:
-        """A C-SPARQL / CQELS duration: a number and a unit (ms, s, m, h, d)."""
+        """A C-SPARQL / CQELS duration: a number and a unit (ms, s, m, h, d) right after it, or a
+        unit written as a word after a space (`3 sec`, `5 min`, `2 hours`: spec §6.7)."""
         number = self.peek()
         if number.kind != NUMBER or not number.text.isdigit():
             raise self.error("expected a duration such as 10s for %s, found %s" % (context, self.describe(number)))
         self.advance()
         unit = self.peek()
-        if unit.kind != NAME or unit.text.lower() not in _UNITS or unit.offset != number.end:
-            raise self.error("a duration needs a unit right after its number (ms, s, m, h or d) for %s" % context,
-                             unit)
+        word = unit.text.lower() if unit.kind == NAME else ""
+        if unit.kind == NAME and unit.offset == number.end and unit.text == "M":
+            raise self.error("%s%s: M is months in an xsd:duration; write %sm for minutes" % (
+                number.text, unit.text, number.text), number)
+        if unit.kind == NAME and unit.offset == number.end and word in _UNITS:
+            symbol = word
+        elif word in _UNIT_WORDS:
+            symbol = _UNIT_WORDS[word]
+            self.note(number, "%s %s read as %s%s" % (number.text, unit.text, number.text, symbol))
+        else:
+            raise self.error("a duration needs a unit right after its number (ms, s, m, h or d) or a unit word "
+                             "after a space (ms, sec, min, hours, days) for %s" % context, unit)
         self.advance()
-        value = int(number.text) * _UNITS[unit.text.lower()]
+        value = int(number.text) * _UNITS[symbol]
         if value <= 0:
             raise self.error("%s must be positive" % context, number)
         return value
+
+    def sliding(self, width: int) -> int:
+        """What follows RANGE d in a time window: the slide (STEP, SLIDE or SLIDING d), TUMBLING
+        (the slide is the range) or nothing (tumbling too); forms that are not the language's own
+        are read as its own and noted (spec §6.7)."""
+        tok = self.peek()
+        if tok.is_keyword("STEP", "SLIDE", "SLIDING"):
+            self.advance()
+            step = self.duration(tok.text.upper())
+            if tok.text.upper() != self.slide_word:
+                self.note(tok, "%s read as %s (%s's [RANGE %s %s %s])" % (
+                    tok.text.upper(), self.slide_word, self.language, _short(width), self.slide_word, _short(step)))
+            return step
+        if tok.is_keyword("TUMBLING"):
+            self.advance()
+            if not self.tumbling:
+                self.note(tok, "TUMBLING read as %s equal to RANGE (%s's [RANGE %s %s %s])" % (
+                    self.slide_word, self.language, _short(width), self.slide_word, _short(width)))
+        return width
 
     def time_spec(self, width: int, step: int) -> str:
         spec = "RANGE %s STEP %s" % (format_duration(width), format_duration(step))
@@ -301,11 +373,20 @@ class _Reader(PrologueReader):
             at = end
         pieces.append(text[at:])
         placed.append((length, at, len(text) - at))
-        return Translation(self.dialect, self.source, "".join(pieces), placed, name=self.name)
+        normalised = ["%d:%d: %s" % (*self.source.position(offset), message) for offset, message in sorted(self.notes)]
+        return Translation(self.dialect, self.source, "".join(pieces), placed, name=self.name, normalised=normalised)
+
+    def group_by(self, where_close: int) -> None:
+        """`GROUPBY` after the WHERE clause (seed 004 writes it) read as GROUP BY."""
+        for tok in self.tokens[where_close + 1:]:
+            if tok.kind == NAME and tok.text.upper() == "GROUPBY":
+                self.edit(tok, tok, "GROUP BY")
+                self.note(tok, "GROUPBY read as GROUP BY")
 
 
 class _CSparql(_Reader):
     dialect = "csparql"
+    language = "C-SPARQL"
 
     def translate(self) -> Translation:
         self.register()
@@ -320,6 +401,7 @@ class _CSparql(_Reader):
         where_open = self.find_where()
         where_close = self.matching(where_open)
         self.timestamp_function(form_index, where_open, where_close)
+        self.group_by(where_close)
         merged = self.merge_or_wrap(where_open, where_close, self.windows, background)
         translation = self.finish()
         translation.report = "non-empty"
@@ -367,13 +449,7 @@ class _CSparql(_Reader):
             spec = "ELEMS %d" % self.count("RANGE TRIPLES")
         else:
             width = self.duration("RANGE")
-            step = width
-            if self.peek().is_keyword("STEP"):
-                self.advance()
-                step = self.duration("STEP")
-            elif self.peek().is_keyword("TUMBLING"):
-                self.advance()
-            spec = self.time_spec(width, step)
+            spec = self.time_spec(width, self.sliding(width))
         self.expect_punct("]", "to close the window (C-SPARQL windows are RANGE d STEP d, RANGE d TUMBLING or "
                                "RANGE TRIPLES n)")
         return spec
@@ -381,6 +457,9 @@ class _CSparql(_Reader):
 
 class _Cqels(_Reader):
     dialect = "cqels"
+    language = "CQELS-QL"
+    slide_word = "SLIDE"
+    tumbling = False
     from_stream = ("CQELS-QL", " (CQELS-QL reads a stream with STREAM <s> [RANGE ...] { ... } inside WHERE)")
 
     def translate(self) -> Translation:
@@ -415,6 +494,7 @@ class _Cqels(_Reader):
             raise self.error("a CQELS-QL query reads at least one STREAM <iri> [RANGE ...] { ... }",
                              self.tokens[where_open])
         self.edit(header_end, None, self.declarations() + " ")
+        self.group_by(where_close)
         translation = self.finish()
         translation.report = "content-change"
         translation.upper_closed = True
@@ -433,11 +513,7 @@ class _Cqels(_Reader):
         elif tok.is_keyword("RANGE"):
             self.advance()
             width = self.duration("RANGE")
-            step = width
-            if self.peek().is_keyword("SLIDE"):
-                self.advance()
-                step = self.duration("SLIDE")
-            spec = self.time_spec(width, step)
+            spec = self.time_spec(width, self.sliding(width))
         elif tok.is_keyword("ALL"):
             raise self.refuse(tok, "[ALL]", " (a window over the whole stream is unbounded)")
         else:
@@ -448,6 +524,7 @@ class _Cqels(_Reader):
 
 class _StreamingSparql(_Reader):
     dialect = "streaming-sparql"
+    language = "Streaming SPARQL"
 
     def translate(self) -> Translation:
         self.prologue()
@@ -527,3 +604,111 @@ class _StreamingSparql(_Reader):
         if self.peek().kind == NAME and self.peek().text.upper() in _STREAMING_UNITS:
             unit = _STREAMING_UNITS[self.advance().text.upper()]
         return int(number.text) * unit, unit
+
+
+class _SparqlStream(_Reader):
+    """SPARQLstream (spec §6.8): `FROM NAMED STREAM <s> [1 MINUTES SLIDE 1 MINUTES]` or a window
+    in the past `[NOW - 10 MINUTES TO NOW - 2 MINUTES SLIDE 1 MINUTES]`, R2S right after SELECT
+    (the one language of the three with all three operators), windows (close − α, close], their
+    content merged into the default graph, reported at closes of non-empty windows."""
+
+    dialect = "sparqlstream"
+    language = "SPARQLstream"
+
+    def translate(self) -> Translation:
+        self.prologue()
+        form = self.peek()
+        if not form.is_keyword("SELECT", "CONSTRUCT", "ASK"):
+            raise self.error("expected SELECT, CONSTRUCT or ASK, found %s" % self.describe(form))
+        self.advance()
+        self.skip_to_dataset()
+        background = self.dataset_clauses()
+        if not self.windows:
+            raise self.error("a SPARQLstream query reads at least one FROM NAMED STREAM <iri> [... SLIDE ...]")
+        where_open = self.find_where()
+        where_close = self.matching(where_open)
+        merged = self.merge_or_wrap(where_open, where_close, self.windows, background)
+        translation = self.finish()
+        translation.report = "non-empty"
+        translation.upper_closed = True
+        translation.merged = merged
+        translation.option_defaults = {"window_default_graph": "union"}
+        return translation
+
+    def dataset_clauses(self) -> bool:
+        """FROM [NAMED] STREAM <s> [...] become window declarations; FROM and FROM NAMED graphs
+        stay; whether the query names background graphs."""
+        background = False
+        while self.peek().is_keyword("FROM"):
+            first = self.advance()
+            if self.peek().is_keyword("NAMED"):
+                self.advance()
+            if self.peek().is_keyword("STREAM"):
+                self.advance()
+                stream = self.declaration_iri("after FROM NAMED STREAM")[0]
+                window = self.add_window(stream, self.stream_window())
+                self.edit(first, self.tokens[self.i - 1], "FROM NAMED WINDOW <%s> ON <%s> [%s]"
+                          % (window.iri, stream, window.spec))
+            else:
+                background = True
+                self.declaration_iri("after FROM")
+        return background
+
+    def stream_window(self) -> str:
+        opening = self.expect_punct("[", "to open the window after FROM NAMED STREAM <iri>")
+        tok = self.peek()
+        if tok.is_keyword("TRIPLES", "ELEMS", "RANGE") or (tok.kind == NUMBER and self.peek(1).is_keyword(
+                "TRIPLES", "ELEMS")):
+            raise self.refuse(tok, "a count window in SPARQLstream",
+                              " (the language leaves them out; write the query in RSP-QL* with "
+                              "FROM NAMED WINDOW <w> ON <s> [ELEMS n], spec 6.1)")
+        if tok.is_keyword("NOW"):
+            self.advance()
+            self.expect_punct("-", "after NOW in a window in the past (NOW - 10 MINUTES TO NOW - 2 MINUTES)")
+            width = self.value("the window's start")
+            self.expect_keyword("TO", "after NOW - d")
+            self.expect_keyword("NOW", "after TO")
+            lag = 0
+            if self.peek().is_punct("-"):
+                self.advance()
+                lag = self.value("the window's end")
+            if lag >= width:
+                raise self.error("a window in the past ends before it begins: NOW - a TO NOW - b needs a > b", tok)
+        else:
+            width, lag = self.value("the window's range"), 0
+        if not self.peek().is_keyword("SLIDE"):
+            raise self.error("a SPARQLstream window needs SLIDE and a duration, such as [1 MINUTES SLIDE 1 MINUTES]"
+                             ", found %s" % self.describe(self.peek()))
+        self.advance()
+        step = self.value("SLIDE")
+        self.expect_punct("]", "to close the window opened at %d:%d" % self.source.position(opening.offset))
+        spec = "FROM NOW-%s TO NOW-%s STEP %s" % (format_duration(width), format_duration(lag), format_duration(step)) \
+            if lag else "RANGE %s STEP %s" % (format_duration(width), format_duration(step))
+        if self.origin is not None:
+            spec += ' START "%s"^^<%s>' % (format_instant(self.origin), _XSD_DATETIME)
+        return spec
+
+    def value(self, context: str) -> int:
+        """A positive whole number and a unit word: MS, S / SECOND(S), MINUTE(S), HOUR(S), DAY(S)."""
+        number = self.peek()
+        if number.kind != NUMBER or not number.text.isdigit() or int(number.text) < 1:
+            raise self.error("%s takes a positive whole number and a unit (MS, S, SECONDS, MINUTES, HOURS, DAYS), "
+                             "found %s" % (context, self.describe(number)))
+        self.advance()
+        unit = self.peek()
+        if unit.kind != NAME or unit.text.upper() not in _SPARQLSTREAM_UNITS:
+            raise self.error("%s needs a unit after its number (MS, S, SECONDS, MINUTES, HOURS, DAYS), found %s"
+                             % (context, self.describe(unit)), unit)
+        self.advance()
+        return int(number.text) * _SPARQLSTREAM_UNITS[unit.text.upper()]
+
+
+DIALECTS = ("rspql", *_READERS)
+
+
+def _short(value: int) -> str:
+    """A duration in microseconds as C-SPARQL writes it: 600000000 -> 10m."""
+    for symbol in ("d", "h", "m", "s", "ms"):
+        if value % _UNITS[symbol] == 0:
+            return "%d%s" % (value // _UNITS[symbol], symbol)
+    return format_duration(value)

@@ -219,6 +219,11 @@ class ContinuousQuery:
     # C-SPARQL / Streaming SPARQL (spec §6.5): outside WINDOW and GRAPH, triples match the
     # merge of these windows' elements and the background default graph.
     merged_windows: tuple[str, ...] | None = None
+    # Window forms of the community pages read as the dialect's own (spec §6.7), and what the
+    # query says that is valid but surely not meant (a HAVING over a SELECT alias): each names
+    # its line and column in the user's text.
+    normalised: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def streams(self) -> list[str]:

@@ -14,6 +14,7 @@ from .rewrite import RewriteOptions, RewrittenQuery, rewrite
 from .syntax import Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, UnionPattern
 from .tokens import IRI, PNAME
 from .uncertainty import FunctionLibrary
+from .warnings import query_warnings
 
 _POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
 _UNSUPPORTED_FUNCTION = re.compile(r"The custom function <([^>]*)> is not supported")
@@ -40,12 +41,14 @@ def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: 
     raises QuerySyntaxError (line, column of `text`)."""
     translation = translate(text, dialect, start)
     if translation is None:
-        return _compile(text, functions)
-    try:
-        query = _compile(translation.text, functions)
-    except QuerySyntaxError as e:
-        raise translation.locate(e) from None
-    return translation.apply(query, text)
+        query = _compile(text, functions)
+    else:
+        try:
+            query = translation.apply(_compile(translation.text, functions), text)
+        except QuerySyntaxError as e:
+            raise translation.locate(e) from None
+    query.warnings = query_warnings(text)
+    return query
 
 
 def _compile(text: str, functions: FunctionLibrary | None) -> ContinuousQuery:
