@@ -232,3 +232,38 @@ def test_serve_starts_restarts_and_stops_the_partitioned_streaming_queries():
     again = engine.register((directory / manifest["query"]).read_text(), "q2",
                             options={"partition": SAFE["optional-minus-background"][0]})
     assert again.status.state == "failed" and "no source feeds" in again.status.last_error
+
+
+def test_a_policy_per_window_runs_partitioned_and_gives_the_single_store_results(tmp_path):
+    # Two windows closing at different instants (STEP 2 s from :01, STEP 5 s from :00), the
+    # query evaluated only at the closes of the second (spec 6.6): the instants do not depend
+    # on the data, so the partition rules allow it.
+    from endpoint.replay import Replay, ReplayInput
+    directory, manifest = case("istream-new-results")
+    text = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
+PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
+PREFIX ex: <http://example.org/>
+SELECT ?o ?v ?v2
+FROM NAMED WINDOW ex:w1 ON ex:stream/oxygen [RANGE PT4S STEP PT2S START "2026-03-01T08:00:01Z"^^xsd:dateTime]
+FROM NAMED WINDOW ex:w2 ON ex:stream/oxygen [RANGE PT10S STEP PT5S]
+WHERE {
+  WINDOW ex:w1 { GRAPH ?g1 { ?o sosa:hasSimpleResult ?v FILTER(?v > 0.2) } }
+  WINDOW ex:w2 { GRAPH ?g2 { ?o sosa:hasSimpleResult ?v2 } }
+}"""
+    options = {"report": "close(ex:w2)"}
+    engine = engine_for(manifest, directory, {OXYGEN: RESULT_OF})
+    registered = engine.register(text, "q", options={**options, "partition": "?o"})
+    batches, _ = play(PlanRunner(engine.partition_plan("q")),
+                      keyed_elements(stream_payloads(directory, manifest), {OXYGEN: RESULT_OF}),
+                      parse_instant(manifest["to"]), 2_000_000)
+    for emitted in batches:
+        engine.accept_partitions("q", emitted)
+    partitioned = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
+    replay = Replay(ReplayInput.single(text, [(OXYGEN, directory / "oxygen.trig")], parse_instant(manifest["from"]),
+                                       parse_instant(manifest["to"]), options=options))
+    single = [record for _, record in replay.run()]
+    assert [r["time"][-3:-1] for r in single[:3]] == ["05", "10", "15"]
+    assert sum(len(r["bindings"]) for r in single) > 0
+    assert not compare_lines(single, partitioned, ordered=False)
+    with pytest.raises(PartitionError, match="non-empty"):
+        engine.register(text, "q2", options={"report": "close(ex:w2) and non-empty(ex:w1)", "partition": "?o"})
