@@ -12,7 +12,8 @@ ENV SPARK_LOCAL_IP=127.0.0.1 \
     PYTHONUNBUFFERED=1
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md __init__.py ./
+COPY config ./config
 COPY translator ./translator
 COPY store ./store
 COPY endpoint ./endpoint

@@ -14,10 +14,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, publish  # noqa: E402
 
-from translator.rewrite import compile_template, rewrite  # noqa: E402
-from translator.validate import compile_query  # noqa: E402
+from rspstar.translator.rewrite import compile_template, rewrite  # noqa: E402
+from rspstar.translator.validate import compile_query  # noqa: E402
 
-QUERIES = Path(__file__).resolve().parents[1] / "endpoint" / "defaults" / "queries"
+QUERIES = Path(__file__).resolve().parents[1] / "config" / "queries"
 
 
 def per_call(function, repeat: int) -> float:

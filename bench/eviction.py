@@ -21,10 +21,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, publish  # noqa: E402
 
-from store.rdf_input import Element, instant_literal  # noqa: E402
-from store.stream_store import StreamStore  # noqa: E402
-from translator.temporal import parse_instant  # noqa: E402
-from translator.vocabulary import timestamps_graph  # noqa: E402
+from rspstar.store.rdf_input import Element, instant_literal  # noqa: E402
+from rspstar.store.stream_store import StreamStore  # noqa: E402
+from rspstar.translator.temporal import parse_instant  # noqa: E402
+from rspstar.translator.vocabulary import timestamps_graph  # noqa: E402
 
 STREAM = "http://example.org/s"
 T0 = parse_instant("2026-03-01T08:00:00Z")

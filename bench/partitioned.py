@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PREFIXES, Table, machine, process_tree_by_kind, publish  # noqa: E402
 from uncertainty_tvs import LISTING_2, START, tvs_streams  # noqa: E402
 
-from endpoint.clock import VirtualClock  # noqa: E402
-from endpoint.engine import Engine, EngineConfig  # noqa: E402
-from endpoint.replay import Replay, ReplayInput  # noqa: E402
-from store.partitions import DEFAULT_KEY_GROUPS  # noqa: E402
-from store.stream_store import StreamStore  # noqa: E402
-from translator.partition import PartitionKey  # noqa: E402
-from translator.temporal import format_instant  # noqa: E402
+from rspstar.endpoint.clock import VirtualClock  # noqa: E402
+from rspstar.endpoint.engine import Engine, EngineConfig  # noqa: E402
+from rspstar.endpoint.replay import Replay, ReplayInput  # noqa: E402
+from rspstar.store.partitions import DEFAULT_KEY_GROUPS  # noqa: E402
+from rspstar.store.stream_store import StreamStore  # noqa: E402
+from rspstar.translator.partition import PartitionKey  # noqa: E402
+from rspstar.translator.temporal import format_instant  # noqa: E402
 
 OXYGEN, TEMPERATURE = "http://example.org/stream/oxygen", "http://example.org/stream/temperature"
 KEYS = {s: PartitionKey("http://www.w3.org/ns/sosa/hasFeatureOfInterest") for s in (OXYGEN, TEMPERATURE)}
@@ -76,7 +76,7 @@ def single_store(streams: dict[str, Path], seconds: int) -> dict:
 
 
 def partitioned(master: str, root: Path, seconds: int) -> dict:
-    from store.ingestion import SourceConfig, SparkIngestion, spark_session
+    from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session
     spark = spark_session(master)
     cores = int(master[len("local["):-1])
     spark.conf.set("spark.sql.shuffle.partitions", str(cores))

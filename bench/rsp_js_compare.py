@@ -31,11 +31,11 @@ import pyoxigraph as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PREFIXES, Table, machine, peak_rss_mib, publish  # noqa: E402
 
-from endpoint.allocator import use_jemalloc  # noqa: E402
-from endpoint.replay import Replay, ReplayInput  # noqa: E402
-from translator.rewrite import rewrite  # noqa: E402
-from translator.temporal import parse_instant  # noqa: E402
-from translator.policy import report_policy  # noqa: E402
+from rspstar.endpoint.allocator import use_jemalloc  # noqa: E402
+from rspstar.endpoint.replay import Replay, ReplayInput  # noqa: E402
+from rspstar.translator.rewrite import rewrite  # noqa: E402
+from rspstar.translator.temporal import parse_instant  # noqa: E402
+from rspstar.translator.policy import report_policy  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SCRATCH = HERE / "scratch" / "rspjs"

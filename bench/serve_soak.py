@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, process_tree_by_kind, publish  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULTS = REPO / "endpoint" / "defaults" / "default.toml"
+DEFAULTS = REPO / "config" / "default.toml"
 SAMPLE_SECONDS = 30
 
 
@@ -81,7 +81,7 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = (work / "serve.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "endpoint.cli", "serve", "--config", str(config(scale, work, spark)),
+    server = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config", str(config(scale, work, spark)),
                                "--port", str(port), "--data", str(work / "data")], cwd=REPO, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
     samples = []

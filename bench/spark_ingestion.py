@@ -26,9 +26,9 @@ import pyoxigraph as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, publish, sensor_stream  # noqa: E402
 
-from store.ingestion import SourceConfig, SparkIngestion, spark_session  # noqa: E402
-from store.rdf_input import format_for_path  # noqa: E402
-from store.stream_store import StreamStore  # noqa: E402
+from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session  # noqa: E402
+from rspstar.store.rdf_input import format_for_path  # noqa: E402
+from rspstar.store.stream_store import StreamStore  # noqa: E402
 
 RETENTION = 10_000_000
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import pyoxigraph as ox
 
-from store.errors import QueryTimeout, StoreError
-from store.stream_store import StreamStore
-from translator.uncertainty import FunctionLibrary
-from translator.validate import oxigraph_syntax_error
+from rspstar.store.errors import QueryTimeout, StoreError
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.uncertainty import FunctionLibrary
+from rspstar.translator.validate import oxigraph_syntax_error
 
 from .errors import EndpointError
 

@@ -8,14 +8,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from store.errors import StoreError
-from translator.constants import parameterized
-from translator.dialects import DIALECTS
-from translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
-from translator.temporal import parse_instant
-from translator.policy import report_policy
-from translator.rewrite import compile_template
-from translator.validate import compile_query
+from rspstar.store.errors import StoreError
+from rspstar.translator.constants import parameterized
+from rspstar.translator.dialects import DIALECTS
+from rspstar.translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
+from rspstar.translator.temporal import parse_instant
+from rspstar.translator.policy import report_policy
+from rspstar.translator.rewrite import compile_template
+from rspstar.translator.validate import compile_query
 
 from .allocator import use_jemalloc
 from .config import DEFAULT_CONFIG

@@ -6,10 +6,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store.partitions import DEFAULT_KEY_GROUPS
-from translator.errors import PositionedError, TemporalValueError, TranslatorError
-from translator.partition import PartitionError, PartitionKey
-from translator.temporal import parse_duration
+from rspstar.store.partitions import DEFAULT_KEY_GROUPS
+from rspstar.translator.errors import PositionedError, TemporalValueError, TranslatorError
+from rspstar.translator.partition import PartitionError, PartitionKey
+from rspstar.translator.temporal import parse_duration
 
 from .engine import (
     DEFAULT_HISTORY, DEFAULT_IDLE_RETENTION, DEFAULT_MAX_DELAY, DEFAULT_MAX_ELEMENTS, DEFAULT_MAX_RANGE, DEFAULT_MAX_REPORTS_PER_SECOND,
@@ -21,7 +21,7 @@ from .sinks import DEFAULT_HISTORY_BYTES
 
 # The embedded defaults (shipped inside the package): simulated streams, example queries and
 # their background data, so `rspstar serve` runs anywhere with no file of its own.
-DEFAULT_CONFIG = Path(__file__).resolve().parent / "defaults" / "default.toml"
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config" / "default.toml"
 
 
 class ConfigError(EndpointError):

@@ -20,17 +20,17 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from store.landing import replace_text
-from store.partitions import DEFAULT_KEY_GROUPS, FAILED, MARK, ROWS, PartitionPlan
-from store.rdf_input import Element, instant_literal
-from store.stream_store import StreamStore
-from translator.errors import TranslatorError
-from translator.model import ContinuousQuery, CountWindow, QueryForm, TimeWindow
-from translator.policy import ReportPolicy, report_policy
-from translator.temporal import format_duration, format_instant
-from translator.federation import check_federation
-from translator.partition import PartitionKey, check_partitioned
-from translator.validate import compile_query
+from rspstar.store.landing import replace_text
+from rspstar.store.partitions import DEFAULT_KEY_GROUPS, FAILED, MARK, ROWS, PartitionPlan
+from rspstar.store.rdf_input import Element, instant_literal
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.errors import TranslatorError
+from rspstar.translator.model import ContinuousQuery, CountWindow, QueryForm, TimeWindow
+from rspstar.translator.policy import ReportPolicy, report_policy
+from rspstar.translator.temporal import format_duration, format_instant
+from rspstar.translator.federation import check_federation
+from rspstar.translator.partition import PartitionKey, check_partitioned
+from rspstar.translator.validate import compile_query
 
 from .clock import Clock
 from .errors import EndpointError

@@ -15,18 +15,18 @@ from dataclasses import dataclass, field, fields, replace
 
 import pyoxigraph as ox
 
-from store.stream_store import StreamStore
-from store.terms import select_rows, select_rows_by, triple_to_ntriples
-from translator.constants import Parameterized, parameterized
-from translator.incremental import Join, distributive_window, joined_windows
-from translator.dialects import DIALECTS
-from translator.errors import TemporalValueError, TranslatorError
-from translator.model import R2S, ContinuousQuery, QueryForm
-from translator.policy import PolicyError, ReportPolicy, parse_strategies, report_policy
-from translator.parser import parse_query
-from translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
-from translator.temporal import format_instant, parse_instant
-from translator.uncertainty import FunctionLibrary
+from rspstar.store.stream_store import StreamStore
+from rspstar.store.terms import select_rows, select_rows_by, triple_to_ntriples
+from rspstar.translator.constants import Parameterized, parameterized
+from rspstar.translator.incremental import Join, distributive_window, joined_windows
+from rspstar.translator.dialects import DIALECTS
+from rspstar.translator.errors import TemporalValueError, TranslatorError
+from rspstar.translator.model import R2S, ContinuousQuery, QueryForm
+from rspstar.translator.policy import PolicyError, ReportPolicy, parse_strategies, report_policy
+from rspstar.translator.parser import parse_query
+from rspstar.translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
+from rspstar.translator.temporal import format_instant, parse_instant
+from rspstar.translator.uncertainty import FunctionLibrary
 
 from .errors import UsageError
 from .r2s import R2SOperator

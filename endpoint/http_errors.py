@@ -1,8 +1,8 @@
 """Every HTTP status the server answers an error with, chosen here and only here."""
 from __future__ import annotations
 
-from store.errors import DuplicateElementError, QueryTimeout, RdfInputError, ReservedGraphError, StoreError
-from translator.errors import QuerySyntaxError, TranslatorError
+from rspstar.store.errors import DuplicateElementError, QueryTimeout, RdfInputError, ReservedGraphError, StoreError
+from rspstar.translator.errors import QuerySyntaxError, TranslatorError
 
 from .adhoc import QueryCrashed
 from .engine import DuplicateQuery, InvalidQueryId, QueryOverLimits, UnknownQuery

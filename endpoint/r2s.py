@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Callable, Hashable
 
-from translator.model import R2S
+from rspstar.translator.model import R2S
 
 
 class R2SOperator:

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from store.errors import RdfInputError
-from store.rdf_input import format_for_path
-from store.stream_store import OptimisticLoadFailed, StagedElement, StreamStore
-from translator.model import ContinuousQuery
-from translator.temporal import format_instant
-from translator.validate import compile_query
+from rspstar.store.errors import RdfInputError
+from rspstar.store.rdf_input import format_for_path
+from rspstar.store.stream_store import OptimisticLoadFailed, StagedElement, StreamStore
+from rspstar.translator.model import ContinuousQuery
+from rspstar.translator.temporal import format_instant
+from rspstar.translator.validate import compile_query
 
 from .clock import VirtualClock
 from .engine import Engine, EngineConfig

@@ -16,7 +16,7 @@ from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExe
 from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from store.stream_store import WatermarkAdvanced
+from rspstar.store.stream_store import WatermarkAdvanced
 
 from .engine import Engine, UnknownQuery
 

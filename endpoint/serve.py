@@ -23,13 +23,13 @@ from pathlib import Path
 import pyoxigraph as ox
 from werkzeug.serving import make_server
 
-from store.batches import QUARANTINE_MAX_BYTES
-from store.rdf_input import format_for_path
-from store.recordings import DEFAULT_MAX_BYTES, Recordings
-from store.stream_store import StreamStore
-from translator.errors import TemporalValueError
-from translator.temporal import parse_duration
-from translator.vocabulary import BATCHES_GRAPH
+from rspstar.store.batches import QUARANTINE_MAX_BYTES
+from rspstar.store.rdf_input import format_for_path
+from rspstar.store.recordings import DEFAULT_MAX_BYTES, Recordings
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.temporal import parse_duration
+from rspstar.translator.vocabulary import BATCHES_GRAPH
 
 from .clock import WallClock
 from .config import Config, ConfigError, byte_budget, load_config, register_configured
@@ -53,7 +53,7 @@ def configure_process() -> None:
 
 def source_configs(config: Config, data_dir: Path):
     """`[[sources]]` as SourceConfig (imports Spark: only `serve` needs it)."""
-    from store.ingestion import SourceConfig
+    from rspstar.store.ingestion import SourceConfig
     known = {f.name for f in fields(SourceConfig)}
     sources = []
     for k, table in enumerate(config.raw.get("sources", [])):
@@ -184,7 +184,7 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     for skipped_runs in ("apscheduler.scheduler", "apscheduler.executors.default"):
         logging.getLogger(skipped_runs).setLevel(logging.ERROR)
     configure_process()
-    from store.ingestion import SparkIngestion, find_java_home, spark_session, stop_session
+    from rspstar.store.ingestion import SparkIngestion, find_java_home, spark_session, stop_session
     find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
 
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyoxigraph as ox
 
-from translator.namespaces import RDF, RSPU
-from translator.uncertainty.functions import FUNCTION_NAMES
+from rspstar.translator.namespaces import RDF, RSPU
+from rspstar.translator.uncertainty.functions import FUNCTION_NAMES
 
 SD = "http://www.w3.org/ns/sparql-service-description#"
 FORMATS = "http://www.w3.org/ns/formats/"

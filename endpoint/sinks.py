@@ -23,10 +23,10 @@ from urllib.parse import quote
 
 import requests
 
-from store.landing import bounded_name, replace_text
-from translator.errors import TemporalValueError
-from translator.federation import origin_allowed, origin_of
-from translator.temporal import parse_instant
+from rspstar.store.landing import bounded_name, replace_text
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.federation import origin_allowed, origin_of
+from rspstar.translator.temporal import parse_instant
 
 from .errors import EndpointError
 

@@ -26,7 +26,7 @@ from typing import Iterable
 
 import pyoxigraph as ox
 
-from translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
+from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
 from .codec import Payload, decode
 from .landing import file_safe, replace_text

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
-from translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph
+from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph
 
 from . import formats
 from .errors import RdfInputError

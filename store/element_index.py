@@ -9,7 +9,7 @@ import operator
 from dataclasses import dataclass
 from typing import Iterable
 
-from translator.model import CountContent
+from rspstar.translator.model import CountContent
 
 
 @dataclass

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field, replace
 
 import pyoxigraph as ox
 
-from translator.partition import PartitionKey
-from translator.policy import report_policy
-from translator.rewrite import RewriteOptions, Template, compile_template
-from translator.uncertainty import FunctionLibrary
-from translator.validate import compile_query
+from rspstar.translator.partition import PartitionKey
+from rspstar.translator.policy import report_policy
+from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
+from rspstar.translator.uncertainty import FunctionLibrary
+from rspstar.translator.validate import compile_query
 
 from .codec import Payload, canonical, decode
 from .rdf_input import Element

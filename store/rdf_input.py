@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
-from translator.errors import TemporalValueError
-from translator.temporal import format_instant, parse_instant
-from translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.temporal import format_instant, parse_instant
+from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
 
 from . import formats
 from .errors import RdfInputError

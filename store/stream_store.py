@@ -27,10 +27,10 @@ from urllib.parse import unquote
 
 import pyoxigraph as ox
 
-from translator.model import CountContent
-from translator.errors import TemporalValueError
-from translator.temporal import parse_instants
-from translator.vocabulary import (
+from rspstar.translator.model import CountContent
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.temporal import parse_instants
+from rspstar.translator.vocabulary import (
     PROV_GENERATED_AT_TIME, RESERVED_PREFIX, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
 )
 

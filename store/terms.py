@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pyoxigraph as ox
 
-from translator.rewrite import INTERNAL_VARIABLE_PREFIX
-from translator.vocabulary import SKOLEM_PREFIX
+from rspstar.translator.rewrite import INTERNAL_VARIABLE_PREFIX
+from rspstar.translator.vocabulary import SKOLEM_PREFIX
 
 _SKOLEM_LEN = len(SKOLEM_PREFIX)
 

@@ -4,11 +4,11 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from endpoint.clock import VirtualClock
-from endpoint.engine import Engine, EngineConfig
-from endpoint.http import HttpSettings, create_app
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.http import HttpSettings, create_app
 from http_app import BACKGROUND, T0, TOKEN
-from store.stream_store import StreamStore
+from rspstar.store.stream_store import StreamStore
 
 REPO = Path(__file__).resolve().parents[1]
 

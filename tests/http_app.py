@@ -2,7 +2,7 @@
 (the `engine` and `client` fixtures over them are in conftest.py)."""
 
 
-from translator.temporal import parse_instant
+from rspstar.translator.temporal import parse_instant
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 S = 1_000_000

@@ -8,9 +8,9 @@ import time
 import pyoxigraph as ox
 import pytest
 
-from endpoint.adhoc import AdhocQueries, Job, Negotiated, QueryCrashed, QueryRefused
-from store.errors import QueryTimeout
-from store.stream_store import StreamStore
+from rspstar.endpoint.adhoc import AdhocQueries, Job, Negotiated, QueryCrashed, QueryRefused
+from rspstar.store.errors import QueryTimeout
+from rspstar.store.stream_store import StreamStore
 
 pytestmark = pytest.mark.slow
 JSON = Negotiated("application/sparql-results+json", ("text/turtle",))

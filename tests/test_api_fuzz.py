@@ -12,11 +12,11 @@ from schemathesis.checks import (
     content_type_conformance, not_a_server_error, response_schema_conformance, status_code_conformance,
 )
 
-from endpoint.clock import VirtualClock
-from endpoint.engine import Engine, EngineConfig
-from endpoint.http import HttpSettings, create_app
-from store.stream_store import StreamStore
-from translator.temporal import parse_instant
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.http import HttpSettings, create_app
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.temporal import parse_instant
 
 pytestmark = pytest.mark.slow
 

@@ -7,10 +7,10 @@ import pytest
 
 import pyoxigraph as ox
 
-from store.batches import BatchWriter
-from store.codec import Payload
-from store.stream_store import StreamStore
-from translator.temporal import parse_instant
+from rspstar.store.batches import BatchWriter
+from rspstar.store.codec import Payload
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.temporal import parse_instant
 
 S = 1_000_000
 T0 = parse_instant("2026-03-01T08:00:00Z")
@@ -93,8 +93,8 @@ def test_quarantine_keeps_its_budget_on_disk_and_its_counts(tmp_path):
 
 
 def test_quarantine_keeps_at_most_so_many_payloads(tmp_path, monkeypatch):
-    import store.batches
-    monkeypatch.setattr(store.batches, "QUARANTINE_MAX_PAYLOADS", 32)     # checked every 2
+    import rspstar.store.batches as batches
+    monkeypatch.setattr(batches, "QUARANTINE_MAX_PAYLOADS", 32)     # checked every 2
     w = writer(tmp_path)
     lines = ["<http://example.org/broken%d> ." % k for k in range(100)]
     w.write(1, [Payload(STREAM, "nquads", "bad.nq", line, T0, line=k + 1) for k, line in enumerate(lines)])
@@ -173,16 +173,16 @@ def test_a_document_naming_an_engine_graph_is_quarantined_and_the_rest_lands(tmp
 
 
 def test_an_unexpected_failure_on_one_payload_quarantines_it_and_the_rest_lands(tmp_path, monkeypatch):
-    import store.batches
+    import rspstar.store.batches as batches
     w = writer(tmp_path)
-    real = store.batches.decode
+    real = batches.decode
 
     def flaky(payload, timestamp_predicate):
         if payload.origin == "bad.trig":
             raise RuntimeError("something nobody foresaw")
         return real(payload, timestamp_predicate)
 
-    monkeypatch.setattr(store.batches, "decode", flaky)
+    monkeypatch.setattr(batches, "decode", flaky)
     report = w.write(1, [Payload(STREAM, "trig", "bad.trig", trig(1), T0), Payload(STREAM, "trig", "good.trig", trig(2), T0)])
     assert report.stored == {STREAM: 1} and report.quarantined == {STREAM: 1}
     [reason] = [json.loads(p.read_text()) for p in (tmp_path / "quarantine").glob("*.reason.json")]

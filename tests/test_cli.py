@@ -3,8 +3,8 @@ import json
 import subprocess
 import sys
 
-from endpoint.cli import build_parser, main
-from endpoint.config import DEFAULT_CONFIG
+from rspstar.endpoint.cli import build_parser, main
+from rspstar.endpoint.config import DEFAULT_CONFIG
 
 QUERY = """PREFIX ex: <http://example.org/>
 SELECT ?o ?v
@@ -97,7 +97,7 @@ def test_element_without_timestamp_is_refused_in_replay(write, capsys):
 
 def test_console_script_check(write):
     q = write("q.rq", QUERY)
-    done = subprocess.run([sys.executable, "-m", "endpoint.cli", "check", str(q)], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "rspstar.endpoint.cli", "check", str(q)], capture_output=True, text=True)
     assert done.returncode == 0
     checked = json.loads(done.stdout)
     assert checked["windows"][0]["range"] == "PT2S"
@@ -186,7 +186,7 @@ def _long_stream(elements: int) -> str:
 
 
 def test_a_stream_file_written_in_parts_replays_as_it_does_whole(write, tmp_path, monkeypatch):
-    import store.stream_store as stream_store
+    import rspstar.store.stream_store as stream_store
     q = write("q.rq", QUERY.replace("[RANGE PT2S]", "[RANGE PT2S STEP PT1S]"))
     s = write("s.trig", _long_stream(80))
     cut, real = [], stream_store.iter_document_parts
@@ -207,7 +207,7 @@ def test_a_stream_file_written_in_parts_replays_as_it_does_whole(write, tmp_path
 
 
 def test_errors_in_a_stream_file_written_in_parts_name_their_place_in_the_whole_file(write, capsys, monkeypatch):
-    import store.stream_store as stream_store
+    import rspstar.store.stream_store as stream_store
     monkeypatch.setattr(stream_store, "PART_BYTES", 256)
     q = write("q.rq", QUERY)
     lines = _long_stream(80).splitlines(keepends=True)
@@ -223,7 +223,7 @@ def test_errors_in_a_stream_file_written_in_parts_name_their_place_in_the_whole_
 
 
 def test_serve_and_replay_run_under_jemalloc_where_the_system_has_it(tmp_path, monkeypatch):
-    from endpoint import allocator
+    from rspstar.endpoint import allocator
     library = tmp_path / "libjemalloc.so.2"
     library.write_bytes(b"")
     monkeypatch.setattr(allocator, "JEMALLOC_PATTERNS", (str(library),))
@@ -237,7 +237,7 @@ def test_serve_and_replay_run_under_jemalloc_where_the_system_has_it(tmp_path, m
 
 
 def test_a_program_run_of_replay_runs_again_under_jemalloc_and_a_call_does_not(write, tmp_path, monkeypatch):
-    import endpoint.cli as cli
+    import rspstar.endpoint.cli as cli
     q, s = write("q.rq", QUERY), write("s.trig", STREAM)
     arguments = ["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(tmp_path / "o")]
     executed = []

@@ -2,9 +2,9 @@ import json
 
 import pyoxigraph as ox
 
-from store.codec import Payload, canonical, decode
-from store.rdf_input import read_elements
-from translator.temporal import parse_instant
+from rspstar.store.codec import Payload, canonical, decode
+from rspstar.store.rdf_input import read_elements
+from rspstar.translator.temporal import parse_instant
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 STREAM = "http://example.org/s"

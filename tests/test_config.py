@@ -2,12 +2,12 @@
 name the file and key."""
 import pytest
 
-from endpoint.clock import VirtualClock
-from endpoint.config import ConfigError, load_config, register_configured
-from endpoint.engine import Engine
-from store.stream_store import StreamStore
-from translator.partition import PartitionKey
-from translator.temporal import parse_instant
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.config import ConfigError, load_config, register_configured
+from rspstar.endpoint.engine import Engine
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.partition import PartitionKey
+from rspstar.translator.temporal import parse_instant
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 QUERY = """PREFIX ex: <http://example.org/>

@@ -6,10 +6,10 @@ import json
 import pytest
 
 from conftest import CONFORMANCE, compare_lines, conformance_cases, shared_dir
-from endpoint.cli import main
-from translator.constants import parameterized
-from translator.incremental import distributive_window
-from translator.validate import compile_query
+from rspstar.endpoint.cli import main
+from rspstar.translator.constants import parameterized
+from rspstar.translator.incremental import distributive_window
+from rspstar.translator.validate import compile_query
 
 CASES = CONFORMANCE / "cases"
 
@@ -72,9 +72,9 @@ def assert_replay_gives_expected(case_dir, manifest, tmp_path, extra_arguments=(
 def test_conformance_case_with_its_stream_files_written_in_parts(case, tmp_path, monkeypatch):
     # A replay writes a large stream file part by part while it evaluates; every case's files
     # cut into parts of 64 bytes must give the expected results too.
-    import store.stream_store as stream_store
-    from store.document_parts import document_parts
-    from store.rdf_input import format_for_path
+    import rspstar.store.stream_store as stream_store
+    from rspstar.store.document_parts import document_parts
+    from rspstar.store.rdf_input import format_for_path
     case_dir = CASES / case
     manifest = json.loads((case_dir / "manifest.json").read_text())
     assert any(document_parts((case_dir / file).read_bytes(), format_for_path(file), 64)

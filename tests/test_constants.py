@@ -3,10 +3,10 @@ row-wise FILTERs and BINDs as variables bound by a table, one query evaluating t
 import pyoxigraph as ox
 import pytest
 
-from translator.constants import parameterized
-from translator.rewrite import RewriteOptions, compile_template
-from translator.parser import parse_query
-from translator.validate import compile_query
+from rspstar.translator.constants import parameterized
+from rspstar.translator.rewrite import RewriteOptions, compile_template
+from rspstar.translator.parser import parse_query
+from rspstar.translator.validate import compile_query
 
 PREFIXES = ("PREFIX ex: <http://example.org/>\nPREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n"
             "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT1S]\n")

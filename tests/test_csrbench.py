@@ -12,9 +12,9 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from endpoint.replay import Replay, ReplayInput
-from store.terms import term_to_ntriples
-from translator.temporal import format_instant, parse_instant
+from rspstar.endpoint.replay import Replay, ReplayInput
+from rspstar.store.terms import term_to_ntriples
+from rspstar.translator.temporal import format_instant, parse_instant
 
 BENCH = Path(__file__).parent / "csrbench"
 STREAM = "http://www.cwi.nl/SRBench/observations"

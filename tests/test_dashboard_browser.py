@@ -12,11 +12,11 @@ import pyoxigraph as ox
 import pytest
 from werkzeug.serving import make_server
 
-from endpoint.clock import VirtualClock
-from endpoint.engine import Engine, EngineConfig
-from endpoint.http import create_app
-from store.stream_store import StreamStore
-from translator.temporal import parse_instant
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.http import create_app
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.temporal import parse_instant
 
 pytestmark = pytest.mark.slow
 T0 = parse_instant("2026-03-01T08:00:00Z")

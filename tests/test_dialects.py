@@ -5,16 +5,16 @@ import json
 
 import pytest
 
-from endpoint.cli import main
-from endpoint.clock import VirtualClock
-from endpoint.engine import Engine
-from endpoint.replay import Replay, ReplayInput
-from store.stream_store import StreamStore
-from translator.dialects import detect
-from translator.errors import QuerySyntaxError
-from translator.model import CountWindow, R2S, TimeWindow
-from translator.temporal import parse_instant
-from translator.validate import compile_query
+from rspstar.endpoint.cli import main
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine import Engine
+from rspstar.endpoint.replay import Replay, ReplayInput
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.dialects import detect
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.model import CountWindow, R2S, TimeWindow
+from rspstar.translator.temporal import parse_instant
+from rspstar.translator.validate import compile_query
 
 S = 1_000_000
 EX = "PREFIX ex: <http://example.org/>\n"

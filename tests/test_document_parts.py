@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.document_parts import document_parts
+from rspstar.store.document_parts import document_parts
 
 HEADER = ("@prefix ex: <http://example.org/> .\n@prefix prov: <http://www.w3.org/ns/prov#> .\n"
           "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n@base <http://base.example/> .\n")

@@ -1,6 +1,6 @@
 """The element index: time order with ties in arrival order, late counting against the
 watermark, eviction, counters that survive a restart."""
-from store.element_index import ElementIndex
+from rspstar.store.element_index import ElementIndex
 
 
 def test_elements_are_kept_in_time_order_and_ties_in_arrival_order():

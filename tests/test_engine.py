@@ -9,17 +9,17 @@ import pyoxigraph as ox
 import pytest
 
 from conftest import compare_lines, conformance_cases
-from endpoint.clock import VirtualClock
-from endpoint.config import load_config, register_configured
-from endpoint.engine import (
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.config import load_config, register_configured
+from rspstar.endpoint.engine import (
     MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, QueryOverLimits, UnknownQuery,
 )
-from endpoint.sinks import ResultHistory, SinkNotAllowed
-from store.rdf_input import Element, format_for_path, instant_literal
-from store.stream_store import StreamStore
-from translator.errors import QuerySyntaxError
-from translator.parser import parse_query
-from translator.temporal import parse_instant
+from rspstar.endpoint.sinks import ResultHistory, SinkNotAllowed
+from rspstar.store.rdf_input import Element, format_for_path, instant_literal
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.parser import parse_query
+from rspstar.translator.temporal import parse_instant
 
 S = 1_000_000
 T0 = parse_instant("2026-03-01T08:00:00Z")

@@ -2,12 +2,12 @@
 of sliding windows against evaluating every window from scratch."""
 import pyoxigraph as ox
 
-from endpoint.evaluation import ConstantGroups, EvaluationOptions, QueryEvaluator, RangeResults
-from store.rdf_input import Element, instant_literal
-from store.stream_store import StreamStore
-from translator.errors import QuerySyntaxError
-from translator.temporal import parse_instant
-from translator.validate import compile_query
+from rspstar.endpoint.evaluation import ConstantGroups, EvaluationOptions, QueryEvaluator, RangeResults
+from rspstar.store.rdf_input import Element, instant_literal
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.temporal import parse_instant
+from rspstar.translator.validate import compile_query
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 S = 1_000_000
@@ -308,7 +308,7 @@ def test_a_group_whose_query_does_not_compile_leaves_each_member_to_evaluate_alo
     def refuse(*_):
         raise QuerySyntaxError("refused", 1, 1)
 
-    monkeypatch.setattr("endpoint.evaluation.parse_query", refuse)
+    monkeypatch.setattr("rspstar.endpoint.evaluation.parse_query", refuse)
     store.advance_watermark(STREAM, T0 + 5 * S)
     assert bag(together[1].evaluate(T0 + 5 * S).rows) == bag(alone.evaluate(T0 + 5 * S).rows)
     assert together[1].evaluate(T0 + 5 * S).rows

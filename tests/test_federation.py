@@ -5,13 +5,13 @@ import threading
 
 import pytest
 
-from endpoint.clock import VirtualClock
-from endpoint.engine import Engine, EngineConfig
-from endpoint.http import HttpSettings, create_app
-from endpoint.sinks import post_with_requests
-from store.stream_store import StreamStore
-from translator.federation import FederationNotAllowed, check_federation
-from translator.temporal import parse_instant
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.http import HttpSettings, create_app
+from rspstar.endpoint.sinks import post_with_requests
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.federation import FederationNotAllowed, check_federation
+from rspstar.translator.temporal import parse_instant
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 import pyoxigraph as ox
 import pytest
 
-from store import formats
+from rspstar.store import formats
 
 
 def test_every_way_of_naming_a_format_finds_the_same_one():

@@ -7,7 +7,7 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
-from endpoint.http import HttpSettings, create_app
+from rspstar.endpoint.http import HttpSettings, create_app
 from http_app import AUTH, RSPQL, SELECT, STREAM, TOKEN
 
 

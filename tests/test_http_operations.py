@@ -1,7 +1,7 @@
 """The operations blueprint: health and metrics."""
 
 
-from endpoint.http import HttpSettings, create_app
+from rspstar.endpoint.http import HttpSettings, create_app
 
 
 def test_a_source_that_is_down_makes_health_503_and_shows_in_metrics(engine):

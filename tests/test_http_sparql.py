@@ -5,7 +5,7 @@ import pyoxigraph as ox
 import pytest
 import rdflib
 
-from endpoint.http import HttpSettings, create_app
+from rspstar.endpoint.http import HttpSettings, create_app
 from http_app import AUTH, CONSTRUCT, RSPQL, S, SELECT, STREAM, T0, TRIPLE_TERM
 
 

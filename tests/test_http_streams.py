@@ -5,7 +5,7 @@ import json
 import pyoxigraph as ox
 import pytest
 
-from endpoint.http import HttpSettings, create_app
+from rspstar.endpoint.http import HttpSettings, create_app
 from http_app import AUTH, RSPQL, STREAM
 
 
@@ -85,7 +85,7 @@ def test_envelopes_of_several_streams_land_in_each_streams_folder(client, tmp_pa
 
 def test_stream_iris_and_sink_urls_longer_than_a_file_name_are_fine(engine, tmp_path):
     # Both used to be file names as they were: errno 36, a 500.
-    from store.landing import stream_of_landing_file
+    from rspstar.store.landing import stream_of_landing_file
     client = create_app(engine, HttpSettings(landing_dir=tmp_path / "landing")).test_client()
     stream = "http://example.org/" + "s" * 400
     posted = client.post("/streams", query_string={"stream": stream}, data=STREAM, content_type="application/trig")

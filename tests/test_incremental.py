@@ -1,8 +1,8 @@
 """Which queries are distributive over their window's elements (translator/incremental.py)."""
 import pytest
 
-from translator.incremental import distributive_window, joined_windows
-from translator.validate import compile_query
+from rspstar.translator.incremental import distributive_window, joined_windows
+from rspstar.translator.validate import compile_query
 
 PREFIXES = "PREFIX ex: <http://example.org/>\nPREFIX rspu: <http://w3id.org/rsp/rspu#>\n"
 WINDOW = "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT1S]\n"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from endpoint.replay import Replay, ReplayInput
-from translator.policy import PolicyError
-from translator.temporal import parse_instant
+from rspstar.endpoint.replay import Replay, ReplayInput
+from rspstar.translator.policy import PolicyError
+from rspstar.translator.temporal import parse_instant
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 S = 1_000_000

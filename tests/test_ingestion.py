@@ -9,15 +9,15 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from store.ingestion import (  # noqa: E402
+from rspstar.store.ingestion import (  # noqa: E402
     RETAINED_STATUS, IngestionError, SourceConfig, SparkIngestion, _query_groups, find_java_home, spark_session,
 )
 from pyspark.sql import functions as F  # noqa: E402
-from translator.vocabulary import BATCHES_GRAPH  # noqa: E402
-from store.recordings import Recordings, recording_path  # noqa: E402
-from store.simulator import HOMECARE, TVS  # noqa: E402
-from store.stream_store import StreamStore  # noqa: E402
-from translator.temporal import parse_instant  # noqa: E402
+from rspstar.translator.vocabulary import BATCHES_GRAPH  # noqa: E402
+from rspstar.store.recordings import Recordings, recording_path  # noqa: E402
+from rspstar.store.simulator import HOMECARE, TVS  # noqa: E402
+from rspstar.store.stream_store import StreamStore  # noqa: E402
+from rspstar.translator.temporal import parse_instant  # noqa: E402
 
 pytestmark = pytest.mark.slow
 S = 1_000_000
@@ -290,7 +290,7 @@ def test_source_names_must_be_unique(spark, tmp_path):
 
 
 def test_files_in_stream_subfolders_belong_to_that_stream(spark, tmp_path):
-    from store.landing import drop_file
+    from rspstar.store.landing import drop_file
     land = tmp_path / "landing"
     drop_file(land, "http://example.org/other", trig(7).encode(), ".trig")
     drop(land, "own.trig", trig(8))
@@ -344,8 +344,8 @@ def test_socket_source_reads_lines_and_quarantines_bad_ones(spark, tmp_path):
 CHILD = """
 import sys, time
 from pathlib import Path
-from store.ingestion import SourceConfig, SparkIngestion, spark_session
-from store.stream_store import StreamStore
+from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session
+from rspstar.store.stream_store import StreamStore
 root = Path(sys.argv[1])
 store = StreamStore(str(root / "db"))
 source = SourceConfig("landing", "files", stream="http://example.org/hr", path=str(root / "landing"))

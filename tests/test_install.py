@@ -14,7 +14,6 @@ import requests
 
 from conftest import REPO
 
-pytestmark = pytest.mark.slow
 RESULTS_WITHIN = 180   # seconds, from the server answering
 
 
@@ -24,6 +23,45 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def test_the_wheel_installs_one_top_level_package_rspstar(tmp_path):
+    # Built and installed (without its dependencies) in a clean environment: site-packages
+    # gains `rspstar` and nothing else, with every part and data file inside it.
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                            "--wheel-dir", str(tmp_path / "wheels"), str(REPO)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-3000:]
+    [wheel] = (tmp_path / "wheels").glob("rspstar-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    before = set(os.listdir(site))
+    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", site,
+                                str(wheel)], capture_output=True, text=True, timeout=600)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    # (--target puts the console script in bin/ beside the packages.)
+    added = {name for name in set(os.listdir(site)) - before if not name.endswith(".dist-info") and name != "bin"}
+    assert added == {"rspstar"}
+    [dist_info] = [name for name in os.listdir(site) if name.endswith(".dist-info")]
+    record = open(os.path.join(site, dist_info, "RECORD")).read().splitlines()
+    assert {line.split("/")[0] for line in record} - {dist_info, "bin", "..", ""} == {"rspstar"}
+    package = os.path.join(site, "rspstar")
+    for part in ("translator/parser.py", "store/stream_store.py", "endpoint/cli.py", "endpoint/http/app.py",
+                 "config/default.toml", "config/queries/oxygen-warning.rq", "endpoint/static/dashboard.js"):
+        assert os.path.isfile(os.path.join(package, part)), part
+    assert not any(os.path.exists(os.path.join(package, folder)) for folder in ("tests", "bench", "tools"))
+
+
+def test_the_editable_install_answers_to_rspstar_only(tmp_path):
+    # The development install (make test's): from any directory, the parts are rspstar.*.
+    probe = ("import importlib.util as u, rspstar.endpoint.cli as cli; "
+             "print(cli.__file__, [u.find_spec(n) is None for n in ('translator', 'store', 'endpoint')])")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    path, missing = done.stdout.rsplit(" ", 3)[0], done.stdout.strip().split(" ", 1)[1]
+    assert path == str(REPO / "endpoint" / "cli.py") and missing == "[True, True, True]"
+
+
+@pytest.mark.slow
 def test_pip_install_then_serve_from_an_empty_directory(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

@@ -13,8 +13,8 @@ import pytest
 import requests
 
 from conftest import REPO, compare_lines
-from store.recordings import recording_path
-from translator.temporal import format_instant, parse_instant
+from rspstar.store.recordings import recording_path
+from rspstar.translator.temporal import format_instant, parse_instant
 
 pytestmark = pytest.mark.slow
 QUERY = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
@@ -62,7 +62,7 @@ file = "q.rq"
     port = free_port()
     data = tmp_path / "data"
     log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "endpoint.cli", "serve", "--config", str(tmp_path / "engine.toml"),
+    process = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config", str(tmp_path / "engine.toml"),
                                 "--port", str(port), "--data", str(data)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     base = "http://127.0.0.1:%d" % port
@@ -100,7 +100,7 @@ file = "q.rq"
 
     out = tmp_path / "replay.jsonl"
     start = format_instant(parse_instant(compared[0]["time"]) - 1)
-    done = subprocess.run([sys.executable, "-m", "endpoint.cli", "replay", str(tmp_path / "q.rq"),
+    done = subprocess.run([sys.executable, "-m", "rspstar.endpoint.cli", "replay", str(tmp_path / "q.rq"),
                            "--stream", "http://rspstar.example/stream/tvs/oxygen=%s" % recording,
                            "--from", start, "--to", compared[-1]["time"], "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True)

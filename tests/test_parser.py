@@ -1,11 +1,11 @@
 """Parser golden tests: the query model of representative queries, and error positions."""
 import pytest
 
-from translator.errors import QuerySyntaxError
-from translator.model import QueryForm, R2S
-from translator.parser import parse_query
-from translator.tokens import SourceText, tokenize
-from translator.validate import compile_query
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.model import QueryForm, R2S
+from rspstar.translator.parser import parse_query
+from rspstar.translator.tokens import SourceText, tokenize
+from rspstar.translator.validate import compile_query
 
 P = """PREFIX ex: <http://example.org/>
 PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
@@ -158,7 +158,7 @@ def test_step_larger_than_range_is_legal():
     ("urn:ex:a/b", "c", "urn:ex:a/c"),
 ])
 def test_relative_iris_resolve_as_rfc_3986_says(base, reference, resolved):
-    from translator.syntax import resolve_reference
+    from rspstar.translator.syntax import resolve_reference
     assert resolve_reference(base, reference) == resolved
 
 

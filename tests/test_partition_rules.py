@@ -2,9 +2,9 @@
 would give other results per key than over the whole stream, and says which rule."""
 import pytest
 
-from translator.partition import PartitionError, PartitionKey, check_partitioned
-from translator.policy import report_policy
-from translator.validate import compile_query
+from rspstar.translator.partition import PartitionError, PartitionKey, check_partitioned
+from rspstar.translator.policy import report_policy
+from rspstar.translator.validate import compile_query
 
 SOSA = "http://www.w3.org/ns/sosa/"
 OX, TEMP = "http://ex.org/oxygen", "http://ex.org/temperature"

@@ -8,13 +8,13 @@ import pyoxigraph as ox
 import pytest
 
 from conftest import CONFORMANCE, compare_lines
-from endpoint.clock import VirtualClock
-from endpoint.engine import Engine, EngineConfig
-from store.codec import Payload
-from store.partitions import KEYLESS, NO_KEY, PartitionPlan, PartitionState, PlanRunner, key_group, keyed_elements
-from store.stream_store import StreamStore
-from translator.partition import PartitionError, PartitionKey
-from translator.temporal import parse_instant
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.store.codec import Payload
+from rspstar.store.partitions import KEYLESS, NO_KEY, PartitionPlan, PartitionState, PlanRunner, key_group, keyed_elements
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.partition import PartitionError, PartitionKey
+from rspstar.translator.temporal import parse_instant
 
 SOSA = "http://www.w3.org/ns/sosa/"
 EX = "http://example.org/"
@@ -216,7 +216,7 @@ class RecordingIngestion:
 
 
 def test_serve_starts_restarts_and_stops_the_partitioned_streaming_queries():
-    from endpoint.serve import run_partitioned
+    from rspstar.endpoint.serve import run_partitioned
     directory, manifest, keys, engine, registered = registered_case("optional-minus-background")
     ingestion = RecordingIngestion()
     run_partitioned(engine, ingestion)                  # the restored query starts with the engine
@@ -238,7 +238,7 @@ def test_a_policy_per_window_runs_partitioned_and_gives_the_single_store_results
     # Two windows closing at different instants (STEP 2 s from :01, STEP 5 s from :00), the
     # query evaluated only at the closes of the second (spec 6.6): the instants do not depend
     # on the data, so the partition rules allow it.
-    from endpoint.replay import Replay, ReplayInput
+    from rspstar.endpoint.replay import Replay, ReplayInput
     directory, manifest = case("istream-new-results")
     text = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
 PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>

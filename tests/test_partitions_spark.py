@@ -8,11 +8,11 @@ import time
 import pytest
 
 from conftest import compare_lines
-from store.codec import Payload, canonical, decode
-from store.ingestion import RESTART_FIRST_SECONDS, SourceConfig, SparkIngestion, spark_session
-from store.stream_store import StreamStore
+from rspstar.store.codec import Payload, canonical, decode
+from rspstar.store.ingestion import RESTART_FIRST_SECONDS, SourceConfig, SparkIngestion, spark_session
+from rspstar.store.stream_store import StreamStore
 from test_partitions import registered_case
-from translator.temporal import format_instant, parse_instant
+from rspstar.translator.temporal import format_instant, parse_instant
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 240
@@ -108,11 +108,11 @@ def test_partitioned_on_spark_restarts_from_its_checkpoint(spark, tmp_path):
 def test_the_tvs_example_query_partitioned_by_sector_equals_the_single_store(spark, tmp_path):
     # The default tvs-warning query (seed 002's Listing 2) over the TVS simulator on a fixed
     # clock: the single store (ingestion + runner) and the partitioned run read the same rows.
-    from endpoint.config import DEFAULT_CONFIG
-    from endpoint.clock import VirtualClock
-    from endpoint.engine import Engine, EngineConfig
-    from store.simulator import SOSA, TVS
-    from translator.partition import PartitionKey
+    from rspstar.endpoint.config import DEFAULT_CONFIG
+    from rspstar.endpoint.clock import VirtualClock
+    from rspstar.endpoint.engine import Engine, EngineConfig
+    from rspstar.store.simulator import SOSA, TVS
+    from rspstar.translator.partition import PartitionKey
 
     start = parse_instant("2026-03-01T08:00:00Z")
     keys = {stream: PartitionKey(SOSA + "hasFeatureOfInterest") for stream in TVS.streams}

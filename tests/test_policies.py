@@ -3,10 +3,10 @@ combined by `and`, their instants, what they refuse and how they are shown."""
 import pytest
 from hypothesis import given, strategies as st
 
-from store.rdf_input import Element, instant_literal
-from store.stream_store import StreamStore
-from translator.parser import parse_query
-from translator.policy import PolicyError, _Progression, parse_strategies, report_policy
+from rspstar.store.rdf_input import Element, instant_literal
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.parser import parse_query
+from rspstar.translator.policy import PolicyError, _Progression, parse_strategies, report_policy
 
 import pyoxigraph as ox
 

@@ -1,5 +1,5 @@
-from endpoint.r2s import R2SOperator
-from translator.model import R2S
+from rspstar.endpoint.r2s import R2SOperator
+from rspstar.translator.model import R2S
 
 
 def run(op, evaluations):

@@ -2,10 +2,10 @@
 import pyoxigraph as ox
 import pytest
 
-from store.codec import canonical
-from store.rdf_input import read_elements
-from store.recordings import Recordings, recording_path, rotated_path
-from store.stream_store import StreamStore
+from rspstar.store.codec import canonical
+from rspstar.store.rdf_input import read_elements
+from rspstar.store.recordings import Recordings, recording_path, rotated_path
+from rspstar.store.stream_store import StreamStore
 
 A, B = "http://example.org/a", "http://example.org/b.5"
 
@@ -95,7 +95,7 @@ def test_recording_goes_on_after_files_are_removed_by_hand(tmp_path):
 
 
 def test_a_batch_that_cannot_be_recorded_is_still_stored(tmp_path, caplog):
-    from store.ingestion import SourceConfig, SparkIngestion     # no Spark started: the batch function alone
+    from rspstar.store.ingestion import SourceConfig, SparkIngestion     # no Spark started: the batch function alone
 
     class FullDisk(Recordings):
         def record(self, elements):

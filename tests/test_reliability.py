@@ -9,16 +9,16 @@ import time
 import pyoxigraph as ox
 
 from conftest import REPO
-from endpoint.clock import WallClock
-from endpoint.engine import Engine, EngineConfig
-from endpoint.http import HttpSettings, create_app
-from store.stream_store import StreamStore
+from rspstar.endpoint.clock import WallClock
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.http import HttpSettings, create_app
+from rspstar.store.stream_store import StreamStore
 
 # The whole app, driven by Flask's test client inside a child process: a segfault there
 # shows as the child's exit status instead of killing pytest.
 CHILD = r'''
 import json, sys
-from endpoint.http import HttpSettings, create_app
+from rspstar.endpoint.http import HttpSettings, create_app
 client = create_app(settings=HttpSettings(max_body=1 << 20)).test_client()
 results = []
 for method, path, kwargs in json.loads(sys.stdin.read()):

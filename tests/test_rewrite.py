@@ -2,14 +2,14 @@
 import pyoxigraph as ox
 import pytest
 
-from endpoint.evaluation import EvaluationOptions, H4Choice, QueryEvaluator
-from store.rdf_input import read_elements
-from store.stream_store import StreamStore
-from translator.errors import QuerySyntaxError
-from translator.rewrite import rewrite
-from translator.temporal import parse_instant
-from translator.uncertainty import FunctionLibrary, UncertaintyError
-from translator.validate import compile_query
+from rspstar.endpoint.evaluation import EvaluationOptions, H4Choice, QueryEvaluator
+from rspstar.store.rdf_input import read_elements
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.rewrite import rewrite
+from rspstar.translator.temporal import parse_instant
+from rspstar.translator.uncertainty import FunctionLibrary, UncertaintyError
+from rspstar.translator.validate import compile_query
 
 PREFIXES = """PREFIX ex: <http://example.org/>
 PREFIX prov: <http://www.w3.org/ns/prov#>
@@ -226,7 +226,7 @@ def test_h4_leaves_filters_under_optional_in_place(store):
     text = H4_QUERY.replace("WINDOW ex:x { GRAPH", "OPTIONAL { WINDOW ex:x { GRAPH").replace(
         "> 0.5) } }", "> 0.5) } } }")
     query = compile_query(PREFIXES + text)
-    from translator.rewrite import rewrite
+    from rspstar.translator.rewrite import rewrite
     rewritten = rewrite(query, {w: [] for w in query.windows}, [])
     assert "__rsph4" not in rewritten.text
     on = QueryEvaluator(query, store, EvaluationOptions(h4=True)).evaluate(T0 + 10 * S).rows
@@ -260,10 +260,10 @@ def test_union_option_puts_element_content_in_the_window_default_graph(store):
 
 
 def test_a_query_is_rewritten_once_and_each_evaluation_only_fills_its_slots(store, monkeypatch):
-    import endpoint.evaluation
+    import rspstar.endpoint.evaluation as evaluation
     compiled = []
-    real = endpoint.evaluation.compile_template
-    monkeypatch.setattr(endpoint.evaluation, "compile_template", lambda q, o: compiled.append(o) or real(q, o))
+    real = evaluation.compile_template
+    monkeypatch.setattr(evaluation, "compile_template", lambda q, o: compiled.append(o) or real(q, o))
     query = compile_query(PREFIXES + """SELECT ?o FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S STEP PT1S]
 WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y } } GRAPH ex:profile { ?s ex:status ?t } }""")
     evaluator = QueryEvaluator(query, store, EvaluationOptions.from_pairs({"h4": "false"}))
@@ -275,7 +275,7 @@ WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y }
 
 
 def test_the_template_shows_its_slots_and_fills_into_the_same_text_as_a_rewrite():
-    from translator.rewrite import compile_template
+    from rspstar.translator.rewrite import compile_template
     query = compile_query(PREFIXES + """SELECT * FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S]
 WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y } } GRAPH ?b { ?s ?p ?t } }""")
     template = compile_template(query)

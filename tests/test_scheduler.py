@@ -1,11 +1,11 @@
 """The APScheduler layer: one job per query, watermark-driven runs, missed runs."""
 import datetime
 
-from endpoint.clock import VirtualClock
-from endpoint.engine import Engine, EngineConfig
-from endpoint.scheduler import DELIVERY_JOB, RETENTION_JOB, LiveScheduler
-from store.stream_store import StreamStore
-from translator.temporal import parse_instant
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.scheduler import DELIVERY_JOB, RETENTION_JOB, LiveScheduler
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.temporal import parse_instant
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 QUERY = """PREFIX ex: <http://example.org/>

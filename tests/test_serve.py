@@ -2,13 +2,13 @@
 its example queries, and the console progress line."""
 import pytest
 
-from endpoint.clock import VirtualClock
-from endpoint.config import DEFAULT_CONFIG, ConfigError, byte_budget, load_config, register_configured
-from endpoint.engine import Engine, EngineConfig
-from endpoint import serve as serve_module
-from endpoint.serve import progress_line, write_token
-from store.stream_store import StreamStore
-from translator.temporal import parse_instant
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.config import DEFAULT_CONFIG, ConfigError, byte_budget, load_config, register_configured
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint import serve as serve_module
+from rspstar.endpoint.serve import progress_line, write_token
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.temporal import parse_instant
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 

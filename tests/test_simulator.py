@@ -3,13 +3,13 @@ frame of rows with chosen timestamps (no streaming needed to see what they produ
 import pyoxigraph as ox
 import pytest
 
-from endpoint.clock import VirtualClock
-from endpoint.config import DEFAULT_CONFIG, load_config
-from endpoint.engine import Engine, EngineConfig
-from store.ingestion import spark_session
-from store.simulator import EPISODE_CYCLE_SECONDS, EPISODE_SECONDS, HOMECARE
-from store.stream_store import StreamStore
-from translator.temporal import parse_instant
+from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.config import DEFAULT_CONFIG, load_config
+from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.store.ingestion import spark_session
+from rspstar.store.simulator import EPISODE_CYCLE_SECONDS, EPISODE_SECONDS, HOMECARE
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.temporal import parse_instant
 
 pytestmark = pytest.mark.slow
 S = 1_000_000

@@ -4,11 +4,11 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from store.errors import DuplicateElementError, RdfInputError, ReservedGraphError
-from store.rdf_input import Element, instant_literal, read_elements
-from store.stream_store import StreamStore
-from translator.temporal import parse_instant
-from translator.vocabulary import SKOLEM_PREFIX, timestamps_graph
+from rspstar.store.errors import DuplicateElementError, RdfInputError, ReservedGraphError
+from rspstar.store.rdf_input import Element, instant_literal, read_elements
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.temporal import parse_instant
+from rspstar.translator.vocabulary import SKOLEM_PREFIX, timestamps_graph
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 S = 1_000_000
@@ -199,7 +199,7 @@ def test_a_documents_bad_timestamp_names_its_element(stamp, message):
 
 
 def test_optimistic_document_load_matches_the_careful_one_or_asks_for_a_rebuild():
-    from store.stream_store import OptimisticLoadFailed
+    from rspstar.store.stream_store import OptimisticLoadFailed
     iri_only = ANNOTATED.replace(b"_:g0", b"ex:g0")
     optimistic, careful = StreamStore(), StreamStore()
     a = optimistic.stage_document_optimistically("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
@@ -271,7 +271,7 @@ def test_writes_during_a_rebuild_reach_the_rebuilt_store():
 def test_a_rebuild_lets_writers_in_while_it_copies(monkeypatch, rebuild):
     import threading
 
-    import store.generations as generations
+    import rspstar.store.generations as generations
     store = StreamStore(compact_after=1)
     store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
     store.evict_before("http://s", T0 + 10 * S)          # all evicted: a rebuild is due
@@ -359,7 +359,7 @@ def churn(store, elements: int, held: int) -> int:
 @pytest.mark.slow
 def test_an_on_disk_store_flushes_as_it_evicts_so_its_log_stays_small(tmp_path, monkeypatch):
     flushed = churn(StreamStore(str(tmp_path / "flushed"), compact_after=10**9), 6000, 300)
-    monkeypatch.setattr("store.stream_store.FLUSH_AFTER_EVICTIONS", 10**9)
+    monkeypatch.setattr("rspstar.store.stream_store.FLUSH_AFTER_EVICTIONS", 10**9)
     unflushed = churn(StreamStore(str(tmp_path / "unflushed"), compact_after=10**9), 6000, 300)
     assert flushed * 2 < unflushed, (flushed, unflushed)
 
@@ -416,8 +416,8 @@ def test_a_store_that_keeps_evicted_quads_still_shows_them_to_no_window():
 
 
 def test_select_rows_keep_the_users_variables_in_n_triples_and_leave_out_unbound_ones():
-    from store.terms import select_rows
-    from translator.rewrite import INTERNAL_VARIABLE_PREFIX
+    from rspstar.store.terms import select_rows
+    from rspstar.translator.rewrite import INTERNAL_VARIABLE_PREFIX
     store = ox.Store()
     store.add(ox.Quad(ox.NamedNode("http://a"), ox.NamedNode("http://b"), ox.Literal("x", language="en")))
     internal = INTERNAL_VARIABLE_PREFIX + "g"
@@ -485,7 +485,7 @@ def test_publishing_an_element_waits_for_the_part_that_holds_it(monkeypatch):
 
 
 def test_a_part_that_cannot_be_written_fails_the_publishing_of_its_elements(monkeypatch):
-    from store.errors import StoreError
+    from rspstar.store.errors import StoreError
     store = StreamStore()
     release = _held_writes(store, monkeypatch, fail=True)
     staged = store.stage_document_optimistically("http://s", _stream_document(50), ox.RdfFormat.TRIG, "hr.trig",
@@ -501,7 +501,7 @@ def test_a_write_without_the_store_lock_waits_for_a_rebuild_to_switch_and_lands_
     # must not let such a write land in the store it is replacing.
     import threading
 
-    import store.generations as generations
+    import rspstar.store.generations as generations
     store = StreamStore(compact_after=1)
     store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
     gens = store.generations

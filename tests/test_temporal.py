@@ -1,7 +1,7 @@
 import pytest
 
-from translator.errors import TemporalValueError
-from translator.temporal import MICROS, format_duration, format_instant, parse_duration, parse_instant, parse_instants
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.temporal import MICROS, format_duration, format_instant, parse_duration, parse_instant, parse_instants
 
 
 @pytest.mark.parametrize("text,micros", [

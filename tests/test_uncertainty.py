@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 from scipy import integrate, stats
 
-from translator.uncertainty import Distribution, FunctionLibrary, UncertaintyError, default_families
-from translator.uncertainty.functions import _ON_VALUES, FUSED_PREFIX
+from rspstar.translator.uncertainty import Distribution, FunctionLibrary, UncertaintyError, default_families
+from rspstar.translator.uncertainty.functions import _ON_VALUES, FUSED_PREFIX
 
 RSPU = "http://w3id.org/rsp/rspu#"
 XSD = "http://www.w3.org/2001/XMLSchema#"

@@ -2,13 +2,13 @@
 import pytest
 from hypothesis import given, strategies as st
 
-from store.rdf_input import Element, instant_literal
-from store.stream_store import StreamStore
-from translator.model import CountWindow, TimeWindow
-from translator.errors import QuerySyntaxError
-from translator.policy import PolicyError, report_policy
-from translator.parser import parse_query
-from translator.temporal import parse_instant
+from rspstar.store.rdf_input import Element, instant_literal
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.model import CountWindow, TimeWindow
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.policy import PolicyError, report_policy
+from rspstar.translator.parser import parse_query
+from rspstar.translator.temporal import parse_instant
 
 S = 1_000_000
 

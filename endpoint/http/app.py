@@ -9,9 +9,9 @@ from typing import Callable
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from store.errors import StoreError
-from store.stream_store import StreamStore
-from translator.errors import TranslatorError
+from rspstar.store.errors import StoreError
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator.errors import TranslatorError
 
 from ..adhoc import AdhocQueries
 from ..clock import Clock, WallClock

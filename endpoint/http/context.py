@@ -9,7 +9,7 @@ from typing import Callable
 
 from flask import current_app, request
 
-from store.stream_store import StreamStore
+from rspstar.store.stream_store import StreamStore
 
 from ..adhoc import AdhocQueries
 from ..engine import Engine

@@ -7,8 +7,8 @@ import queue
 
 from flask import Blueprint, Response, request
 
-from translator.errors import TemporalValueError
-from translator.temporal import parse_instant
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.temporal import parse_instant
 
 from ..http_errors import BadRequest, UnsupportedMediaType
 from .context import require_write, services

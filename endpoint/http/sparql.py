@@ -5,9 +5,9 @@ from __future__ import annotations
 import pyoxigraph as ox
 from flask import Blueprint, Response, request
 
-from translator.federation import check_federation
-from translator.nesting import check_nesting
-from translator.validate import oxigraph_syntax_error
+from rspstar.translator.federation import check_federation
+from rspstar.translator.nesting import check_nesting
+from rspstar.translator.validate import oxigraph_syntax_error
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES, Job, QueryRefused, negotiate, serialize_graph
 from ..http_errors import BadRequest, NotAcceptable, UnsupportedMediaType

@@ -8,10 +8,10 @@ import re
 
 from flask import Blueprint, Response, request
 
-from store import formats
-from store.codec import CANONICAL, Payload, canonical, decode
-from store.landing import drop_file
-from translator.temporal import format_instant
+from rspstar.store import formats
+from rspstar.store.codec import CANONICAL, Payload, canonical, decode
+from rspstar.store.landing import drop_file
+from rspstar.translator.temporal import format_instant
 
 from ..http_errors import BadRequest, ServiceUnavailable, UnsupportedMediaType
 from .context import require_write, services
