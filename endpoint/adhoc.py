@@ -13,6 +13,7 @@ import concurrent.futures
 import logging
 import multiprocessing
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -130,7 +131,9 @@ def evaluate(query, job: Job) -> tuple[bytes, str]:
 
 def _worker_main(connection) -> None:
     """A worker process: say it is ready, then evaluate jobs over the store at the path each
-    names, until the engine closes the connection."""
+    names, until the engine closes the connection. Ctrl-C reaches the whole process group: the
+    engine stops its workers itself, so a worker ignores it (no traceback of its own)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     connection.send("ready")
     while True:
         try:

@@ -101,3 +101,15 @@ def test_closing_stops_busy_workers_at_once(store):
     runner.join(timeout=10)
     assert not runner.is_alive() and not alive(pid) and time.monotonic() - started < 10
     assert os.path.exists(store.generation_path())
+
+
+def test_ctrl_c_to_the_process_group_leaves_the_workers_to_the_engine(adhoc, store):
+    # A terminal's Ctrl-C reaches every process of the group: a worker must not die of it with
+    # a traceback of its own (the engine stops its workers when it stops).
+    import signal
+    for worker in list(adhoc._all):
+        os.kill(worker.process.pid, signal.SIGINT)
+    for worker in list(adhoc._all):
+        worker.process.join(timeout=0.5)
+        assert worker.process.is_alive()
+    assert b"results" in adhoc.run(job("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 1"))[0]
