@@ -30,7 +30,7 @@ from uncertainty_tvs import LISTING_2, START, tvs_streams  # noqa: E402
 from rspstar.endpoint.clock import VirtualClock  # noqa: E402
 from rspstar.endpoint.engine import Engine, EngineConfig  # noqa: E402
 from rspstar.endpoint.replay import Replay, ReplayInput  # noqa: E402
-from rspstar.store.partitions import DEFAULT_KEY_GROUPS  # noqa: E402
+from rspstar.config.schema import default  # noqa: E402
 from rspstar.store.stream_store import StreamStore  # noqa: E402
 from rspstar.translator.partition import PartitionKey  # noqa: E402
 from rspstar.translator.temporal import format_instant  # noqa: E402
@@ -132,7 +132,7 @@ def run(sectors: int, seconds: int) -> str:
             results["partitioned, Spark %s" % master] = json.loads(out.read_text())
     reference = results["single store (rspstar replay)"]
     table = Table("Listing 2 partitioned by sector: %d sectors, %d s of event time (%d elements), "
-                  "%d key groups" % (sectors, seconds, elements, DEFAULT_KEY_GROUPS),
+                  "%d key groups" % (sectors, seconds, elements, default("engine.key_groups")),
                   ["run", "seconds", "elements/s", "ratio to single store", "same rows",
                    "driver Python CPU s per 1,000 elements", "JVM CPU s per 1,000", "workers' CPU s per 1,000",
                    "peak workers' memory (MiB)"])

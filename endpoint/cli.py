@@ -18,7 +18,9 @@ from rspstar.translator.rewrite import compile_template
 from rspstar.translator.validate import compile_query
 
 from .allocator import use_jemalloc
-from .config import DEFAULT_CONFIG
+from rspstar.config import schema
+
+from .config import DEFAULT_CONFIG, load_config
 from .errors import EndpointError, UsageError
 from .evaluation import EvaluationOptions
 from .replay import Replay, ReplayInput
@@ -175,9 +177,23 @@ def cmd_check(args) -> int:
     return 0
 
 
+def _serve_overrides(args) -> dict[str, object]:
+    return {name: value for name, value in (("http.host", args.host), ("http.port", args.port)) if value is not None}
+
+
 def cmd_serve(args) -> int:
     from .serve import serve
-    return serve(Path(args.config) if args.config else DEFAULT_CONFIG, args.host, args.port, Path(args.data))
+    return serve(Path(args.config) if args.config else DEFAULT_CONFIG, Path(args.data), _serve_overrides(args))
+
+
+def cmd_config(args) -> int:
+    """The effective settings, each with where it came from."""
+    config = load_config(Path(args.config) if args.config else DEFAULT_CONFIG, None, _serve_overrides(args))
+    rows = schema.effective(config.settings)
+    width = max(len(name) for name, _, _ in rows)
+    for name, value, origin in rows:
+        print("%-*s = %s   # %s" % (width, name, value, origin))
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,11 +223,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     sv = sub.add_parser("serve", help="run the engine: store on disk, Spark ingestion, scheduler, HTTP API and dashboard")
     sv.add_argument("--config", help="TOML configuration (default: the embedded one, %s)" % DEFAULT_CONFIG)
-    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
-    sv.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    sv.add_argument("--host", help="address to listen on (default: [http] host, %s)" % schema.default("http.host"))
+    sv.add_argument("--port", type=int, help="port (default: [http] port, %d)" % schema.default("http.port"))
     sv.add_argument("--data", default="data", help="data directory: store, queries, outboxes, checkpoints "
                                                    "(default: %(default)s)")
     sv.set_defaults(handler=cmd_serve)
+
+    cf = sub.add_parser("config", help="print the effective settings and where each came from "
+                                       "(docs/configuration.md lists them all)")
+    cf.add_argument("--config", help="TOML configuration (default: the embedded one)")
+    cf.add_argument("--host", help=argparse.SUPPRESS)
+    cf.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    cf.set_defaults(handler=cmd_config)
 
     ck = sub.add_parser("check", help="parse and check a query, print its windows, report policy, RSP-QL* "
                                       "translation (dialects) and SPARQL template")
@@ -233,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         use_jemalloc()
     try:
         return args.handler(args)
-    except (EndpointError, StoreError, TranslatorError) as e:
+    except (EndpointError, StoreError, TranslatorError, schema.ConfigError) as e:
         print("rspstar %s: %s" % (args.command, e), file=sys.stderr)
         return EXIT_INPUT_ERROR
     except BrokenPipeError:

@@ -21,7 +21,8 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from rspstar.store.landing import replace_text
-from rspstar.store.partitions import DEFAULT_KEY_GROUPS, FAILED, MARK, ROWS, PartitionPlan
+from rspstar.config.schema import default
+from rspstar.store.partitions import FAILED, MARK, ROWS, PartitionPlan
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TranslatorError
@@ -36,18 +37,12 @@ from .clock import Clock
 from .errors import EndpointError
 from .evaluation import ConstantGroups, Evaluation, EvaluationOptions, QueryEvaluator, RangeResults
 from .sinks import (
-    DEFAULT_HISTORY_BYTES, EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests,
+    EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests,
 )
 
 log = logging.getLogger(__name__)
 
 _QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-DEFAULT_MAX_DELAY = 2_000_000
-DEFAULT_IDLE_RETENTION = 600_000_000
-DEFAULT_MAX_RANGE = 86_400_000_000          # a day: what a window holds stays in the store
-DEFAULT_MAX_REPORTS_PER_SECOND = 10.0
-DEFAULT_MAX_ELEMENTS = 100_000                # what a count window holds stays in the store
-DEFAULT_HISTORY = 1000
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
@@ -165,17 +160,18 @@ class RegisteredQuery:
 class EngineConfig:
     data_dir: Path | None = None
     allowed_sinks: list[str] = field(default_factory=list)
-    max_delay: int = DEFAULT_MAX_DELAY
-    history_limit: int = DEFAULT_HISTORY              # records kept per query for polling
-    history_bytes: int = DEFAULT_HISTORY_BYTES        # and at most this much of their JSON
-    idle_retention: int = DEFAULT_IDLE_RETENTION
+    # Each default is the setting's, declared in rspstar.config.schema (docs/configuration.md).
+    max_delay: int = default("engine.max_delay")
+    history_limit: int = default("engine.history")              # records kept per query for polling
+    history_bytes: int = default("engine.history_bytes")        # and at most this much of their JSON
+    idle_retention: int = default("engine.idle_retention")
     # Origins SERVICE and LOAD may reach; None only offline (a replay of the user's own files).
     federation_allowed: list[str] | None = field(default_factory=list)
-    max_range: int = DEFAULT_MAX_RANGE                  # µs, the longest window RANGE
-    max_reports_per_second: float = DEFAULT_MAX_REPORTS_PER_SECOND   # evaluations a query may ask for
-    max_elements: int = DEFAULT_MAX_ELEMENTS            # the most elements a count window may hold
+    max_range: int = default("engine.max_range")                # µs, the longest window RANGE
+    max_reports_per_second: float = default("engine.max_reports_per_second")   # evaluations a query may ask for
+    max_elements: int = default("engine.max_elements")          # the most elements a count window may hold
     partition_keys: dict[str, PartitionKey] = field(default_factory=dict)   # per stream, for partitioned queries
-    key_groups: int = DEFAULT_KEY_GROUPS                # what a partitioned query's keys are spread over
+    key_groups: int = default("engine.key_groups")              # what a partitioned query's keys are spread over
 
 
 class Engine:

@@ -17,22 +17,19 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 
 import pyoxigraph as ox
 from werkzeug.serving import make_server
 
-from rspstar.store.batches import QUARANTINE_MAX_BYTES
 from rspstar.store.rdf_input import format_for_path
-from rspstar.store.recordings import DEFAULT_MAX_BYTES, Recordings
+from rspstar.store.recordings import Recordings
 from rspstar.store.stream_store import StreamStore
-from rspstar.translator.errors import TemporalValueError
-from rspstar.translator.temporal import parse_duration
 from rspstar.translator.vocabulary import BATCHES_GRAPH
 
 from .clock import WallClock
-from .config import Config, ConfigError, byte_budget, load_config, register_configured
+from .config import Config, ConfigError, load_config, register_configured
 from .engine import Engine, UnknownQuery
 from .http import HttpSettings, create_app
 from .scheduler import LiveScheduler
@@ -51,35 +48,17 @@ def configure_process() -> None:
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
 
 
-def source_configs(config: Config, data_dir: Path):
-    """`[[sources]]` as SourceConfig (imports Spark: only `serve` needs it)."""
-    from rspstar.store.ingestion import SourceConfig
-    known = {f.name for f in fields(SourceConfig)}
-    sources = []
-    for k, table in enumerate(config.raw.get("sources", [])):
-        where = "%s [[sources]] #%d" % (config.path, k + 1)
-        unknown = set(table) - known
-        if unknown:
-            raise ConfigError("%s: unknown keys %s (known: %s)" % (where, sorted(unknown), sorted(known)))
-        values = dict(table)
-        if "allowed_lateness" in values:
-            try:
-                values["allowed_lateness"] = parse_duration(str(values["allowed_lateness"]))
-            except TemporalValueError as e:
-                raise ConfigError("%s: allowed_lateness: %s" % (where, e)) from None
-        if values.get("kind") == "files":
-            values["path"] = str(data_dir / values.get("path", "landing"))
-        if "name" not in values or "kind" not in values:
-            raise ConfigError("%s: needs name and kind" % where)
-        sources.append(SourceConfig(**values))
-    return sources
+def source_configs(config: Config, data_dir: Path) -> list:
+    """`[[sources]]`, a files source's landing directory under the data directory."""
+    return [replace(source, path=str(data_dir / source.path)) if source.kind == "files" else source
+            for source in config.settings.sources]
 
 
 def load_background_once(store: StreamStore, config: Config) -> None:
     """Background files load on the first start only (a marker per file content), so a
     restart does not add their blank nodes again."""
-    for name in config.raw.get("background", {}).get("files", []):
-        path = (config.path.parent / name).resolve()
+    for name in config.settings.background.files:
+        path = config.relative(name)
         try:
             data = path.read_bytes()
         except OSError as e:
@@ -96,9 +75,9 @@ def load_background_once(store: StreamStore, config: Config) -> None:
 def write_token(config: Config, data_dir: Path) -> str | None:
     """The bearer token writes need: `[http] token` when set (an empty string turns tokens
     off), else the one in DATA/token, made and announced once at the first start."""
-    table = config.raw.get("http", {})
-    if "token" in table:
-        return str(table["token"]) or None
+    configured = config.settings.http.token
+    if configured is not None:
+        return configured or None
     path = data_dir / "token"
     if path.exists():
         return path.read_text(encoding="utf-8").strip()
@@ -113,16 +92,14 @@ def write_token(config: Config, data_dir: Path) -> str | None:
 
 def recordings(config: Config, data_dir: Path) -> Recordings | None:
     """DATA/recording within `[recording] max_bytes` (0 records nothing)."""
-    budget = byte_budget(config, "recording", DEFAULT_MAX_BYTES, "record nothing")
+    budget = config.settings.recording.max_bytes
     return Recordings(data_dir / "recording", budget) if budget else None
 
 
 def http_settings(config: Config, landing: Path | None, token: str | None) -> HttpSettings:
-    table = config.raw.get("http", {})
-    return HttpSettings(token=token, cors_origins=list(table.get("cors_origins", [])),
-                        query_timeout=float(table.get("query_timeout", 30)),
-                        query_workers=int(table.get("query_workers", 2)),
-                        max_body=int(table.get("max_body", 16 * 1024 * 1024)), landing_dir=landing)
+    http = config.settings.http
+    return HttpSettings(token=token, cors_origins=http.cors_origins, query_timeout=http.query_timeout,
+                        query_workers=http.query_workers, max_body=http.max_body, landing_dir=landing)
 
 
 def progress_line(engine: Engine) -> str:
@@ -175,7 +152,9 @@ def run_partitioned(engine: Engine, ingestion) -> None:
     engine.listeners.append(on_change)
 
 
-def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
+def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None = None) -> int:
+    """Run the engine from `config_path` with `overrides` ("table.key": value, from the command
+    line) until a stop signal."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("apscheduler", "werkzeug", "py4j"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -188,10 +167,11 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
 
     data_dir.mkdir(parents=True, exist_ok=True)
-    config = load_config(config_path, data_dir / "engine")
+    config = load_config(config_path, data_dir / "engine", overrides)
     sources = source_configs(config, data_dir)
     recorded = recordings(config, data_dir)
-    quarantine_budget = byte_budget(config, "quarantine", QUARANTINE_MAX_BYTES, "keep no payload")
+    quarantine_budget = config.settings.quarantine.max_bytes
+    host, port = config.settings.http.host, config.settings.http.port
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
     engine = Engine(store, WallClock(), config.engine)
@@ -199,13 +179,15 @@ def serve(config_path: Path, host: str, port: int, data_dir: Path) -> int:
     registered = register_configured(engine, config)
     log.info("queries: %s restored, %s registered from %s", restored or "none", registered or "none", config_path)
 
-    spark_table = dict(config.raw.get("spark", {}))
-    master = spark_table.pop("master", "local[2]")
+    master = config.settings.spark.master
     log.info("starting Spark (%s)", master)
-    spark = spark_session(master, {k: str(v) for k, v in spark_table.items()})
+    spark = spark_session(master, config.settings.spark.settings)
     ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
                                recorded, quarantine_budget)
     landing = next((Path(s.path) for s in sources if s.kind == "files"), None)
+    if landing is None:
+        log.warning("no files source is configured: POST /streams answers 503 (add a [[sources]] of kind "
+                    "\"files\" to accept posted elements)")
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=ingestion.status)
     server = make_server(host, port, app, threaded=True)

@@ -23,6 +23,7 @@ from urllib.parse import quote
 
 import requests
 
+from rspstar.config.schema import default
 from rspstar.store.landing import bounded_name, replace_text
 from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.federation import origin_allowed, origin_of
@@ -34,7 +35,6 @@ log = logging.getLogger(__name__)
 
 INITIAL_BACKOFF = 500_000        # µs
 MAX_BACKOFF = 60_000_000
-DEFAULT_HISTORY_BYTES = 4 * 1024 * 1024
 
 
 class SinkNotAllowed(EndpointError):
@@ -64,7 +64,8 @@ class ResultHistory:
     its records go to its output, and encoding them for a history cost a quarter of a replay
     with many results)."""
 
-    def __init__(self, limit: int = 1000, path: Path | None = None, max_bytes: int = DEFAULT_HISTORY_BYTES):
+    def __init__(self, limit: int = default("engine.history"), path: Path | None = None,
+                 max_bytes: int = default("engine.history_bytes")):
         self._lines: collections.deque[tuple[int, str]] = collections.deque()
         self._limit = limit
         self._max_bytes = max_bytes

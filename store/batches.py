@@ -26,6 +26,7 @@ from typing import Iterable
 
 import pyoxigraph as ox
 
+from rspstar.config.schema import default
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
 from .codec import Payload, decode
@@ -36,7 +37,6 @@ from .stream_store import StreamStore
 log = logging.getLogger(__name__)
 # Disk for the quarantined payloads of all sources together (their counts are kept apart):
 # input that never parses would otherwise fill the disk at the rate it arrives.
-QUARANTINE_MAX_BYTES = 64 * 1024 * 1024
 # And this many payloads at most: bad lines are small, and a folder of hundreds of thousands of
 # files is slow to list for everyone.
 QUARANTINE_MAX_PAYLOADS = 10_000
@@ -58,7 +58,7 @@ class BatchWriter:
 
     def __init__(self, store: StreamStore, source: str, quarantine_dir: Path,
                  allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME,
-                 query: str | None = None, quarantine_max_bytes: int = QUARANTINE_MAX_BYTES):
+                 query: str | None = None, quarantine_max_bytes: int = default("quarantine.max_bytes")):
         self.store = store
         self.source = source
         # A source sharing its streaming query with others counts batches in that query's

@@ -51,8 +51,10 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 
+from rspstar.config.schema import Source, default
+
 from . import formats
-from .batches import QUARANTINE_MAX_BYTES, BatchWriter
+from .batches import BatchWriter
 from .codec import Payload
 from .partitions import (
     EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
@@ -116,23 +118,8 @@ class IngestionError(StoreError):
     """A source that cannot be started, with what to do about it."""
 
 
-@dataclass
-class SourceConfig:
-    name: str                          # unique: names the checkpoint and the batch markers
-    kind: str                          # files | socket | simulator | kafka
-    stream: str | None = None          # the stream IRI (the simulator names its own streams)
-    path: str | None = None            # files: landing directory
-    format: str = "nquads"             # socket / kafka: nquads | jsonl
-    host: str = "127.0.0.1"
-    port: int = 0
-    scenario: str = "tvs"              # simulator: tvs | homecare
-    rate: int = 10                     # simulator: observations per second
-    size: int = 10                     # simulator: sectors (tvs) or patients (homecare)
-    bootstrap_servers: str = ""        # kafka
-    topic: str = ""
-    trigger_seconds: float = 1.0
-    allowed_lateness: int = 0          # µs
-    options: dict[str, str] = field(default_factory=dict)
+# One [[sources]] entry of the configuration, its keys declared in rspstar.config.schema.
+SourceConfig = Source
 
 
 def _java_major(java: Path) -> int | None:
@@ -209,7 +196,7 @@ class SparkIngestion:
 
     def __init__(self, spark: SparkSession, store: StreamStore, sources: list[SourceConfig],
                  checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None,
-                 quarantine_max_bytes: int = QUARANTINE_MAX_BYTES):
+                 quarantine_max_bytes: int = default("quarantine.max_bytes")):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise IngestionError("source names must be unique, got %s" % names)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import pyoxigraph as ox
 
+from rspstar.config.schema import default
 from rspstar.translator.partition import PartitionKey
 from rspstar.translator.policy import report_policy
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
@@ -42,7 +43,6 @@ NO_KEY = ""
 # evaluation per group and instant instead of one per key (a thousand sectors would be a
 # thousand stores at every instant). The groups bound how many executor cores can share a
 # query's work.
-DEFAULT_KEY_GROUPS = 64
 
 
 def key_group(key: str, groups: int) -> str:
@@ -65,7 +65,7 @@ class PartitionPlan:
     rewrite: RewriteOptions = field(default_factory=RewriteOptions)
     rspu_cache: bool = True
     max_delay: int | None = None       # µs: an instant is due this long after it, watermark or not
-    key_groups: int = DEFAULT_KEY_GROUPS
+    key_groups: int = default("engine.key_groups")
 
     def streams(self) -> list[str]:
         return sorted(self.keys)

@@ -14,11 +14,12 @@ import threading
 from pathlib import Path
 from urllib.parse import quote
 
+from rspstar.config.schema import default
+
 from .codec import CANONICAL, canonical
 from .landing import bounded_name
 from .rdf_input import Element
 
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 # A stream's file is rotated at this fraction of the budget: small enough that deleting the
 # oldest file gives back little of the history, large enough that rotations are rare.
 FILES_PER_BUDGET = 8
@@ -41,7 +42,7 @@ class Recordings:
     at most, each stream's current file: it is never cut, so no element is half recorded).
     Safe to call from several sources' threads."""
 
-    def __init__(self, directory: Path, max_bytes: int = DEFAULT_MAX_BYTES):
+    def __init__(self, directory: Path, max_bytes: int = default("recording.max_bytes")):
         if max_bytes <= 0:
             raise ValueError("the recordings' budget must be a positive number of bytes, got %r" % max_bytes)
         self.directory = directory

@@ -1,5 +1,7 @@
 """The TOML configuration: its settings, registration of configured queries, and errors that
 name the file and key."""
+import re
+
 import pytest
 
 from rspstar.endpoint.clock import VirtualClock
@@ -60,6 +62,13 @@ options = { dialect = "cqels", start = "2026-03-01T08:00:01Z" }
 @pytest.mark.parametrize("toml,query,fragment", [
     ('[engine]\nmax_delay = "soon"\n', None, "max_delay"),
     ('[engine]\nhistory_bytes = "4 MiB"\n', None, "history_bytes must be a whole number"),
+    ('[engine]\nmax_dealy = "PT1S"\n', None, "[engine]: unknown key 'max_dealy' (known: "),
+    ('[engin]\nmax_delay = "PT1S"\n', None, "unknown table [engin]"),
+    ('[[sources]]\nname = "s"\nkind = "files"\nscenario = "tvs"\n', None, "scenario is for simulator sources, not files"),
+    ('[[sources]]\nname = "s"\nkind = "carrier pigeon"\n', None, "kind must be one of simulator, files"),
+    ('[[sources]]\nname = "s"\nkind = "files"\n[[sources]]\nname = "s"\nkind = "simulator"\n', None,
+     "two [[sources]] are named 's'"),
+    ('[http]\nquery_timeout = 0\n', None, "query_timeout must be a number above 0"),
     ('[engine]\nhistory = 0\n', None, "history must be a whole number of at least 1"),
     ('[engine]\nmax_elements = 1.5\n', None, "max_elements must be"),
     ('[[queries]]\nid = "x"\n', None, 'needs file'),
@@ -76,7 +85,7 @@ def test_bad_configuration_names_file_and_key(tmp_path, toml, query, fragment):
     if query is not None:
         (tmp_path / ("bad.rq" if "bad" in toml else "ok.rq")).write_text(query)
     (tmp_path / "engine.toml").write_text(toml)
-    with pytest.raises(ConfigError, match=fragment.replace("[", r"\[")):
+    with pytest.raises(ConfigError, match=re.escape(fragment)):
         config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
         register_configured(Engine(StreamStore(), VirtualClock(T0), config.engine), config)
 
@@ -98,3 +107,42 @@ options = { partition = "?o" }
     assert registered.partitioned and engine.tick() == 0
     plan = engine.partition_plan("per-subject")
     assert plan.keys == {"http://example.org/s": PartitionKey("http://example.org/p", inverse=True)}
+
+
+def test_every_setting_is_declared_once_and_documented_from_the_schema():
+    from conftest import REPO
+    from rspstar.config import schema
+    names = [setting.name for setting in schema.SETTINGS]
+    assert len(names) == len(set(names))
+    assert (REPO / "docs" / "configuration.md").read_text() == schema.markdown() + "\n", \
+        "docs/configuration.md is generated: python -c 'from rspstar.config.schema import markdown; print(markdown())'"
+
+
+def test_the_engine_and_the_app_take_their_defaults_from_the_schema():
+    from rspstar.config.schema import default
+    from rspstar.endpoint.engine import EngineConfig
+    from rspstar.endpoint.http import HttpSettings
+    from rspstar.store.recordings import Recordings
+    from pathlib import Path
+    engine = EngineConfig()
+    assert (engine.max_delay, engine.history_limit, engine.max_range) == \
+        (default("engine.max_delay"), default("engine.history"), 86_400_000_000)
+    assert HttpSettings().max_body == default("http.max_body") == 16 * 1024 * 1024
+    assert Recordings(Path("/nonexistent")).max_bytes == default("recording.max_bytes")
+
+
+def test_rspstar_config_prints_every_effective_setting_and_where_it_came_from(tmp_path, capsys):
+    from rspstar.endpoint.cli import main
+    (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "engine.toml").write_text('[engine]\nmax_delay = "PT0.5S"\n[[sources]]\nname = "in"\nkind = "files"\n'
+                                          'stream = "http://example.org/s"\n[[queries]]\nfile = "q.rq"\n')
+    assert main(["config", "--config", str(tmp_path / "engine.toml"), "--port", "9001"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    def line(name):
+        return " ".join(next(l for l in lines if l.startswith(name + " ")).split())
+    assert line("engine.max_delay") == 'engine.max_delay = "PT0.5S" # %s' % (tmp_path / "engine.toml")
+    assert line("engine.history") == "engine.history = 1000 # default"
+    assert line("http.port") == "http.port = 9001 # command line"
+    assert line("sources[0].path") == 'sources[0].path = "landing" # default'
+    assert not any(l.startswith("sources[0].scenario") for l in lines)      # a simulator's key
+    assert main(["config", "--config", str(tmp_path / "missing.toml")]) == 2

@@ -3,7 +3,7 @@ its example queries, and the console progress line."""
 import pytest
 
 from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.config import DEFAULT_CONFIG, ConfigError, byte_budget, load_config, register_configured
+from rspstar.endpoint.config import DEFAULT_CONFIG, ConfigError, load_config, register_configured
 from rspstar.endpoint.engine import Engine, EngineConfig
 from rspstar.endpoint import serve as serve_module
 from rspstar.endpoint.serve import progress_line, write_token
@@ -17,8 +17,8 @@ def test_the_embedded_configuration_registers_every_example_query(tmp_path):
     config = load_config(DEFAULT_CONFIG, tmp_path / "engine")
     engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(engine, config) == ["oxygen-warning", "tvs-warning", "homecare-low-emergency"]
-    for name in config.raw["background"]["files"]:
-        assert (DEFAULT_CONFIG.parent / name).is_file()
+    for name in config.settings.background.files:
+        assert config.relative(name).is_file()
     assert config.engine.max_delay == 3_000_000
 
 
@@ -32,33 +32,32 @@ def test_the_progress_line_is_short_and_names_failed_queries():
     assert line.endswith("oxygen-warning 0/0, tvs-warning 0/0 FAILED, homecare-low-emergency 0/0")
 
 
+def configured(tmp_path, text):
+    path = tmp_path / "engine.toml"
+    path.write_text(text)
+    return load_config(path)
+
+
 def test_a_write_token_is_made_once_at_the_first_start_unless_configured(tmp_path):
     config = load_config(DEFAULT_CONFIG)
     token = write_token(config, tmp_path)
     assert len(token) >= 32 and (tmp_path / "token").stat().st_mode & 0o077 == 0
     assert write_token(config, tmp_path) == token                    # the same after a restart
-    config.raw["http"]["token"] = ""
-    assert write_token(config, tmp_path) is None                     # explicitly off
-    config.raw["http"]["token"] = "chosen"
-    assert write_token(config, tmp_path) == "chosen"
+    assert write_token(configured(tmp_path, '[http]\ntoken = ""\n'), tmp_path) is None      # explicitly off
+    assert write_token(configured(tmp_path, '[http]\ntoken = "chosen"\n'), tmp_path) == "chosen"
 
 
 def test_the_recordings_budget_comes_from_the_configuration(tmp_path):
     config = load_config(DEFAULT_CONFIG)
     assert serve_module.recordings(config, tmp_path).max_bytes == 256 * 1024 * 1024
-    config.raw["recording"] = {"max_bytes": 1024}
-    assert serve_module.recordings(config, tmp_path).max_bytes == 1024
-    config.raw["recording"] = {"max_bytes": 0}
-    assert serve_module.recordings(config, tmp_path) is None          # nothing recorded
-    for bad in ("1GB", -1, 1.5, True):
-        config.raw["recording"] = {"max_bytes": bad}
-        with pytest.raises(ConfigError, match=r"\[recording\]: max_bytes"):
-            serve_module.recordings(config, tmp_path)
+    assert serve_module.recordings(configured(tmp_path, "[recording]\nmax_bytes = 1024\n"), tmp_path).max_bytes == 1024
+    assert serve_module.recordings(configured(tmp_path, "[recording]\nmax_bytes = 0\n"), tmp_path) is None
+    for bad in ('"1GB"', "-1", "1.5", "true"):
+        with pytest.raises(ConfigError, match=r"\[recording\]: max_bytes must be a whole number of bytes of at least 0"):
+            configured(tmp_path, "[recording]\nmax_bytes = %s\n" % bad)
 
 
-def test_the_quarantine_budget_comes_from_the_configuration():
-    config = load_config(DEFAULT_CONFIG)
-    assert byte_budget(config, "quarantine", 5, "keep no payload") == 64 * 1024 * 1024
-    config.raw["quarantine"] = {"max_bytes": "lots"}
-    with pytest.raises(ConfigError, match=r"\[quarantine\]: max_bytes must be a whole number of bytes \(0: keep no"):
-        byte_budget(config, "quarantine", 5, "keep no payload")
+def test_the_quarantine_budget_comes_from_the_configuration(tmp_path):
+    assert load_config(DEFAULT_CONFIG).settings.quarantine.max_bytes == 64 * 1024 * 1024
+    with pytest.raises(ConfigError, match=r"\[quarantine\]: max_bytes must be a whole number of bytes"):
+        configured(tmp_path, '[quarantine]\nmax_bytes = "lots"\n')

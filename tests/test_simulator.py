@@ -37,7 +37,7 @@ def homecare_store(spark, start: int, seconds: int) -> StreamStore:
         store.publish(stream, store.stage_document(stream, "\n".join(texts).encode(), ox.RdfFormat.TRIG,
                                                    "simulator").staged)
     config = load_config(DEFAULT_CONFIG)
-    for name in config.raw["background"]["files"]:
+    for name in config.settings.background.files:
         path = DEFAULT_CONFIG.parent / name
         store.load_background(path.read_bytes(), ox.RdfFormat.TURTLE, str(path))
     return store

@@ -9,6 +9,7 @@ from typing import Callable
 
 from flask import current_app, request
 
+from rspstar.config.schema import default
 from rspstar.store.stream_store import StreamStore
 
 from ..adhoc import AdhocQueries
@@ -20,11 +21,12 @@ STATIC = Path(__file__).resolve().parent.parent / "static"
 
 @dataclass
 class HttpSettings:
+    # Defaults are the settings' of [http] (rspstar.config.schema, docs/configuration.md).
     token: str | None = None                      # bearer token for writes; None: writes open
     cors_origins: list[str] = field(default_factory=list)
-    query_timeout: float = 30.0                   # seconds for /sparql
-    query_workers: int = 2                        # /sparql queries evaluated at once
-    max_body: int = 16 * 1024 * 1024              # bytes
+    query_timeout: float = default("http.query_timeout")     # seconds for /sparql
+    query_workers: int = default("http.query_workers")       # /sparql queries evaluated at once
+    max_body: int = default("http.max_body")                 # bytes
     landing_dir: Path | None = None               # where POST /streams drops data for Spark
 
 

@@ -1,0 +1,426 @@
+"""Every setting of `rspstar serve`, declared once: its table, key, kind, default and help.
+
+The TOML configuration is read against this schema into typed objects (`load`), `rspstar
+config` prints the effective settings and where each came from, and docs/configuration.md is
+generated from it (`markdown`, kept equal by a test). Defaults live here and nowhere else: the
+engine's, the HTTP app's and the stores' own defaults are read from `default()`.
+
+A setting's kind turns a TOML value into what the engine uses (durations into microseconds)
+and refuses anything else with the file, table and key.
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, make_dataclass
+from pathlib import Path
+
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.temporal import format_duration, parse_duration
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used, naming the file, the table and the key."""
+
+
+# -- kinds --------------------------------------------------------------------------------
+class Kind:
+    """How a value is written in TOML and what it becomes."""
+
+    python = object
+    shown = "value"
+
+    def read(self, value, where: str):
+        return value
+
+    def show(self, value) -> str:
+        return repr(value)
+
+
+class Duration(Kind):
+    python = int
+    shown = "xsd:duration"
+
+    def __init__(self, zero: bool = False):
+        self.zero = zero
+
+    def read(self, value, where):
+        if not isinstance(value, str):
+            raise ConfigError("%s must be an xsd:duration such as \"PT3S\" (a string), got %r" % (where, value))
+        try:
+            micros = parse_duration(value)
+        except TemporalValueError as e:
+            raise ConfigError("%s: %s" % (where, e)) from None
+        if micros < 0 or (micros == 0 and not self.zero):
+            raise ConfigError("%s must be %s, got %s" % (where, "zero or more" if self.zero else "positive", value))
+        return micros
+
+    def show(self, value) -> str:
+        return '"%s"' % (_xsd_duration(value) if isinstance(value, int) else value)
+
+
+class Whole(Kind):
+    python = int
+    shown = "whole number"
+
+    def __init__(self, least: int = 1, unit: str = ""):
+        self.least = least
+        self.unit = unit
+        self.shown = "whole number%s of at least %d" % (" of " + unit if unit else "", least)
+
+    def read(self, value, where):
+        if isinstance(value, bool) or not isinstance(value, int) or value < self.least:
+            raise ConfigError("%s must be a %s, got %r" % (where, self.shown, value))
+        return value
+
+    def show(self, value) -> str:
+        return str(value)
+
+
+class Number(Kind):
+    python = float
+    shown = "number"
+
+    def __init__(self, above: float = 0.0):
+        self.above = above
+        self.shown = "number (above %g)" % above
+
+    def read(self, value, where):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= self.above:
+            raise ConfigError("%s must be a number above %g, got %r" % (where, self.above, value))
+        return float(value)
+
+    def show(self, value) -> str:
+        return "%g" % value
+
+
+class Text(Kind):
+    python = str
+    shown = "string"
+
+    def __init__(self, choices: tuple[str, ...] = (), optional: bool = False):
+        self.choices = choices
+        self.optional = optional
+        if choices:
+            self.shown = " | ".join('"%s"' % c for c in choices)
+
+    def read(self, value, where):
+        if value is None and self.optional:
+            return None
+        if not isinstance(value, str):
+            raise ConfigError("%s must be a string, got %r" % (where, value))
+        if self.choices and value not in self.choices:
+            raise ConfigError("%s must be one of %s, got %r" % (where, ", ".join(self.choices), value))
+        return value
+
+    def show(self, value) -> str:
+        return "(unset)" if value is None else '"%s"' % value
+
+
+class Texts(Kind):
+    python = list
+    shown = "list of strings"
+
+    def read(self, value, where):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError("%s must be a list of strings, got %r" % (where, value))
+        return list(value)
+
+    def show(self, value) -> str:
+        return "[%s]" % ", ".join('"%s"' % v for v in value)
+
+
+class Table(Kind):
+    """A table of free keys with string (or scalar) values: Spark settings, query options."""
+
+    python = dict
+    shown = "table of strings"
+
+    def read(self, value, where):
+        if not isinstance(value, dict) or not all(isinstance(v, (str, int, float, bool)) for v in value.values()):
+            raise ConfigError("%s must be a table of key = \"value\" lines, got %r" % (where, value))
+        return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+
+    def show(self, value) -> str:
+        return "{%s}" % ", ".join('"%s" = "%s"' % kv for kv in value.items())
+
+
+def _xsd_duration(micros: int) -> str:
+    """A duration as a person writes it: P1D, PT10M, PT1H30M, PT0.5S."""
+    days, rest = divmod(micros, 86_400_000_000)
+    hours, rest = divmod(rest, 3_600_000_000)
+    minutes, rest = divmod(rest, 60_000_000)
+    time = "".join("%d%s" % (n, unit) for n, unit in ((hours, "H"), (minutes, "M")) if n)
+    if rest:
+        time += format_duration(rest)[2:]
+    text = "P" + ("%dD" % days if days else "") + ("T" + time if time else "")
+    return text if text != "P" else "PT0S"
+
+
+@dataclass(frozen=True)
+class Setting:
+    table: str          # the TOML table; "sources" and "queries" are arrays of tables
+    key: str
+    kind: Kind
+    default: object     # as written in TOML (None: unset)
+    help: str
+    applies: str = ""   # for a source setting: the kinds of source it is for ("": every one)
+
+    @property
+    def name(self) -> str:
+        return "%s.%s" % (self.table, self.key)
+
+
+MIB = 1024 * 1024
+SOURCE_KINDS = ("simulator", "files", "socket", "kafka")
+
+SETTINGS: tuple[Setting, ...] = (
+    # [engine]
+    Setting("engine", "max_delay", Duration(), "PT3S",
+            "evaluate a close at the latest this long after it, complete input or not (spec 5)"),
+    Setting("engine", "history", Whole(1), 1000, "result records kept per query for polling, the dashboard and "
+                                                 "restarts"),
+    Setting("engine", "history_bytes", Whole(1, "bytes"), 4 * MIB,
+            "and at most this much of their JSON (the newest record is always kept)"),
+    Setting("engine", "idle_retention", Duration(), "PT10M", "how long elements of streams no query reads are kept"),
+    Setting("engine", "max_range", Duration(), "P1D",
+            "the longest window RANGE a registration may ask for (a window pins what the store holds)"),
+    Setting("engine", "max_reports_per_second", Number(), 10.0,
+            "evaluations per second a query may ask for (the sum of 1/STEP over its windows, or 1/period)"),
+    Setting("engine", "max_elements", Whole(1), 100_000, "the most elements a count window ([ELEMS n]) may hold"),
+    Setting("engine", "key_groups", Whole(1), 64,
+            "what a partitioned query's keys are spread over (its Spark state: docs/partitioned-queries.md)"),
+    # [http]
+    Setting("http", "host", Text(), "127.0.0.1", "address to listen on (rspstar serve --host)"),
+    Setting("http", "port", Whole(0), 8000, "port to listen on (rspstar serve --port; 0: any free port)"),
+    Setting("http", "token", Text(optional=True), None,
+            "bearer token for writes; unset: made at the first start and kept in DATA/token; \"\": writes open"),
+    Setting("http", "cors_origins", Texts(), [], "web origins whose pages may write (others get 403)"),
+    Setting("http", "query_timeout", Number(), 30.0, "seconds a /sparql query may run before it is stopped (503)"),
+    Setting("http", "query_workers", Whole(1), 2, "/sparql queries evaluated at once (worker processes)"),
+    Setting("http", "max_body", Whole(1, "bytes"), 16 * MIB, "the largest request body (413 beyond)"),
+    # [spark]
+    Setting("spark", "master", Text(), "local[2]",
+            "Spark master: local[n], or spark://host:7077 for a cluster (docs/partitioned-queries.md)"),
+    Setting("spark", "settings", Table(), {},
+            "other Spark settings, written as keys of [spark] itself (\"spark.driver.memory\" = \"1g\")"),
+    # [recording], [quarantine]
+    Setting("recording", "max_bytes", Whole(0, "bytes"), 256 * MIB,
+            "disk for all streams' recordings (DATA/recording), oldest files deleted first; 0 records nothing"),
+    Setting("quarantine", "max_bytes", Whole(0, "bytes"), 64 * MIB,
+            "disk for input set aside as unreadable (DATA/quarantine), oldest deleted first; 0 keeps no payload"),
+    # [sinks], [federation], [background]
+    Setting("sinks", "allowed", Texts(), [], "origins HTTP sinks may post to, e.g. \"http://localhost:9000\""),
+    Setting("federation", "allowed", Texts(), [], "origins SPARQL SERVICE and LOAD may reach (none: both are off)"),
+    Setting("background", "files", Texts(), [], "background data loaded at the first start (paths relative to the "
+                                                "configuration file)"),
+    Setting("partition_keys", "streams", Table(), {},
+            "per stream IRI, the key its elements are partitioned by: \"<predicate>\" (its object) or "
+            "\"^<predicate>\" (its subject), written as keys of [partition_keys] itself"),
+    # [[sources]]
+    Setting("sources", "name", Text(), None, "unique; names the checkpoint and the batch markers"),
+    Setting("sources", "kind", Text(SOURCE_KINDS), None, "what feeds the stream"),
+    Setting("sources", "stream", Text(optional=True), None, "the stream IRI (the simulator names its own streams)",
+            "files, socket, kafka"),
+    Setting("sources", "path", Text(), "landing", "landing directory, under the data directory (POST /streams "
+                                                  "writes here too)", "files"),
+    Setting("sources", "format", Text(("nquads", "jsonl")), "nquads", "what each line or message is",
+            "socket, kafka"),
+    Setting("sources", "host", Text(), "127.0.0.1", "the server Spark connects to", "socket"),
+    Setting("sources", "port", Whole(0), 0, "its port", "socket"),
+    Setting("sources", "scenario", Text(("tvs", "homecare", "sensors")), "tvs",
+            "tunnel ventilation (seed 002), home care (seed 000) or plain sensors", "simulator"),
+    Setting("sources", "rate", Whole(1), 10, "observations per second", "simulator"),
+    Setting("sources", "size", Whole(1), 10, "tunnel sectors, patients or sensors", "simulator"),
+    Setting("sources", "bootstrap_servers", Text(), "", "Kafka brokers, host:port,...", "kafka"),
+    Setting("sources", "topic", Text(), "", "the Kafka topic", "kafka"),
+    Setting("sources", "trigger_seconds", Number(), 1.0, "micro-batch interval"),
+    Setting("sources", "allowed_lateness", Duration(zero=True), "PT0S",
+            "how far below the newest event time an element may arrive and still be on time"),
+    Setting("sources", "options", Table(), {}, "Spark reader options of the source (e.g. maxFilesPerTrigger)"),
+    # [[queries]]
+    Setting("queries", "file", Text(), None, "the query's file (relative to the configuration file)"),
+    Setting("queries", "id", Text(optional=True), None, "its id (unset: from REGISTER's name, else generated)"),
+    Setting("queries", "sinks", Texts(), [], "HTTP sinks its results are posted to (under [sinks] allowed)"),
+    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, ...)"),
+)
+_BY_NAME = {s.name: s for s in SETTINGS}
+ARRAYS = ("sources", "queries")          # arrays of tables: [[sources]], [[queries]]
+FREE_TABLES = {"spark": "settings", "partition_keys": "streams"}   # tables whose other keys are free
+REQUIRED = {"sources": ("name", "kind"), "queries": ("file",)}
+
+
+def default(name: str):
+    """The default of a setting, as the engine uses it (durations in microseconds)."""
+    setting = _BY_NAME[name]
+    return None if setting.default is None else setting.kind.read(setting.default, name)
+
+
+def tables() -> list[str]:
+    return list(dict.fromkeys(s.table for s in SETTINGS))
+
+
+def settings_of(table: str) -> list[Setting]:
+    return [s for s in SETTINGS if s.table == table]
+
+
+# -- typed objects ------------------------------------------------------------------------------
+def _section_class(table: str):
+    """A frozen dataclass with a field per setting of `table`, defaulting to its typed default."""
+    def field_of(setting: Setting):
+        value = None if setting.default is None else setting.kind.read(setting.default, setting.name)
+        if isinstance(value, (list, dict)):
+            return field(default_factory=lambda value=value: type(value)(value))
+        return field(default=value)
+    return make_dataclass(table.title().replace("_", "") + "Settings",
+                          [(s.key, s.kind.python, field_of(s)) for s in settings_of(table)], frozen=True)
+
+
+SECTIONS = {table: _section_class(table) for table in tables()}
+Source = SECTIONS["sources"]          # one [[sources]] entry
+Query = SECTIONS["queries"]           # one [[queries]] entry
+
+
+@dataclass
+class Settings:
+    """A configuration read: each table's typed settings, the sources and queries, and where each
+    value came from ("default", the file, or "command line")."""
+
+    path: Path | None
+    sections: dict[str, object]
+    sources: list
+    queries: list
+    origins: dict[str, str]
+
+    def __getattr__(self, table: str):
+        try:
+            return self.__dict__["sections"][table]
+        except KeyError:
+            raise AttributeError(table) from None
+
+
+def load(path: Path | None, overrides: dict[str, object] | None = None) -> Settings:
+    """Read a TOML file against the schema (None: the defaults alone); `overrides` maps
+    "table.key" to values given on the command line."""
+    raw: dict = {}
+    if path is not None:
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except OSError as e:
+            raise ConfigError("cannot read %s: %s" % (path, e.strerror)) from None
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError("%s: %s" % (path, e)) from None
+    known = set(tables())
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError("%s: unknown table [%s] (known: %s)" % (path, unknown[0], ", ".join(sorted(known))))
+    origins: dict[str, str] = {}
+    sections = {}
+    for table in tables():
+        if table in ARRAYS:
+            continue
+        given = raw.get(table, {})
+        if not isinstance(given, dict):
+            raise ConfigError("%s: [%s] must be a table" % (path, table))
+        sections[table] = _read_table(table, given, path, overrides or {}, origins)
+    entries = {}
+    for table in ARRAYS:
+        given = raw.get(table, [])
+        if not isinstance(given, list):
+            raise ConfigError("%s: write each of %s as [[%s]]" % (path, table, table))
+        entries[table] = [_read_entry(table, entry, "%s [[%s]] #%d" % (path, table, k + 1),
+                                      "%s[%d]" % (table, k), str(path), origins) for k, entry in enumerate(given)]
+    names = [s.name for s in entries["sources"]]
+    for name in names:
+        if names.count(name) > 1:
+            raise ConfigError("%s: two [[sources]] are named %r (a name keys a source's checkpoint)" % (path, name))
+    return Settings(path, sections, entries["sources"], entries["queries"], origins)
+
+
+def _read_table(table: str, given: dict, path: Path | None, overrides: dict, origins: dict):
+    values = {}
+    free = FREE_TABLES.get(table)
+    declared = {s.key for s in settings_of(table)} - ({free} if free else set())
+    if free:
+        rest = {k: v for k, v in given.items() if k not in declared}
+        given = {**{k: v for k, v in given.items() if k in declared}, free: rest} if rest else \
+            {k: v for k, v in given.items() if k in declared}
+    else:
+        unknown = sorted(set(given) - declared)
+        if unknown:
+            raise ConfigError("%s [%s]: unknown key %r (known: %s)" % (path, table, unknown[0], ", ".join(sorted(declared))))
+    for setting in settings_of(table):
+        where = "%s [%s]: %s" % (path, table, setting.key)
+        if setting.name in overrides:
+            values[setting.key] = setting.kind.read(overrides[setting.name], "command line: %s" % setting.name)
+            origins[setting.name] = "command line"
+        elif setting.key in given:
+            values[setting.key] = setting.kind.read(given[setting.key], where)
+            origins[setting.name] = str(path)
+        else:
+            origins[setting.name] = "default"
+    return SECTIONS[table](**values)
+
+
+def _read_entry(table: str, entry, where: str, name: str, path: str, origins: dict):
+    if not isinstance(entry, dict):
+        raise ConfigError("%s: must be a table" % where)
+    declared = {s.key: s for s in settings_of(table)}
+    unknown = sorted(set(entry) - set(declared))
+    if unknown:
+        raise ConfigError("%s: unknown key %r (known: %s)" % (where, unknown[0], ", ".join(sorted(declared))))
+    missing = [key for key in REQUIRED[table] if key not in entry]
+    if missing:
+        raise ConfigError("%s: needs %s" % (where, " and ".join(missing)))
+    values = {}
+    for key, setting in declared.items():
+        if key in entry:
+            if setting.applies and table == "sources" and entry.get("kind") not in setting.applies.split(", "):
+                raise ConfigError("%s: %s is for %s sources, not %s" % (where, key, setting.applies, entry.get("kind")))
+            values[key] = setting.kind.read(entry[key], "%s: %s" % (where, key))
+        origins["%s.%s" % (name, key)] = path if key in entry else "default"
+    return SECTIONS[table](**values)
+
+
+# -- what it says of itself ---------------------------------------------------------------------
+def effective(settings: Settings) -> list[tuple[str, str, str]]:
+    """(name, value as TOML writes it, origin) of every setting, then each source and query."""
+    rows = []
+    for table in tables():
+        if table in ARRAYS:
+            continue
+        section = settings.sections[table]
+        for setting in settings_of(table):
+            value = getattr(section, setting.key)
+            rows.append((setting.name, setting.kind.show(value), settings.origins[setting.name]))
+    for table, entries in (("sources", settings.sources), ("queries", settings.queries)):
+        for k, entry in enumerate(entries):
+            for setting in settings_of(table):
+                if setting.applies and entry.kind not in setting.applies.split(", "):
+                    continue        # a key of another kind of source
+                name = "%s[%d].%s" % (table, k, setting.key)
+                rows.append((name, setting.kind.show(getattr(entry, setting.key)), settings.origins[name]))
+    return rows
+
+
+def markdown() -> str:
+    """docs/configuration.md: every table and setting, its kind, default and help."""
+    lines = ["# Configuration", "",
+             "`rspstar serve --config FILE` reads a TOML file; every setting it does not give takes the",
+             "default below (`rspstar serve` with no `--config` runs `config/default.toml`, the packaged",
+             "configuration: simulated streams, a landing directory and three example queries).",
+             "`rspstar config [--config FILE]` prints the effective settings and where each came from.",
+             "This page is generated from the schema (`config/schema.py`); a test keeps them equal.", ""]
+    for table in tables():
+        header = "[[%s]]" % table if table in ARRAYS else "[%s]" % table
+        lines += ["## `%s`" % header, "", "| key | kind | default | what |", "| --- | --- | --- | --- |"]
+        for s in settings_of(table):
+            key = s.key
+            if FREE_TABLES.get(table) == s.key:
+                key = "(any other key)"
+            default_text = "(required)" if s.key in REQUIRED.get(table, ()) else \
+                ("(unset)" if s.default is None else s.kind.show(s.default))
+            what = s.help + (" (%s)" % ("for " + s.applies + " sources") if s.applies else "")
+            lines.append("| `%s` | %s | %s | %s |" % (key, s.kind.shown, default_text.replace("|", "\\|"),
+                                                       what.replace("|", "\\|")))
+        lines.append("")
+    return "\n".join(lines)
