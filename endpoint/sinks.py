@@ -136,8 +136,10 @@ class EventFeed:
         self._lock = threading.Lock()
         self._backlog = backlog
 
-    def subscribe(self) -> queue.Queue:
-        q: queue.Queue = queue.Queue(maxsize=self._backlog)
+    def subscribe(self, backlog: int | None = None) -> queue.Queue:
+        """A queue of the records published from now on, holding at most `backlog` (default:
+        the feed's; 0: unbounded, for a consumer in the same process that drains it)."""
+        q: queue.Queue = queue.Queue(maxsize=self._backlog if backlog is None else backlog)
         with self._lock:
             self._subscribers.add(q)
         return q
