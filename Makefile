@@ -2,6 +2,7 @@
 # Python venv, Java 17+ for Spark, and for the tests Debian's chromium), then a virtual
 # environment with the package, so they are all a newcomer needs on a fresh machine.
 VENV ?= .venv
+PORT ?= 8000
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
@@ -23,7 +24,7 @@ test: system-test $(STAMP)
 	$(PY) -m pytest
 
 run: system-run $(STAMP)
-	$(VENV)/bin/rspstar serve --data data --port 8000
+	$(VENV)/bin/rspstar serve --data data --port $(PORT)
 
 bench: system-run $(STAMP)
 	$(PY) bench/run_all.py

@@ -1,4 +1,4 @@
-"""Workload (c), seed 000's comparison: statement-level metadata as RDF 1.2 annotations versus
+"""Workload (c), the RSP-QL* paper's comparison: statement-level metadata as RDF 1.2 annotations versus
 RDF reification, for 1 to 10 annotated statements per element: bytes on the wire (TriG) and
 query time per evaluation (run by hand: python bench/annotated_vs_reified.py).
 

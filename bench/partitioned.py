@@ -1,4 +1,4 @@
-"""Partitioned evaluation against the single store (README "Partitioned queries"): seed 002's
+"""Partitioned evaluation against the single store (README "Partitioned queries"): the RSPU paper's
 Listing 2 partitioned by sector, over the TVS workload at the simulator's profile (two readings
 per sensor per second, 9% of temperatures above 30 °C).
 

@@ -1,7 +1,7 @@
 """Live runs through Spark, in one process as `rspstar serve` runs it but with the in-memory
 store (run by hand: python bench/tvs_live.py [--seconds 90] [--workload tvs|sensors] [--rate N]):
 
-- workload (b): the TVS simulator at 4000 observations/s (1000 sectors), seed 002's Listing 2;
+- workload (b): the TVS simulator at 4000 observations/s (1000 sectors), the RSPU paper's Listing 2;
 - workload (a): 1000 plain sensors at 1000 observations/s, RANGE 10 s STEP 2 s, the filter and
   the AVG-per-sensor queries.
 

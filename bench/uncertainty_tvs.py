@@ -1,4 +1,4 @@
-"""The tunnel-ventilation (TVS) workload of seed 002: the cost of the `rspu:` functions and of
+"""The tunnel-ventilation (TVS) workload of the RSPU paper: the cost of the `rspu:` functions and of
 the optimizations (cache, lazy variables, H4, fused calls), and exact functions against the
 10,000-sample Monte Carlo of the RSPU prototype.
 

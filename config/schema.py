@@ -228,7 +228,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sources", "host", Text(), "127.0.0.1", "the server Spark connects to", "socket"),
     Setting("sources", "port", Whole(0), 0, "its port", "socket"),
     Setting("sources", "scenario", Text(("tvs", "homecare", "sensors")), "tvs",
-            "tunnel ventilation (seed 002), home care (seed 000) or plain sensors", "simulator"),
+            "tunnel ventilation (the RSPU paper), home care (the RSP-QL* paper) or plain sensors", "simulator"),
     Setting("sources", "rate", Whole(1), 10, "observations per second", "simulator"),
     Setting("sources", "size", Whole(1), 10, "tunnel sectors, patients or sensors", "simulator"),
     Setting("sources", "bootstrap_servers", Text(), "", "Kafka brokers, host:port,...", "kafka"),
@@ -409,7 +409,8 @@ def markdown() -> str:
              "default below (`rspstar serve` with no `--config` runs `config/default.toml`, the packaged",
              "configuration: simulated streams, a landing directory and three example queries).",
              "`rspstar config [--config FILE]` prints the effective settings and where each came from.",
-             "This page is generated from the schema (`config/schema.py`); a test keeps them equal.", ""]
+             "This page is generated from the schema ([config/schema.py](../config/schema.py)); a test keeps",
+             "them equal. Durations are xsd:durations (`\"PT3S\"`, `\"P1D\"`); sizes are bytes.", ""]
     for table in tables():
         header = "[[%s]]" % table if table in ARRAYS else "[%s]" % table
         lines += ["## `%s`" % header, "", "| key | kind | default | what |", "| --- | --- | --- | --- |"]
@@ -420,7 +421,7 @@ def markdown() -> str:
             default_text = "(required)" if s.key in REQUIRED.get(table, ()) else \
                 ("(unset)" if s.default is None else s.kind.show(s.default))
             what = s.help + (" (%s)" % ("for " + s.applies + " sources") if s.applies else "")
-            lines.append("| `%s` | %s | %s | %s |" % (key, s.kind.shown, default_text.replace("|", "\\|"),
-                                                       what.replace("|", "\\|")))
+            lines.append("| `%s` | %s | %s | %s |" % (key, s.kind.shown.replace("|", "or"),
+                                                       default_text.replace("|", "\\|"), what.replace("|", "\\|")))
         lines.append("")
     return "\n".join(lines)

@@ -1,12 +1,10 @@
 """The allocator `rspstar serve` and `rspstar replay` run under, where the system has it
 (Debian: libjemalloc2): a program run of either executes itself again under jemalloc.
 
-Measured (bench/serve_soak.py, 16 min at 400 elements/s, two servers side by side): the live
-engine's Python process grew 26 MiB/min to 714 MiB under glibc's malloc and 8.5 MiB/min to
-405 MiB under jemalloc, which hands freed memory back; Oxigraph's and RocksDB's allocations
-from Spark's callback threads fragment glibc's per-thread arenas. A replay of 100,000 elements
-took 2.64 s under jemalloc against 2.88 s under glibc (three runs each, the same figures within
-0.03 s), most of its Python work making and dropping one object per quad read."""
+Oxigraph's and RocksDB's allocations from Spark's callback threads fragment glibc's per-thread
+arenas, so a live engine's memory grew three times as fast under glibc's malloc as under
+jemalloc, which hands freed memory back; a replay, whose Python work makes and drops an object
+per quad read, is faster under it too (bench/out/NOTES.md#jemalloc)."""
 from __future__ import annotations
 
 import glob

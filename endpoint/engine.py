@@ -404,7 +404,7 @@ class Engine:
                     listener("background", registered.id)
         return changed
 
-    # -- partitioned queries (README "Partitioned queries") ----------------------------------
+    # -- partitioned queries (docs/partitioned-queries.md) ----------------------------------
     def partition_plan(self, query_id: str) -> PartitionPlan:
         """What Spark's executors need to evaluate a partitioned query: its text and options, its
         streams' keys, the background as it is now."""

@@ -51,8 +51,8 @@ class EvaluationOptions:
     their merged content, spec §3); unset, the dialect's, else `timestamps`. dialect: the
     language the query is written in (spec §6.5; unset: recognized from the text); start: t0
     of a dialect query's windows (an xsd:dateTime); partition: the variable a partitioned query
-    is evaluated per key of (README "Partitioned queries"). The switches exist to measure the
-    optimizations (seed 002's cache, lazy variables and H4, fusing nested rspu: calls,
+    is evaluated per key of (docs/partitioned-queries.md). The switches exist to measure the
+    optimizations (the RSPU paper's cache, lazy variables and H4, fusing nested rspu: calls,
     incremental evaluation of sliding windows, and evaluating together the queries that differ
     only in constants); they never change results."""
 
@@ -148,7 +148,7 @@ class Evaluation:
     seconds: float = 0.0                       # time spent evaluating
 
     def record(self) -> dict:
-        """The conformance JSON line (shared/conformance/README.md)."""
+        """The conformance JSON line (tests/conformance/README.md)."""
         line: dict = {
             "time": format_instant(self.time),
             "windows": {w: [format_instant(lo), format_instant(hi)] for w, (lo, hi) in self.windows.items()},
@@ -171,7 +171,7 @@ def _triple_key(row: tuple):
 
 
 class H4Choice:
-    """Whether the next evaluation defers rspu: FILTERs past the joins (H4, seed 002).
+    """Whether the next evaluation defers rspu: FILTERs past the joins (H4, the RSPU paper).
 
     Deferring saves calls when the joins are selective and costs calls when they multiply
     rows (live TVS, 1000 sectors: 72,792 calls deferred against 40,000 in place). Both plans

@@ -1,4 +1,4 @@
-"""Relation-to-stream operators (seed 001 Def. 20-22), with the state they keep per query."""
+"""Relation-to-stream operators (the RSP-QL paper Def. 20-22), with the state they keep per query."""
 from __future__ import annotations
 
 from typing import Callable, Hashable

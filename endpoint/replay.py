@@ -1,5 +1,5 @@
 """`rspstar replay`: the live engine, on a virtual clock, over recorded streams
-(shared/conformance/README.md). Elements are published as the clock reaches their timestamps,
+(tests/conformance/README.md). Elements are published as the clock reaches their timestamps,
 each stream's watermark follows them, and the engine does the rest exactly as it does live:
 it decides the due instants, evaluates, applies R2S, emits and evicts. Live == replay holds by
 construction: there is one runner. Several queries replay in one pass over the streams, as
@@ -96,9 +96,9 @@ class Replay:
     def _stage(self, optimistic: bool) -> tuple[StreamStore, dict[str, "_Pending"]]:
         # Every stream file is in the store from the start, so memory peaks there; rebuilding
         # the store after evictions (what keeps a live engine bounded) would lower nothing and
-        # cost a copy of what is left (1.9 s of a 9 s replay of 100,000 elements), and removing
-        # evicted elements from Oxigraph frees no memory in a store that is never rebuilt (1.1 s
-        # of a 6.7 s replay of 100,000 elements): eviction only drops them from the index.
+        # cost a copy of what is left, and removing evicted elements from Oxigraph frees no
+        # memory in a store that is never rebuilt: eviction only drops them from the index
+        # (bench/out/NOTES.md#replay-store).
         store = StreamStore(compact_after=2**62, remove_evicted=False)
         spec = self.spec
         if spec.background is not None:

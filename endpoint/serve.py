@@ -2,7 +2,7 @@
 
 The Oxigraph store on disk, Spark ingestion (local master by default), the scheduler and the
 HTTP endpoint with its dashboard, all from one TOML configuration. The HTTP server stays in
-the Spark driver's process because one process owns the on-disk store (notes/spark.md).
+the Spark driver's process because one process owns the on-disk store (docs/spark.md).
 Ctrl-C (or SIGTERM) stops everything cleanly; a restart with the same data directory
 continues where it stopped (stored elements, queries and their last evaluation, outboxes,
 Spark checkpoints).
@@ -38,8 +38,8 @@ log = logging.getLogger("rspstar")
 PROGRESS_SECONDS = 10
 # An evaluation calls from Oxigraph into Python (the rspu: functions) tens of thousands of
 # times, taking the GIL back each time; a busy ingestion thread would keep it for Python's
-# default 5 ms at every turn. Measured on live TVS (1000 sectors): evaluations took up to
-# 1.6x their CPU time with the default, up to 1.2x with 0.5 ms.
+# default 5 ms at every turn, and evaluations take longer than their CPU time
+# (bench/out/NOTES.md#gil-switch-interval).
 GIL_SWITCH_SECONDS = 0.0005
 
 

@@ -10,7 +10,7 @@ Kafka broker stops only its own. Spark contributes file discovery, sockets, the 
 simulator, Kafka, and checkpoints that survive restarts; pointing `master` at a cluster scales
 the sources out.
 
-A partitioned query (README "Partitioned queries") is a streaming query of its own over the
+A partitioned query (docs/partitioned-queries.md) is a streaming query of its own over the
 sources of its streams: elements keyed on the executors, kept and evaluated per key group in
 Spark's state (store/partitions.py), the rows handed to the engine on the driver.
 
@@ -21,7 +21,7 @@ Sources (config `[[sources]]`, each bound to a stream IRI):
 - `socket`: lines (N-Quads or JSON envelopes) from host:port; Spark is the client. No replay
   after a restart: for tests and demos.
 - `simulator`: Spark's `rate-micro-batch` source mapped in Spark SQL to observations of the
-  tunnel ventilation scenario (seed 002), home-care monitoring (seed 000) or plain sensors:
+  tunnel ventilation scenario (the RSPU paper), home-care monitoring (the RSP-QL* paper) or plain sensors:
   `rate` x `trigger_seconds` rows per micro-batch, stamped with the batch's trigger time (or,
   with the options `startTimestamp` [ms] and `advanceMillisPerBatch`, a fixed clock). A batch
   that takes longer than the trigger delays the next one, so the rate actually reached shows
@@ -76,9 +76,9 @@ _FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
 # serial collector, keeps what it once took: resident memory crept for as long as the engine ran.
 DRIVER_MEMORY = "512m"
 # What Spark remembers of finished jobs, stages, tasks and SQL executions for its UI and status
-# API, even with the UI off. Micro-batches are jobs: at the defaults' limits (1,000 of each,
-# 100,000 tasks per stage) the live heap rose ~6 MiB/min for the first hour at 400 elements/s,
-# the JVM's memory with it; at these it stayed flat from the third minute (bench/serve_soak.py).
+# API, even with the UI off. Micro-batches are jobs: at Spark's own limits the driver's heap
+# grew for as long as the engine ran; at these it stays flat
+# (bench/out/NOTES.md#spark-retained-status).
 RETAINED_STATUS = 20
 _STATUS_LIMITS = {"spark.ui.retainedJobs": RETAINED_STATUS, "spark.ui.retainedStages": RETAINED_STATUS,
                   "spark.ui.retainedTasks": 10 * RETAINED_STATUS, "spark.sql.ui.retainedExecutions": RETAINED_STATUS,
@@ -155,7 +155,7 @@ def find_java_home(installed: Path = Path("/usr/lib/jvm")) -> Path:
 
 
 def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) -> SparkSession:
-    """A Spark session set up as measured in notes/spark.md: Java 17+, loopback, quiet logs,
+    """A Spark session set up as measured in docs/spark.md: Java 17+, loopback, quiet logs,
     no UI, a JVM tuned for start-up and small batches, UTC."""
     os.environ["JAVA_HOME"] = str(find_java_home())
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -172,9 +172,8 @@ def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) 
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", DRIVER_MEMORY)
                # Generated code inlines each micro-batch's timestamp, so every batch compiled
-               # new classes (3 per batch measured) that only a full collection unloads: the
-               # JVM's class metadata grew ~4 MiB/min, and compiling cost more CPU than
-               # interpreting a small batch saves.
+               # new classes that only a full collection unloads, and compiling cost more CPU
+               # than interpreting a small batch saves (bench/out/NOTES.md#spark-codegen).
                .config("spark.sql.codegen.wholeStage", "false")
                .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
                .config(map={key: str(value) for key, value in _STATUS_LIMITS.items()})
@@ -321,7 +320,7 @@ class SparkIngestion:
             writer.trigger(processingTime="%g seconds" % group[0].trigger_seconds)
         self.queries[name] = writer.start()
 
-    # -- partitioned queries (README "Partitioned queries") ------------------------------------
+    # -- partitioned queries (docs/partitioned-queries.md) ------------------------------------
     def start_partitioned(self, plan: PartitionPlan, deliver: Callable[[str, list[tuple]], object],
                           trigger_seconds: float | None = None) -> None:
         """Run a partitioned query on the executors: the sources of its streams read again (a
@@ -428,7 +427,7 @@ class SparkIngestion:
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop every query between batches (stopping inside a JVM call can crash the stream
-        thread, notes/spark.md). A JVM already gone (a signal sent to the whole process
+        thread, docs/spark.md). A JVM already gone (a signal sent to the whole process
         group) leaves nothing to stop: what it committed is in the store."""
         self._supervised = False
         try:

@@ -1,5 +1,5 @@
-"""Partitioned evaluation, the part that runs on Spark's executors (README "Partitioned
-queries"; the Spark plumbing is in ingestion.py).
+"""Partitioned evaluation, the part that runs on Spark's executors (docs/partitioned-queries.md;
+the Spark plumbing is in ingestion.py).
 
 Each element is keyed where it is read (`keyed_elements`: the stream's partition key, a
 one-step path over its content), and its key falls in one of the plan's key groups. Spark

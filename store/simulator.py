@@ -6,11 +6,11 @@ document in Spark SQL (no Python UDF, so it runs where Spark runs). Values are d
 `hash(value, k)`, so the same row always gives the same observation; the row's timestamp (the
 micro-batch's trigger time, or a fixed clock) is the observation's event time.
 
-- `tvs` (seed 002): tunnel sectors, each with an oxygen sensor (fraction, annotated with its
+- `tvs` (the RSPU paper): tunnel sectors, each with an oxygen sensor (fraction, annotated with its
   measurement uncertainty `N(0, σ²)` as `rspu:distribution`) and a temperature sensor (°C);
   rows alternate between the two streams.
-- `homecare` (seed 000): patients' heart rate, breathing rate, oxygen saturation, location and
-  activity, five streams, each value annotated with a confidence; patient 0 plays seed 000's
+- `homecare` (the RSP-QL* paper): patients' heart rate, breathing rate, oxygen saturation, location and
+  activity, five streams, each value annotated with a confidence; patient 0 plays the RSP-QL* paper's
   low-emergency scenario for the first 50 s of every two minutes.
 - `sensors`: plain observations (sensor, value), one stream; the benchmarks' workload (a).
 """
@@ -74,7 +74,7 @@ _HC_KINDS = ("heartrate", "breathingrate", "oxygensaturation", "location", "acti
 _HC_GRAPH = ("concat('" + SIM + "{source}/', element_at(array(" + ", ".join("'%s'" % k for k in _HC_KINDS)
              + "), cast({kind} AS int) + 1), '/', value)")
 _HC_PATIENT = "pmod(value, {size})"
-# Seed 000's scenario, played now and then so the low-emergency example query has something to
+# the RSP-QL* paper's scenario, played now and then so the low-emergency example query has something to
 # find: patient 0 sits, with a high heart rate and slow breathing read with high confidence,
 # for the first EPISODE_SECONDS of every EPISODE_CYCLE_SECONDS of event time (UTC).
 EPISODE_CYCLE_SECONDS = 120

@@ -51,8 +51,8 @@ FLUSH_AFTER_EVICTIONS = 1000
 # 15 minutes at its default rate before each drop, at 10,000 it stays within a few MiB. A
 # rebuild copies what is held, so it also waits for twice that many evictions.
 COMPACT_AFTER_EVICTIONS = 10_000
-# A replay writes a stream file in parts of about this size (stage_document_optimistically):
-# 1 MiB is ~5,000 elements of a sensor stream, ~0.1 s of Oxigraph's write.
+# A replay writes a stream file in parts of about this size (stage_document_optimistically;
+# bench/out/NOTES.md#part-bytes).
 PART_BYTES = 1 << 20
 
 
@@ -187,8 +187,8 @@ class StreamStore:
         """Compact once evictions since the last rebuild outnumber `compact_after` and twice
         the elements held (so the copy is small next to what it frees). On disk, flush every
         FLUSH_AFTER_EVICTIONS evictions in between: the write-ahead log is only cut when its
-        writes are flushed, and grew by ~7 KB per element until the next rebuild (measured:
-        41 MB for 20,000 elements with 550 held, 4 MB flushing every 1,000)."""
+        writes are flushed, and grew with every element until the next rebuild
+        (bench/out/NOTES.md#flush-after-evictions)."""
         with self._lock:
             due = self._evicted_since_compaction >= max(self.compact_after, 2 * self._index.held())
             if due:
@@ -233,8 +233,8 @@ class StreamStore:
     def _check_new(self, graphs: Iterable[str]) -> None:
         graphs = list(graphs)
         distinct = set(graphs)
-        # The usual case checked a set at a time: one graph at a time took 0.23 s of a
-        # 100,000-element replay's staging, which runs beside the write of its file.
+        # The usual case checked a set at a time, in a few calls that run in C (staging runs
+        # beside the write of its file: bench/out/NOTES.md#new-graphs-as-a-set).
         if (len(distinct) == len(graphs) and not self._index.holds_any(distinct) and self._staged.isdisjoint(distinct)
                 and self._background.isdisjoint(distinct) and not any(map(is_internal_graph, graphs))):
             return
@@ -342,8 +342,8 @@ class StreamStore:
             writer.start()
             try:
                 scan = scan_document(data, fmt, source, timestamp_predicate)
-                # Reading the timestamps also runs beside the write (1.4 s of a 100,000-element
-                # file, bench/replay_throughput.py).
+                # Reading the timestamps also runs beside the write
+                # (bench/out/NOTES.md#timestamps-beside-the-write).
                 staged = None if scan.needs_rewriting else _staged_from(scan, source, timestamp_predicate)
             finally:
                 writer.join()

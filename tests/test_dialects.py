@@ -69,7 +69,7 @@ def test_streaming_sparql_units_slide_and_windows_inside_groups():
     query = compile_query(STREAMING)
     [window] = query.windows.values()
     assert (window.range, window.step, window.upper_closed, query.report) == (1800 * S, 60 * S, False, None)
-    # Seed 003, Listing 1.1: a window in a group applies to that group's patterns.
+    # the Streaming SPARQL paper, Listing 1.1: a window in a group applies to that group's patterns.
     listing = """PREFIX wtur: <http://iec.org/61400-25/root/ln/classes/WTUR#>
 SELECT ?x ?y ?z
 FROM STREAM <http://iec.org/61400-25/root/td.rdf>
@@ -155,7 +155,7 @@ def test_a_dialect_query_nested_too_deep_is_a_positioned_error():
 
 
 def test_a_window_closing_the_where_clause_is_the_one_its_patterns_read():
-    # Seed 003: the window of a graph pattern wins over the FROM window, also when the graph
+    # the Streaming SPARQL paper: the window of a graph pattern wins over the FROM window, also when the graph
     # pattern is the WHERE clause itself.
     query = compile_query(EX + "SELECT ?x FROM STREAM <http://example.org/s> WINDOW RANGE 10 S SLIDE "
                                "WHERE { ?x ex:p ?y WINDOW ELEMS 5 }")

@@ -436,7 +436,7 @@ def _element(k: int, instant: int, room: str) -> "Element":
 
 
 def test_background_updated_while_a_query_runs_is_seen_by_the_next_evaluation():
-    # Spec 6.4 (seed 004, refreshing stored data): no evaluation keeps a stale copy.
+    # Spec 6.4 (the RSP query features page, refreshing stored data): no evaluation keeps a stale copy.
     store = StreamStore()
     store.load_background(b"<http://example.org/r1> <http://example.org/label> \"kitchen\" .",
                           ox.RdfFormat.N_TRIPLES, "background")

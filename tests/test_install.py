@@ -3,6 +3,7 @@ environment, then `rspstar serve` with no configuration from an empty directory.
 embedded defaults start, every example query has results within three minutes, and a stop
 signal sent to the whole process group (as a service manager does) ends it cleanly."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -26,8 +27,12 @@ def free_port() -> int:
 def test_the_wheel_installs_one_top_level_package_rspstar(tmp_path):
     # Built and installed (without its dependencies) in a clean environment: site-packages
     # gains `rspstar` and nothing else, with every part and data file inside it.
+    # Built from a copy: setuptools builds in the source tree, which is left as it was.
+    source = tmp_path / "source"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "data", "scratch", "*.egg-info",
+                                                                "__pycache__", ".pytest_cache", ".hypothesis"))
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                            "--wheel-dir", str(tmp_path / "wheels"), str(REPO)], capture_output=True, text=True, timeout=600)
+                            "--wheel-dir", str(tmp_path / "wheels"), str(source)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
     [wheel] = (tmp_path / "wheels").glob("rspstar-*.whl")
     venv = tmp_path / "venv"

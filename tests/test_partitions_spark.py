@@ -106,7 +106,7 @@ def test_partitioned_on_spark_restarts_from_its_checkpoint(spark, tmp_path):
 
 
 def test_the_tvs_example_query_partitioned_by_sector_equals_the_single_store(spark, tmp_path):
-    # The default tvs-warning query (seed 002's Listing 2) over the TVS simulator on a fixed
+    # The default tvs-warning query (the RSPU paper's Listing 2) over the TVS simulator on a fixed
     # clock: the single store (ingestion + runner) and the partitioned run read the same rows.
     from rspstar.endpoint.config import DEFAULT_CONFIG
     from rspstar.endpoint.clock import VirtualClock

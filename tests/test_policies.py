@@ -12,7 +12,7 @@ import pyoxigraph as ox
 
 S = 1_000_000
 PREFIX = "PREFIX ex: <http://example.org/> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> "
-# Seed 001's Example 10 windows: W1 (RANGE 5 STEP 2 START 1), W2 (RANGE 2 STEP 2 START 0).
+# the RSP-QL paper's Example 10 windows: W1 (RANGE 5 STEP 2 START 1), W2 (RANGE 2 STEP 2 START 0).
 EXAMPLE_10 = (PREFIX + 'SELECT * FROM NAMED WINDOW ex:w1 ON ex:nearby [RANGE PT5S STEP PT2S START '
               '"1970-01-01T00:00:01Z"^^xsd:dateTime] FROM NAMED WINDOW ex:w2 ON ex:coupon [RANGE PT2S STEP PT2S] '
               'WHERE { }')

@@ -16,7 +16,7 @@ BINDs after the block see it (a BIND sees only what precedes it; one before the 
 literals). A FILTER inside the block moves beside it where that means the same (`_liftable`);
 the others, and the block's BINDs, keep their literals. Inside the block the table would be
 joined to the solutions of every graph in the store before the window's graphs are chosen
-(measured: 250 against 65 ms over a range of 2,000 of 20,000 elements, fifty queries).
+(bench/out/NOTES.md#constants-table).
 """
 from __future__ import annotations
 

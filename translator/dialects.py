@@ -4,7 +4,7 @@ policy, the merged default graph), then compiled as any RSP-QL* query. Errors fo
 translation are reported at the line and column of the user's text.
 
 A dialect is one reader class (a subclass of `_Reader` naming its `dialect`): defining it
-registers it, and DIALECTS lists the registered names. The window forms seed 004 writes and no
+registers it, and DIALECTS lists the registered names. The window forms the RSP query features page writes and no
 engine's grammar has (spec §6.7: SLIDE or SLIDING for STEP, TUMBLING, units as words) are read
 as their dialect's own and named in `Translation.normalised`.
 
@@ -377,7 +377,7 @@ class _Reader(PrologueReader):
         return Translation(self.dialect, self.source, "".join(pieces), placed, name=self.name, normalised=normalised)
 
     def group_by(self, where_close: int) -> None:
-        """`GROUPBY` after the WHERE clause (seed 004 writes it) read as GROUP BY."""
+        """`GROUPBY` after the WHERE clause (the RSP query features page writes it) read as GROUP BY."""
         for tok in self.tokens[where_close + 1:]:
             if tok.kind == NAME and tok.text.upper() == "GROUPBY":
                 self.edit(tok, tok, "GROUP BY")

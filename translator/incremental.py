@@ -34,7 +34,7 @@ from .tokens import NAME, VAR
 
 _PER_EVALUATION = {"NOW", "RAND", "UUID", "STRUUID", "BNODE"}
 # A window is kept as about 2 * RANGE / STEP ranges; beyond this many, their bookkeeping would
-# cost more than evaluating the window again (a day's window stepped every 100 ms: 864,000).
+# cost more than evaluating the window again (bench/out/NOTES.md#ranges-per-window).
 MAX_RANGES_PER_WINDOW = 1000
 _AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT"}
 

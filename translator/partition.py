@@ -1,5 +1,5 @@
 """Partitioned queries: which queries give the same results evaluated per partition key as over
-the whole stream, checked at registration (README "Partitioned queries").
+the whole stream, checked at registration (docs/partitioned-queries.md).
 
 A stream's partition key is a one-step path from an element's content: `<p>` (the object of
 the element's `p` triples) or `^<p>` (their subject). Every element has exactly one key value;

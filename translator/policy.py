@@ -2,7 +2,7 @@
 then, and whether an evaluation is reported. The runner asks a query's policy "when next?",
 "what do the windows hold?" and "report now?"; nothing else in the engine reads strategies.
 
-A policy is a conjunction of strategies (seed 001 Def. 23), each bound to one window or, written
+A policy is a conjunction of strategies (the RSP-QL paper Def. 23), each bound to one window or, written
 without one, to the query as a whole (today's meaning, spec §6.6):
 
     close(<w>)            t is a close of window <w>        close      t is a close of any window

@@ -45,7 +45,7 @@ _NOTHING = "FILTER(false)"
 
 @dataclass(frozen=True)
 class RewriteOptions:
-    """Switches for the optimizations of seed 002 (on by default; off only to measure them)."""
+    """Switches for the optimizations of the RSPU paper (on by default; off only to measure them)."""
 
     lazy_bind: bool = True
     h4: bool = True
@@ -351,7 +351,7 @@ class _Rewriter:
             raise TypeError(node)
 
     def lazy_skips(self, bind: Bind) -> bool:
-        """Lazy variables (seed 002): a BIND of an rspu: call whose variable nothing else reads
+        """Lazy variables (the RSPU paper): a BIND of an rspu: call whose variable nothing else reads
         is not computed. BIND never removes a row, so dropping it changes no other binding."""
         if not (self.options.lazy_bind and bind.calls_rspu):
             return False
@@ -366,11 +366,10 @@ class _Rewriter:
         inner = _Context(ctx.window, True)
         if name.kind == VAR:
             # As a sub-select, Oxigraph materializes the window's matches once and hash-joins
-            # them (measured: 38 ms instead of 1.4 s for two 2000-element windows joined
-            # through background data). Semantics are unchanged: a GRAPH group only ever sees
-            # its own variables.
+            # them (bench/out/NOTES.md#graph-subselect). Semantics are unchanged: a GRAPH group
+            # only ever sees its own variables.
             # VALUES after the GRAPH pattern: Oxigraph then joins the two instead of looking
-            # the pattern up graph by graph (about 20% faster on 10k-element windows).
+            # the pattern up graph by graph.
             self.emit.put("{ SELECT * WHERE {", node.keyword)
             self.emit.copy(Span(node.keyword, node.name + 1))
             self.group(node.group, inner)
@@ -547,12 +546,11 @@ def defers_filters(query: ContinuousQuery) -> bool:
 
 
 def _deferrable_filters(query: ContinuousQuery) -> list[Filter]:
-    """H4 (seed 002): FILTERs calling rspu: functions that can run after every join.
+    """H4 (the RSPU paper): FILTERs calling rspu: functions that can run after every join.
 
     Oxigraph pushes a FILTER down to where its variables are bound, even through sub-selects,
     so each selected filter becomes `BIND(expr AS ?v) FILTER(?v)` after the whole pattern
-    (wrapped in a sub-select): a BIND is not pushed down. Measured on a two-window join with a
-    selective side: 320 calls instead of 4000.
+    (wrapped in a sub-select): a BIND is not pushed down (bench/out/NOTES.md#h4-bind).
 
     A filter is deferred only when that cannot change results: it sits in a chain of plain
     groups, GRAPH and WINDOW patterns from the WHERE clause (not under OPTIONAL, MINUS,

@@ -2,7 +2,7 @@
 warning goes with the query (registration answer, `rspstar check`, the replay's standard error)
 and the query runs as written.
 
-- HAVING over a SELECT alias (spec §6.7, seed 004 Q2): `SELECT ?p (COUNT(?r) AS ?n) ... HAVING
+- HAVING over a SELECT alias (spec §6.7, the RSP query features page Q2): `SELECT ?p (COUNT(?r) AS ?n) ... HAVING
   (?n >= 5)`. SPARQL evaluates HAVING before the projection binds the alias, so `?n` is unbound
   there and the condition never holds; the aggregate itself must be written in HAVING.
 """

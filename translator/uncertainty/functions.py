@@ -2,7 +2,7 @@
 
 Each function takes RDF terms and returns a term, or None for a SPARQL expression error (a
 FILTER drops the row, a BIND leaves its variable unbound); nothing raises into the query.
-A `FunctionLibrary` holds the per-evaluation cache (seed 002 §4.1) and counts calls, so the
+A `FunctionLibrary` holds the per-evaluation cache (the RSPU paper §4.1) and counts calls, so the
 benchmark can show what each optimization saves.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ class FunctionLibrary:
             self.table[node] = self._function(iri, _parse_shape(iri[len(FUSED_PREFIX):]))
 
     def begin_evaluation(self) -> None:
-        """The cache lives for one evaluation (seed 002): a new window starts it empty."""
+        """The cache lives for one evaluation (the RSPU paper): a new window starts it empty."""
         for cache in self._caches:
             cache.clear()
 
@@ -132,7 +132,7 @@ class FunctionLibrary:
         return at - start, lambda args: op(*[get(args) for get in getters])
 
     def _shifted_comparison(self, node, start: int):
-        """lessThan(add(D, x), c) or greaterThan(add(D, x), c) (seed 002's Listing 2) with D a
+        """lessThan(add(D, x), c) or greaterThan(add(D, x), c) (the RSPU paper's Listing 2) with D a
         normal and x, c numbers: P(N(μ + x, σ²) < c) computed on the numbers, without the
         distribution for D + x the general path builds (a third of a call's time); the
         arithmetic is the general path's, step for step. Any other arguments go that way."""
@@ -246,8 +246,8 @@ def _integrate(d: Distribution, weight: Callable[[float], float], lower: float =
                upper: float = math.inf) -> float:
     """∫ f_D(y) weight(y) dy over D's support ∩ [lower, upper], adaptively to ~1e-12."""
     # Imported here: only `between` with distributions as bounds integrates, and importing
-    # scipy.integrate was 0.5-0.65 s of the 1.0 s every command, replay and Spark Python worker
-    # spent importing the engine.
+    # scipy.integrate was most of what every command and Spark Python worker spent importing
+    # the engine (bench/out/NOTES.md#scipy-import).
     from scipy import integrate
     a, b = d.support()
     a, b = max(a, lower), min(b, upper)

@@ -1,0 +1,68 @@
+"""The documentation: every relative link in README.md and docs/ resolves (to a file, and to a
+heading where it names one), the specification's copy equals the shared one wherever that is
+beside the checkout, and the README stays a front door."""
+import re
+
+import pytest
+
+from conftest import REPO, shared_dir
+
+PAGES = [REPO / "README.md"] + sorted((REPO / "docs").rglob("*.md")) + sorted((REPO / "bench" / "out").glob("*.md"))
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def anchors(path):
+    """GitHub's anchors of a Markdown file's headings."""
+    found = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"^#{1,6} (.*)", line)
+        if m:
+            text = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower().replace("`", ""))
+            found.add(text.replace(" ", "-"))
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_relative_link_resolves(page):
+    broken = []
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    for target in _LINK.findall(text):
+        if re.match(r"^[a-z]+:", target) or target.startswith("#") and not target[1:]:
+            continue
+        path, _, anchor = target.partition("#")
+        resolved = (page.parent / path).resolve() if path else page
+        if not resolved.exists():
+            broken.append(target)
+        elif anchor and resolved.suffix == ".md" and anchor not in anchors(resolved):
+            broken.append(target)
+    assert not broken, "%s: %s" % (page.relative_to(REPO), broken)
+
+
+def test_the_link_check_sees_a_broken_link(tmp_path):
+    page = tmp_path / "p.md"
+    page.write_text("# Title\n[ok](p.md#title) [gone](missing.md) [bad anchor](p.md#nothing)\n")
+    text = page.read_text()
+    targets = _LINK.findall(text)
+    assert targets == ["p.md#title", "missing.md", "p.md#nothing"]
+    assert "title" in anchors(page) and "nothing" not in anchors(page)
+
+
+def test_the_specification_copy_equals_the_shared_one():
+    shared = shared_dir() / "spec"
+    problems = []
+    for path in sorted(shared.glob("*.md")) if shared.is_dir() else []:
+        ours = REPO / "docs" / "spec" / path.name
+        if not ours.is_file() or ours.read_bytes() != path.read_bytes():
+            problems.append(path.name)
+    assert not problems, "copy ../shared/spec into docs/spec: %s" % problems
+
+
+def test_the_readme_is_a_front_door():
+    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 300
+    assert max(len(line) for line in lines) <= 140
+    text = "\n".join(lines)
+    for page in ("docs/configuration.md", "docs/http-api.md", "docs/language.md", "docs/performance.md",
+                 "docs/python-api.md", "docs/partitioned-queries.md", "docs/replay.md", "docs/uncertainty.md",
+                 "docs/design.md", "docs/references.md"):
+        assert "(%s)" % page in text, page
