@@ -64,7 +64,7 @@ def stream(annotations: int, reified: bool) -> str:
 def measure(text: str, query_text: str) -> tuple[float, int]:
     store = StreamStore()
     store.publish("http://example.org/s",
-                  store.stage_document("http://example.org/s", text.encode(), ox.RdfFormat.TRIG, "s.trig").staged)
+                  store.documents.stage("http://example.org/s", text.encode(), ox.RdfFormat.TRIG, "s.trig").staged)
     evaluator = QueryEvaluator(compile_query(query_text), store)
     times, rows = [], 0
     query = evaluator.query

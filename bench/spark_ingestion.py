@@ -125,7 +125,7 @@ def throughput(elements: int) -> str:
             direct = StreamStore()
             started = time.perf_counter()
             for path in sorted(land.iterdir()):
-                result = direct.stage_document("http://example.org/s", path.read_bytes(), format_for_path(path), str(path))
+                result = direct.documents.stage("http://example.org/s", path.read_bytes(), format_for_path(path), str(path))
                 direct.publish("http://example.org/s", result.staged)
             direct_seconds = time.perf_counter() - started
             quads = len(direct.oxigraph)

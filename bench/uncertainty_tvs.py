@@ -117,7 +117,7 @@ def load(sectors: int, **profile) -> StreamStore:
     store = StreamStore()
     for stream, data in (("http://example.org/stream/oxygen", oxygen),
                          ("http://example.org/stream/temperature", temperature)):
-        result = store.stage_document(stream, data.encode(), ox.RdfFormat.TRIG, stream)
+        result = store.documents.stage(stream, data.encode(), ox.RdfFormat.TRIG, stream)
         store.publish(stream, result.staged)
     return store
 

@@ -28,7 +28,6 @@ import pyoxigraph as ox
 
 from rspstar.store import formats
 from rspstar.store.codec import Payload, decode
-from rspstar.store.errors import RdfInputError
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import format_instant, parse_instant
 
@@ -150,7 +149,7 @@ class Engine:
             data = data.read_bytes()
         else:
             fmt = formats.by_name(format or "trig")
-        return self.store.load_background(data, fmt.rdf, source)
+        return self.store.background.load(data, fmt.rdf, source)
 
     def register(self, text: str, id: str | None = None, **options) -> Query:
         """Register an RSP-QL* query (or one in a dialect); `options` are the query options

@@ -20,22 +20,20 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from rspstar.store.landing import replace_text
 from rspstar.config.schema import default
 from rspstar.store.partitions import FAILED, MARK, ROWS, PartitionPlan
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TranslatorError
-from rspstar.translator.model import ContinuousQuery, CountWindow, QueryForm, TimeWindow
-from rspstar.translator.policy import ReportPolicy, report_policy
-from rspstar.translator.temporal import format_duration, format_instant
-from rspstar.translator.federation import check_federation
-from rspstar.translator.partition import PartitionKey, check_partitioned
-from rspstar.translator.validate import compile_query
+from rspstar.translator.model import ContinuousQuery, QueryForm
+from rspstar.translator.temporal import format_instant
+from rspstar.translator.partition import PartitionKey
+from rspstar.translator.admission import Limits, admit
 
 from .clock import Clock
 from .errors import EndpointError
 from .evaluation import ConstantGroups, Evaluation, EvaluationOptions, QueryEvaluator, RangeResults
+from .repository import QueryRepository, QuerySpec
 from .sinks import (
     EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests,
 )
@@ -46,7 +44,6 @@ _QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
-UNRESTORED_FILE = "unrestored-queries.json"
 
 
 class UnknownQuery(EndpointError):
@@ -57,24 +54,8 @@ class DuplicateQuery(EndpointError):
     """A query with this id is already registered."""
 
 
-class QueryOverLimits(EndpointError):
-    """A query whose windows or report rate pass the engine's configured limits."""
-
-
 class InvalidQueryId(EndpointError):
     """A query id that is not a short name of letters, digits, '.', '_' or '-'."""
-
-
-@dataclass
-class QuerySpec:
-    """What registration needs; persisted so queries survive a restart."""
-
-    id: str
-    text: str
-    sinks: list[str] = field(default_factory=list)
-    options: dict[str, str] = field(default_factory=dict)
-    last_evaluation: int | None = None   # a restart continues after this instant
-    r2s_previous: list | None = None     # what IStream/DStream compare the next evaluation with
 
 
 @dataclass
@@ -188,26 +169,31 @@ class Engine:
         self.range_results = RangeResults()     # what queries with equal window blocks share
         self.constant_groups = ConstantGroups()  # queries differing only in constants
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed/background
-        # Ids removed through `remove`, remembered in the data directory so that a query
-        # deleted by a user is not registered again from the configuration at the next start.
-        self.removed_ids: set[str] = set()
-        if config.data_dir is not None:
-            removed = config.data_dir / "removed-queries.json"
-            self.removed_ids = set(json.loads(removed.read_text())) if removed.exists() else set()
-            config.data_dir.mkdir(parents=True, exist_ok=True)
-            unrestorable = []
-            for spec in self._load_specs():
-                try:
-                    self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
-                                  resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous)
-                except (EndpointError, TranslatorError) as e:
-                    # Registered under an earlier version or configuration (a limit since
-                    # lowered, say): set aside for the operator, never silently dropped.
-                    log.error("query %s from the data directory is not restored: %s (kept in %s)",
-                              spec.id, e, config.data_dir / UNRESTORED_FILE)
-                    unrestorable.append(asdict(spec))
-            if unrestorable:
-                replace_text(config.data_dir / UNRESTORED_FILE, json.dumps(unrestorable, indent=2))
+        self.repository = QueryRepository(config.data_dir)
+        self.limits = Limits(config.max_range, config.max_reports_per_second, config.max_elements,
+                             config.federation_allowed, config.partition_keys)
+        self._restore()
+
+    @property
+    def removed_ids(self) -> set[str]:
+        """Ids a user removed through `remove` (a configured query among them is not registered
+        again at the next start)."""
+        return self.repository.removed
+
+    def _restore(self) -> None:
+        """Register again the queries the data directory holds, each continuing after its last
+        evaluation. One registered under an earlier version or configuration (a limit since
+        lowered, say) is set aside for the operator, never silently dropped."""
+        unrestorable = []
+        for spec in self.repository.specs():
+            try:
+                self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
+                              resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous)
+            except (EndpointError, TranslatorError) as e:
+                log.error("query %s from the data directory is not restored: %s (kept in %s)",
+                          spec.id, e, self.repository.unrestored)
+                unrestorable.append(spec)
+        self.repository.set_aside(unrestorable)
 
     # -- registration -----------------------------------------------------------------------
     def register(self, text: str, query_id: str | None = None, sinks: list[str] | tuple = (),
@@ -219,13 +205,8 @@ class Engine:
         with the IStream/DStream state `resume_r2s` of the evaluation there)."""
         options = dict(options or {})
         evaluation_options = EvaluationOptions.from_pairs(options)
-        query = compile_query(text, dialect=evaluation_options.dialect, start=evaluation_options.start)
-        if self.config.federation_allowed is not None:
-            check_federation(text, self.config.federation_allowed)
-        policy = report_policy(query, evaluation_options.report)
-        self._check_limits(query, policy)
-        if evaluation_options.partition is not None:
-            check_partitioned(query, evaluation_options.partition, self.config.partition_keys, policy)
+        query = admit(text, self.limits, dialect=evaluation_options.dialect, start=evaluation_options.start,
+                      report=evaluation_options.report, partition=evaluation_options.partition).query
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
@@ -237,8 +218,8 @@ class Engine:
             if query_id in self._queries:
                 raise DuplicateQuery("a query with id %r is already registered" % query_id)
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
-            history_file = None if self.config.data_dir is None else self.config.data_dir / "history" / (query_id + ".jsonl")
-            http_sinks = [HttpSink(query_id, url, self.config.data_dir / "outbox", self.post) for url in sinks]
+            history_file = self.repository.history_file(query_id)
+            http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post) for url in sinks]
             evaluator = QueryEvaluator(query, self.store, evaluation_options, shared=self.range_results,
                                        groups=self.constant_groups)
             if resume_r2s is not None:
@@ -250,34 +231,12 @@ class Engine:
             self._queries[query_id] = registered
             if persist:
                 self._save_specs()
-                if query_id in self.removed_ids:
-                    self.removed_ids.discard(query_id)
-                    self._save_removed()
+                self.repository.registered_again(query_id)
         log.info("registered query %s (%s, windows: %s)", query_id, query.form.value,
                  ", ".join(query.windows) or "none")
         for listener in self.listeners:
             listener("registered", query_id)
         return registered
-
-    def _check_limits(self, query: ContinuousQuery, policy: ReportPolicy) -> None:
-        """Refuse windows longer than `max_range` or holding more than `max_elements` (they pin
-        what the store holds) and report
-        instants more frequent than `max_reports_per_second` (each one is evaluated, none is
-        skipped, so a query asking for more could never keep up). Count windows and content
-        change report as the data arrives: their rate is the streams' own."""
-        for window in query.windows.values():
-            if isinstance(window, CountWindow) and window.size > self.config.max_elements:
-                raise QueryOverLimits("window <%s>: ELEMS %d holds more elements than the engine's limit of %d "
-                                      "(max_elements)" % (window.iri, window.size, self.config.max_elements))
-            if isinstance(window, TimeWindow) and window.range > self.config.max_range:
-                raise QueryOverLimits("window <%s>: RANGE %s is longer than the engine's limit of %s (max_range)"
-                                      % (window.iri, format_duration(window.range),
-                                         format_duration(self.config.max_range)))
-        rate = policy.rate()
-        if rate > self.config.max_reports_per_second:
-            raise QueryOverLimits("the query asks for %.6g evaluations per second (STEP or COMPUTED EVERY); the "
-                                  "engine's limit is %g (max_reports_per_second)"
-                                  % (rate, self.config.max_reports_per_second))
 
     def _derive_id(self, query: ContinuousQuery) -> str:
         if query.name:
@@ -294,8 +253,7 @@ class Engine:
             removed.removed = True
             removed.history.discard()
             self._save_specs()
-            self.removed_ids.add(query_id)
-            self._save_removed()
+            self.repository.removed_by_user(query_id)
         # Outside the engine's lock: leaving a group waits for a range the group may be evaluating.
         removed.evaluator.close()
         for listener in self.listeners:
@@ -312,24 +270,8 @@ class Engine:
         with self._lock:
             return list(self._queries.values())
 
-    def _specs_path(self) -> Path | None:
-        return None if self.config.data_dir is None else self.config.data_dir / "queries.json"
-
     def _save_specs(self) -> None:
-        path = self._specs_path()
-        if path is None:
-            return
-        replace_text(path, json.dumps([asdict(q.spec) for q in self._queries.values()], indent=2))
-
-    def _save_removed(self) -> None:
-        if self.config.data_dir is not None:
-            replace_text(self.config.data_dir / "removed-queries.json", json.dumps(sorted(self.removed_ids)))
-
-    def _load_specs(self) -> list[QuerySpec]:
-        path = self._specs_path()
-        if path is None or not path.exists():
-            return []
-        return [QuerySpec(**item) for item in json.loads(path.read_text())]
+        self.repository.save([q.spec for q in self._queries.values()])
 
     # -- evaluation ------------------------------------------------------------------------------
     def due(self, registered: RegisteredQuery, instant: int) -> str | None:
@@ -395,9 +337,9 @@ class Engine:
             self._save_specs()
 
     def update_background(self, sparql: str) -> int:
-        """A SPARQL Update of the background (store.update_background); the partitioned queries'
+        """A SPARQL Update of the background (store.background.update); the partitioned queries'
         listeners hear of it ("background"): their executors hold a copy."""
-        changed = self.store.update_background(sparql)
+        changed = self.store.background.update(sparql)
         for registered in self.queries():
             if registered.partitioned:
                 for listener in self.listeners:
@@ -412,7 +354,7 @@ class Engine:
         options = registered.evaluator.options
         return PartitionPlan(query_id, registered.spec.text,
                              {s: self.config.partition_keys[s] for s in registered.query.streams},
-                             self.store.background_nquads(), options.dialect, options.start, options.report,
+                             self.store.background.nquads(), options.dialect, options.start, options.report,
                              registered.evaluator.rewrite_options, options.rspu_cache, self.config.max_delay,
                              self.config.key_groups)
 

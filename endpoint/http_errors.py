@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from rspstar.store.errors import DuplicateElementError, QueryTimeout, RdfInputError, ReservedGraphError, StoreError
+from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
 
 from .adhoc import QueryCrashed
-from .engine import DuplicateQuery, InvalidQueryId, QueryOverLimits, UnknownQuery
+from .engine import DuplicateQuery, InvalidQueryId, UnknownQuery
 from .errors import EndpointError, UsageError
 from .sinks import SinkNotAllowed
 

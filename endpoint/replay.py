@@ -15,7 +15,9 @@ from typing import Iterator
 
 from rspstar.store.errors import RdfInputError
 from rspstar.store.rdf_input import format_for_path
-from rspstar.store.stream_store import OptimisticLoadFailed, StagedElement, StreamStore
+from rspstar.store.documents import OptimisticLoadFailed
+from rspstar.store.staged import StagedElement
+from rspstar.store.stream_store import StreamStore
 from rspstar.translator.model import ContinuousQuery
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.validate import compile_query
@@ -102,11 +104,11 @@ class Replay:
         store = StreamStore(compact_after=2**62, remove_evicted=False)
         spec = self.spec
         if spec.background is not None:
-            store.load_background(spec.background.read_bytes(), format_for_path(spec.background),
+            store.background.load(spec.background.read_bytes(), format_for_path(spec.background),
                                   str(spec.background))
         staged: dict[str, list[StagedElement]] = {}
         for stream, path in spec.streams:
-            stage = store.stage_document_optimistically if optimistic else store.stage_document
+            stage = store.documents.stage_optimistically if optimistic else store.documents.stage
             result = stage(stream, path.read_bytes(), format_for_path(path), str(path))
             if result.untimed_graphs:
                 raise RdfInputError("graph %s has no timestamp triple; a replay needs event time for every "

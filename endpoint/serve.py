@@ -67,7 +67,7 @@ def load_background_once(store: StreamStore, config: Config) -> None:
                          ox.NamedNode("urn:rspstar:loaded"), ox.Literal(str(path)), ox.NamedNode(BATCHES_GRAPH))
         if marker in store.oxigraph:
             continue
-        count = store.load_background(data, format_for_path(path), str(path))
+        count = store.background.load(data, format_for_path(path), str(path))
         store.add_marker(marker)
         log.info("loaded %d background quads from %s", count, path)
 

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
+import logging
 import operator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 from rspstar.translator.model import CountContent
+
+from .landing import replace_text
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -175,3 +182,21 @@ class ElementIndex:
             stats.late = int(counts.get("late", 0))
             if counts.get("watermark") is not None:
                 stats.watermark = max(int(counts["watermark"]), stats.watermark or int(counts["watermark"]))
+
+
+class CountersFile:
+    """Where an on-disk store keeps its streams' counters (ingested, evicted, late) and
+    watermarks, which are not in the elements: written whole, read back at open."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def save(self, saved: dict[str, dict]) -> None:
+        replace_text(self.path, json.dumps(saved, sort_keys=True))
+
+    def read(self) -> dict[str, dict]:
+        try:
+            return json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+        except ValueError:
+            log.warning("ignoring unreadable stream counters in %s", self.path)
+            return {}

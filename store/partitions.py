@@ -211,7 +211,7 @@ class PlanRunner:
     def _store(self, elements: list[tuple[str, int, str]]) -> StreamStore:
         store = StreamStore()
         if self.plan.background:
-            store.load_background(self.plan.background, ox.RdfFormat.N_QUADS, "background")
+            store.background.load(self.plan.background, ox.RdfFormat.N_QUADS, "background")
         by_stream: dict[str, list[str]] = {}
         for stream, _, text in elements:
             by_stream.setdefault(stream, []).append(text)

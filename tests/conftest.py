@@ -51,7 +51,7 @@ def compare_lines(expected, actual, ordered):
 @pytest.fixture
 def engine(tmp_path):
     store = StreamStore()
-    store.load_background(BACKGROUND, ox.RdfFormat.TRIG, "bg.trig")
+    store.background.load(BACKGROUND, ox.RdfFormat.TRIG, "bg.trig")
     return Engine(store, VirtualClock(T0), EngineConfig(data_dir=tmp_path, allowed_sinks=["http://localhost:9"],
                                                       max_delay=0))
 

@@ -24,7 +24,7 @@ def job(text: str) -> Job:
 @pytest.fixture
 def store(tmp_path):
     store = StreamStore(str(tmp_path / "store"))
-    store.load_background("\n".join("<http://s%d> <http://p> \"%d\" <http://g%d> ." % (i, i, i) for i in range(400)),
+    store.background.load("\n".join("<http://s%d> <http://p> \"%d\" <http://g%d> ." % (i, i, i) for i in range(400)),
                           ox.RdfFormat.N_QUADS, "bg.nq")
     yield store
     store.close()
@@ -84,7 +84,7 @@ def test_syntax_errors_keep_their_position_and_writes_are_visible(adhoc, store):
     with pytest.raises(QueryRefused) as refused:
         adhoc.run(job("SELECT * WHERE {\n  ?s ?p }"))
     assert refused.value.kind == "syntax" and refused.value.line == 2
-    store.update_background("INSERT DATA { <http://new> <http://p> 1 }")
+    store.background.update("INSERT DATA { <http://new> <http://p> 1 }")
     body, _ = adhoc.run(job("ASK { <http://new> <http://p> 1 }"))
     assert b"true" in body
 

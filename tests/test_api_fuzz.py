@@ -31,7 +31,7 @@ def text_body(ctx, value):
 
 def build_app():
     store = StreamStore()
-    store.load_background(b'<http://example.org/s> <http://example.org/p> "1" .', ox.RdfFormat.N_TRIPLES, "bg.nt")
+    store.background.load(b'<http://example.org/s> <http://example.org/p> "1" .', ox.RdfFormat.N_TRIPLES, "bg.nt")
     data = Path(tempfile.mkdtemp(prefix="rspstar-fuzz-"))
     engine = Engine(store, VirtualClock(parse_instant("2026-03-01T08:00:00Z")),
                     EngineConfig(data_dir=data / "engine", allowed_sinks=["http://localhost:9"]))

@@ -186,7 +186,7 @@ def _long_stream(elements: int) -> str:
 
 
 def test_a_stream_file_written_in_parts_replays_as_it_does_whole(write, tmp_path, monkeypatch):
-    import rspstar.store.stream_store as stream_store
+    import rspstar.store.documents as stream_store
     q = write("q.rq", QUERY.replace("[RANGE PT2S]", "[RANGE PT2S STEP PT1S]"))
     s = write("s.trig", _long_stream(80))
     cut, real = [], stream_store.iter_document_parts
@@ -207,7 +207,7 @@ def test_a_stream_file_written_in_parts_replays_as_it_does_whole(write, tmp_path
 
 
 def test_errors_in_a_stream_file_written_in_parts_name_their_place_in_the_whole_file(write, capsys, monkeypatch):
-    import rspstar.store.stream_store as stream_store
+    import rspstar.store.documents as stream_store
     monkeypatch.setattr(stream_store, "PART_BYTES", 256)
     q = write("q.rq", QUERY)
     lines = _long_stream(80).splitlines(keepends=True)

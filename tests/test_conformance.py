@@ -72,7 +72,7 @@ def assert_replay_gives_expected(case_dir, manifest, tmp_path, extra_arguments=(
 def test_conformance_case_with_its_stream_files_written_in_parts(case, tmp_path, monkeypatch):
     # A replay writes a large stream file part by part while it evaluates; every case's files
     # cut into parts of 64 bytes must give the expected results too.
-    import rspstar.store.stream_store as stream_store
+    import rspstar.store.documents as stream_store
     from rspstar.store.document_parts import document_parts
     from rspstar.store.rdf_input import format_for_path
     case_dir = CASES / case

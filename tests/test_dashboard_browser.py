@@ -34,7 +34,7 @@ def server():
     for i in range(30):
         lines.append('ex:e%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> .'
                      " ex:e%d { ex:o%d ex:v %d . }" % (i, i, i, i, 10 + (i * 7) % 13))
-    store.publish("http://example.org/s", store.stage_document(
+    store.publish("http://example.org/s", store.documents.stage(
         "http://example.org/s", "\n".join(lines).encode(), ox.RdfFormat.TRIG, "s.trig").staged)
     engine = Engine(store, VirtualClock(T0), EngineConfig(max_delay=0))
     engine.register("PREFIX ex: <http://example.org/> PREFIX rspu: <http://w3id.org/rsp/rspu#> "

@@ -10,9 +10,10 @@ import pytest
 
 from conftest import compare_lines, conformance_cases
 from rspstar.endpoint.clock import VirtualClock
+from rspstar.translator.admission import QueryOverLimits
 from rspstar.endpoint.config import load_config, register_configured
 from rspstar.endpoint.engine import (
-    MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, QueryOverLimits, UnknownQuery,
+    MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, UnknownQuery,
 )
 from rspstar.endpoint.sinks import ResultHistory, SinkNotAllowed
 from rspstar.store.rdf_input import Element, format_for_path, instant_literal
@@ -33,7 +34,7 @@ class Feeder:
         self.store = store
         self.pending = []
         for stream, path in streams.items():
-            result = store.stage_document(stream, path.read_bytes(), format_for_path(path), str(path))
+            result = store.documents.stage(stream, path.read_bytes(), format_for_path(path), str(path))
             self.pending += [(e.timestamp, stream, e) for e in result.staged]
         self.pending.sort(key=lambda p: p[0])
         self.streams = list(streams)
@@ -62,7 +63,7 @@ def test_conformance_cases_through_the_live_engine_and_its_sinks(case, tmp_path)
     store = StreamStore()
     if manifest.get("background"):
         path = case_dir / manifest["background"]
-        store.load_background(path.read_bytes(), format_for_path(path), str(path))
+        store.background.load(path.read_bytes(), format_for_path(path), str(path))
     start, end = parse_instant(manifest["from"]), parse_instant(manifest["to"])
     clock = VirtualClock(start)
     delivered = []
@@ -133,7 +134,7 @@ def test_receiver_outage_and_restart_deliver_every_evaluation_once_in_order(tmp_
         config = EngineConfig(data_dir=tmp_path / "data", allowed_sinks=[receiver.origin])
         clock = VirtualClock(T0)
         store = StreamStore(str(tmp_path / "db"))
-        staged = store.stage_document("http://example.org/s", stream_text(20), ox.RdfFormat.TRIG, "s.trig").staged
+        staged = store.documents.stage("http://example.org/s", stream_text(20), ox.RdfFormat.TRIG, "s.trig").staged
         engine = Engine(store, clock, config)
         engine.register(QUERY, "q", sinks=[receiver.origin + "/in"])
 
@@ -173,7 +174,7 @@ def test_construct_output_stream_feeds_a_second_query(tmp_path):
     clock = VirtualClock(T0)
     store = StreamStore()
     engine = Engine(store, clock, EngineConfig())
-    staged = store.stage_document("http://example.org/s", stream_text(12), ox.RdfFormat.TRIG, "s.trig").staged
+    staged = store.documents.stage("http://example.org/s", stream_text(12), ox.RdfFormat.TRIG, "s.trig").staged
     engine.register("""PREFIX ex: <http://example.org/>
 REGISTER STREAM ex:big AS CONSTRUCT { ?o a ex:Big } FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
 WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v >= 5) } } }""", "upstream")
@@ -277,7 +278,7 @@ def test_istream_and_dstream_compare_with_the_last_evaluation_before_a_restart(t
     config = EngineConfig(data_dir=tmp_path / "data")
     clock = VirtualClock(T0)
     store = StreamStore()
-    staged = store.stage_document("http://example.org/s", stream_text(20), ox.RdfFormat.TRIG, "s.trig").staged
+    staged = store.documents.stage("http://example.org/s", stream_text(20), ox.RdfFormat.TRIG, "s.trig").staged
     window = "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"
     engine = Engine(store, clock, config)
     engine.register("PREFIX ex: <http://example.org/>\nSELECT ISTREAM ?o " + window, "new")
@@ -311,7 +312,7 @@ def test_the_result_history_survives_restarts_and_stays_bounded(tmp_path):
     config = EngineConfig(data_dir=tmp_path / "data", history_limit=3, max_delay=0)
     clock = VirtualClock(T0)
     store = StreamStore()
-    store.publish("http://example.org/s", store.stage_document("http://example.org/s", stream_text(20),
+    store.publish("http://example.org/s", store.documents.stage("http://example.org/s", stream_text(20),
                                                                ox.RdfFormat.TRIG, "s.trig").staged)
     query = "PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S] " \
             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"
@@ -438,7 +439,7 @@ def _element(k: int, instant: int, room: str) -> "Element":
 def test_background_updated_while_a_query_runs_is_seen_by_the_next_evaluation():
     # Spec 6.4 (the RSP query features page, refreshing stored data): no evaluation keeps a stale copy.
     store = StreamStore()
-    store.load_background(b"<http://example.org/r1> <http://example.org/label> \"kitchen\" .",
+    store.background.load(b"<http://example.org/r1> <http://example.org/label> \"kitchen\" .",
                           ox.RdfFormat.N_TRIPLES, "background")
     clock = VirtualClock(T0)
     engine = Engine(store, clock)
@@ -451,7 +452,7 @@ def test_background_updated_while_a_query_runs_is_seen_by_the_next_evaluation():
         clock.set(T0 + t * S)
         engine.tick()
         if t == 2:
-            store.update_background('PREFIX ex: <http://example.org/> DELETE DATA { ex:r1 ex:label "kitchen" } ; '
+            store.background.update('PREFIX ex: <http://example.org/> DELETE DATA { ex:r1 ex:label "kitchen" } ; '
                                     'INSERT DATA { ex:r1 ex:label "scullery" }')
     labels = [[row["label"] for row in record["bindings"]] for record in registered.history.since()]
     assert labels == [['"kitchen"'], ['"scullery"']]

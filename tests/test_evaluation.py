@@ -147,7 +147,7 @@ def test_a_join_with_the_background_reads_the_background_as_it_is_at_each_evalua
     store = StreamStore()
     store.add_elements(STREAM, [element(k, T0 + k * S // 2) for k in range(20)])
     store.add_elements(OTHER, [tagged(k, T0 + k * S // 2, k) for k in range(20)])
-    store.load_background('<http://example.org/o3> <http://example.org/in> <http://example.org/lab> .',
+    store.background.load('<http://example.org/o3> <http://example.org/in> <http://example.org/lab> .',
                           ox.RdfFormat.N_TRIPLES, "bg.nt")
     query = compile_query("""PREFIX ex: <http://example.org/>
 SELECT ?o ?q FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT1S]
@@ -159,7 +159,7 @@ WHERE { ?o ex:in ex:lab . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { 
     seen = []
     for second in range(2, 9):
         if second == 5:
-            store.update_background("INSERT DATA { <http://example.org/o8> <http://example.org/in> <http://example.org/lab> }")
+            store.background.update("INSERT DATA { <http://example.org/o8> <http://example.org/in> <http://example.org/lab> }")
         store.advance_watermark(STREAM, T0 + second * S)
         store.advance_watermark(OTHER, T0 + second * S)
         got = sorted(map(sorted_items, on.evaluate(T0 + second * S).rows))

@@ -11,7 +11,7 @@ def test_query_lifecycle_results_and_status(client, engine):
                           content_type="application/sparql-query", headers=AUTH)
     assert created.status_code == 201 and created.headers["Location"] == "/queries/q1"
     engine.store.publish("http://example.org/s",
-                         engine.store.stage_document("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s").staged)
+                         engine.store.documents.stage("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s").staged)
     engine.clock.set(T0 + 4 * S)
     engine.tick()
     described = client.get("/queries/q1").get_json()

@@ -100,7 +100,7 @@ def test_update_changes_background_data_with_a_token(client, engine):
     update = 'PREFIX ex: <http://example.org/> INSERT DATA { GRAPH ex:extra { ex:s2 ex:room ex:hall } }'
     assert client.post("/update", data=update, content_type="application/sparql-update").status_code == 401
     assert client.post("/update", data=update, content_type="application/sparql-update", headers=AUTH).status_code == 204
-    assert "http://example.org/extra" in engine.store.background_graphs()
+    assert "http://example.org/extra" in engine.store.background.graphs()
 
 
 def test_query_syntax_error_reports_line_and_column(client):
@@ -123,7 +123,7 @@ def test_slow_query_gets_503_with_a_message(engine):
 
 
 def test_an_update_touching_engine_graphs_is_a_400_and_clear_named_spares_the_streams(client, engine):
-    staged = engine.store.stage_document("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s.trig").staged
+    staged = engine.store.documents.stage("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s.trig").staged
     engine.store.publish("http://example.org/s", staged)
     refused = client.post("/update", data="INSERT DATA { GRAPH <urn:rspstar:batches> { <http://a> <http://b> 1 } }",
                           content_type="application/sparql-update", headers=AUTH)
@@ -131,4 +131,4 @@ def test_an_update_touching_engine_graphs_is_a_400_and_clear_named_spares_the_st
     cleared = client.post("/update", data="CLEAR NAMED", content_type="application/sparql-update", headers=AUTH)
     assert cleared.status_code == 204
     assert engine.store.elements_in("http://example.org/s", T0, T0 + S) == ["http://example.org/e0"]
-    assert engine.store.background_graphs() == []
+    assert engine.store.background.graphs() == []

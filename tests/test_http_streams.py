@@ -26,7 +26,7 @@ def test_posted_streams_land_durably_for_spark_and_streams_are_listed(client, en
     assert bad.status_code == 400 and bad.get_json()["line"] == 2
     assert len([p for p in (tmp_path / "landing").rglob("*") if p.is_file()]) == 1
     engine.store.publish("http://example.org/s",
-                         engine.store.stage_document("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s").staged)
+                         engine.store.documents.stage("http://example.org/s", STREAM, ox.RdfFormat.TRIG, "s").staged)
     listed = client.get("/streams").get_json()["streams"]
     assert listed == [{"stream": "http://example.org/s", "elements": 1, "ingested": 1, "evicted": 0, "late": 0,
                        "quarantined": 2, "watermark": None, "latest": "2026-03-01T08:00:00Z"}]

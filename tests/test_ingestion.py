@@ -64,7 +64,7 @@ def assert_recording_replays_what_was_stored(recorded: Path, store: StreamStore)
     for stream, stats in store.streams().items():
         path = recording_path(recorded, stream)
         again = StreamStore()
-        again.publish(stream, again.stage_document(stream, path.read_bytes(), ox.RdfFormat.N_QUADS, str(path)).staged)
+        again.publish(stream, again.documents.stage(stream, path.read_bytes(), ox.RdfFormat.N_QUADS, str(path)).staged)
         graphs = store.elements_in(stream, 0, 2**62)
         assert again.elements_in(stream, 0, 2**62) == graphs and again.streams()[stream].ingested == stats.ingested
         for graph in graphs:

@@ -56,7 +56,7 @@ def engine_for(manifest, directory, keys, store=None, **config):
     store = store or StreamStore()
     if manifest.get("background"):
         path = directory / manifest["background"]
-        store.load_background(path.read_bytes(), ox.RdfFormat.TRIG, str(path))
+        store.background.load(path.read_bytes(), ox.RdfFormat.TRIG, str(path))
     return Engine(store, VirtualClock(parse_instant(manifest["from"])),
                   EngineConfig(partition_keys=keys, federation_allowed=None, **config))
 

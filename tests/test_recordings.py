@@ -19,7 +19,7 @@ def elements(k: int):
 
 
 def replayed(path):
-    return [s.graph for s in StreamStore().stage_document("s", path.read_bytes(), ox.RdfFormat.N_QUADS, str(path)).staged]
+    return [s.graph for s in StreamStore().documents.stage("s", path.read_bytes(), ox.RdfFormat.N_QUADS, str(path)).staged]
 
 
 def test_a_full_recording_is_rotated_and_every_file_replays_newest_first(tmp_path):

@@ -67,7 +67,7 @@ def test_slow_queries_are_stopped_and_do_not_starve_other_clients(tmp_path):
     # Five copies of a query that runs for minutes used to hold every worker thread, and
     # every /sparql request (even ASK {}) got 503 until they finished.
     store = StreamStore(str(tmp_path / "store"))
-    store.load_background("\n".join('<http://s%d> <http://p> "%d" <http://g%d> .' % (i, i, i) for i in range(400)),
+    store.background.load("\n".join('<http://s%d> <http://p> "%d" <http://g%d> .' % (i, i, i) for i in range(400)),
                           ox.RdfFormat.N_QUADS, "bg.nq")
     app = create_app(Engine(store, WallClock(), EngineConfig()), HttpSettings(query_timeout=1.0, query_workers=2))
     adhoc = app.extensions["rspstar"].adhoc

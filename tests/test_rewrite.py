@@ -34,7 +34,7 @@ def store():
     s = StreamStore()
     s.add_elements("http://example.org/a", read_elements(trig_elements("a", 10), "a.trig").elements)
     s.add_elements("http://example.org/b", read_elements(trig_elements("b", 10), "b.trig").elements)
-    s.load_background(b"""@prefix ex: <http://example.org/> .
+    s.background.load(b"""@prefix ex: <http://example.org/> .
 ex:s0 ex:room ex:kitchen . ex:s1 ex:room ex:hall .
 ex:profile { ex:s1 ex:status ex:retired . }
 ex:extra { ex:s0 ex:label "zero" . }""", ox.RdfFormat.TRIG, "bg.trig")

@@ -34,12 +34,12 @@ def homecare_store(spark, start: int, seconds: int) -> StreamStore:
     for row in documents:
         by_stream.setdefault(row["stream"], []).append(row["text"])
     for stream, texts in by_stream.items():
-        store.publish(stream, store.stage_document(stream, "\n".join(texts).encode(), ox.RdfFormat.TRIG,
+        store.publish(stream, store.documents.stage(stream, "\n".join(texts).encode(), ox.RdfFormat.TRIG,
                                                    "simulator").staged)
     config = load_config(DEFAULT_CONFIG)
     for name in config.settings.background.files:
         path = DEFAULT_CONFIG.parent / name
-        store.load_background(path.read_bytes(), ox.RdfFormat.TURTLE, str(path))
+        store.background.load(path.read_bytes(), ox.RdfFormat.TURTLE, str(path))
     return store
 
 

@@ -54,7 +54,7 @@ def test_blank_graph_names_are_stable_for_the_same_input():
 def test_documents_load_whole_or_element_by_element_with_the_same_content():
     iri_only = ANNOTATED.replace(b"_:g0", b"ex:g0")
     fast, slow = StreamStore(), StreamStore()
-    staged = fast.stage_document("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
+    staged = fast.documents.stage("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
     fast.publish("http://s", staged.staged)
     slow.add_elements("http://s", read_elements(iri_only, "hr.trig").elements)
     assert masked_quads_of(fast) == masked_quads_of(slow)
@@ -63,7 +63,7 @@ def test_documents_load_whole_or_element_by_element_with_the_same_content():
 
 def test_staged_elements_are_invisible_until_published():
     store = StreamStore()
-    result = store.stage_document("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig")
+    result = store.documents.stage("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig")
     assert len(result.staged) == 3 and result.untimed_graphs == []
     assert store.elements_in("http://s", T0, T0 + 10 * S) == []
     store.publish("http://s", result.staged[:1])
@@ -75,7 +75,7 @@ def test_a_document_reusing_a_graph_name_writes_nothing():
     store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
     before = quads_of(store)
     with pytest.raises(DuplicateElementError):
-        store.stage_document("http://s", ANNOTATED.replace(b"_:g0", b"ex:new"), ox.RdfFormat.TRIG, "again.trig")
+        store.documents.stage("http://s", ANNOTATED.replace(b"_:g0", b"ex:new"), ox.RdfFormat.TRIG, "again.trig")
     assert quads_of(store) == before
 
 
@@ -101,7 +101,7 @@ def test_each_kind_of_taken_graph_name_is_refused_by_name(name, message):
     store = StreamStore()
     store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
     store.stage_elements("http://s", [Element("http://example.org/staged", T0, instant_literal(T0))])
-    store.load_background(b"<http://a> <http://b> <http://c> <http://example.org/background> .",
+    store.background.load(b"<http://a> <http://b> <http://c> <http://example.org/background> .",
                           ox.RdfFormat.N_QUADS, "bg.nq")
     fresh = [Element("http://example.org/f%d" % k, T0, instant_literal(T0)) for k in range(3)]
     extra = [Element("http://example.org/twice", T0, instant_literal(T0))] if name.endswith("twice") else []
@@ -135,12 +135,12 @@ def test_late_element_is_indexed_in_time_order():
 def test_reopening_a_store_on_disk_rebuilds_the_index(tmp_path):
     store = StreamStore(str(tmp_path / "db"))
     store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
-    store.load_background(b"<http://a> <http://b> <http://c> <http://bg> .", ox.RdfFormat.N_QUADS, "bg.nq")
+    store.background.load(b"<http://a> <http://b> <http://c> <http://bg> .", ox.RdfFormat.N_QUADS, "bg.nq")
     store.close()
     del store
     reopened = StreamStore(str(tmp_path / "db"))
     assert len(reopened.elements_in("http://s", T0, T0 + 10 * S)) == 3
-    assert reopened.background_graphs() == ["http://bg"]
+    assert reopened.background.graphs() == ["http://bg"]
 
 
 def test_reopening_a_store_on_disk_keeps_the_stream_counters(tmp_path):
@@ -160,7 +160,7 @@ def test_reopening_a_store_on_disk_keeps_the_stream_counters(tmp_path):
 def test_background_syntax_error_names_source_line_and_column_and_changes_nothing():
     store = StreamStore()
     with pytest.raises(RdfInputError) as info:
-        store.load_background(b"<http://a> <http://b> <http://c> .\n<http://a> <http://b> .\n",
+        store.background.load(b"<http://a> <http://b> <http://c> .\n<http://a> <http://b> .\n",
                               ox.RdfFormat.TURTLE, "bg.ttl")
     assert (info.value.source, info.value.line) == ("bg.ttl", 2)
     assert str(info.value).startswith("bg.ttl:2:")
@@ -194,30 +194,30 @@ def test_a_documents_bad_timestamp_names_its_element(stamp, message):
             '<http://g2> %s %s . <http://g2> { <http://a> <http://b> 2 . }' % (ts, ts, stamp)).encode()
     store = StreamStore()
     with pytest.raises(RdfInputError, match=message):
-        store.stage_document("http://s", data, ox.RdfFormat.TRIG, "x.trig")
+        store.documents.stage("http://s", data, ox.RdfFormat.TRIG, "x.trig")
     assert len(store.oxigraph) == 0
 
 
 def test_optimistic_document_load_matches_the_careful_one_or_asks_for_a_rebuild():
-    from rspstar.store.stream_store import OptimisticLoadFailed
+    from rspstar.store.documents import OptimisticLoadFailed
     iri_only = ANNOTATED.replace(b"_:g0", b"ex:g0")
     optimistic, careful = StreamStore(), StreamStore()
-    a = optimistic.stage_document_optimistically("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
-    b = careful.stage_document("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
+    a = optimistic.documents.stage_optimistically("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
+    b = careful.documents.stage("http://s", iri_only, ox.RdfFormat.TRIG, "hr.trig")
     assert a.staged == b.staged
     assert len(optimistic.oxigraph) == len(careful.oxigraph)
     with pytest.raises(OptimisticLoadFailed):  # blank graph name: needs the careful path
-        StreamStore().stage_document_optimistically("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig")
+        StreamStore().documents.stage_optimistically("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig")
     with pytest.raises(OptimisticLoadFailed):  # graph name already used
-        optimistic.stage_document_optimistically("http://s", iri_only, ox.RdfFormat.TRIG, "again.trig")
+        optimistic.documents.stage_optimistically("http://s", iri_only, ox.RdfFormat.TRIG, "again.trig")
     with pytest.raises(RdfInputError):
-        StreamStore().stage_document_optimistically("http://s", b"<http://g> { <http://a> }", ox.RdfFormat.TRIG, "x")
+        StreamStore().documents.stage_optimistically("http://s", b"<http://g> { <http://a> }", ox.RdfFormat.TRIG, "x")
 
 
 def test_compaction_keeps_live_content_and_frees_the_rest(tmp_path):
     for path in (None, str(tmp_path / "db")):
         store = StreamStore(path, compact_after=2)
-        store.load_background(b"<http://a> <http://b> <http://c> .", ox.RdfFormat.N_TRIPLES, "bg.nt")
+        store.background.load(b"<http://a> <http://b> <http://c> .", ox.RdfFormat.N_TRIPLES, "bg.nt")
         store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
         assert store.maybe_compact() is None
         store.evict_before("http://s", T0 + 2 * S)
@@ -230,7 +230,7 @@ def test_compaction_keeps_live_content_and_frees_the_rest(tmp_path):
             store.close()
             reopened = StreamStore(path)
             assert reopened.elements_in("http://s", T0, T0 + 10 * S) == ["http://example.org/g2"]
-            assert reopened.background_graphs() == []
+            assert reopened.background.graphs() == []
             reopened.close()
 
 
@@ -253,7 +253,7 @@ def test_writes_during_a_rebuild_reach_the_rebuilt_store():
     store = StreamStore(compact_after=1)
     filler = "\n".join("<http://example.org/f%d> <http://example.org/p> \"%d\" <http://example.org/fill> ." % (i, i)
                        for i in range(150_000))
-    store.load_background(filler.encode(), ox.RdfFormat.N_QUADS, "fill.nq")
+    store.background.load(filler.encode(), ox.RdfFormat.N_QUADS, "fill.nq")
     elements = read_elements(ANNOTATED, "hr.trig").elements
     rebuild = threading.Thread(target=store.compact)
     rebuild.start()
@@ -308,10 +308,10 @@ def test_a_rebuild_lets_writers_in_while_it_copies(monkeypatch, rebuild):
 
 def test_background_data_cannot_write_into_a_staged_element():
     store = StreamStore()
-    staged = store.stage_document("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig").staged
+    staged = store.documents.stage("http://s", ANNOTATED, ox.RdfFormat.TRIG, "hr.trig").staged
     before = quads_of(store)
     with pytest.raises(RdfInputError, match="stream element"):
-        store.load_background(b"<http://a> <http://b> <http://c> <%s> ." % staged[-1].graph.encode(),
+        store.background.load(b"<http://a> <http://b> <http://c> <%s> ." % staged[-1].graph.encode(),
                               ox.RdfFormat.N_QUADS, "bg.nq")
     assert quads_of(store) == before
 
@@ -320,25 +320,25 @@ def test_updates_reach_background_data_only():
     store = StreamStore()
     elements = read_elements(ANNOTATED, "hr.trig").elements
     store.add_elements("http://s", elements)
-    store.load_background(b"<http://a> <http://b> <http://c> <http://bg> .\n<http://a> <http://b> <http://d> .",
+    store.background.load(b"<http://a> <http://b> <http://c> <http://bg> .\n<http://a> <http://b> <http://d> .",
                           ox.RdfFormat.N_QUADS, "bg.nq")
     outside = [q for q in store.oxigraph if not isinstance(q.graph_name, ox.DefaultGraph)
                and q.graph_name.value != "http://bg"]
-    store.update_background("CLEAR NAMED")
-    store.update_background("DELETE WHERE { GRAPH ?g { ?s ?p ?o } }")
-    assert store.background_graphs() == []
+    store.background.update("CLEAR NAMED")
+    store.background.update("DELETE WHERE { GRAPH ?g { ?s ?p ?o } }")
+    assert store.background.graphs() == []
     assert sorted(map(str, (q for q in store.oxigraph if not isinstance(q.graph_name, ox.DefaultGraph)))) \
         == sorted(map(str, outside))
     assert len(store.elements_in("http://s", T0, T0 + 10 * S)) == 3
-    store.update_background("INSERT DATA { GRAPH <http://bg2> { <http://x> <http://y> 1 } }")
-    assert store.background_graphs() == ["http://bg2"]
+    store.background.update("INSERT DATA { GRAPH <http://bg2> { <http://x> <http://y> 1 } }")
+    assert store.background.graphs() == ["http://bg2"]
     before = sorted(map(str, store.oxigraph))
     for update in ("INSERT DATA { GRAPH <%s> { <http://x> <http://y> 2 } }" % elements[0].graph,
                    "INSERT DATA { GRAPH <urn:rspstar:batches> { <http://x> <http://y> 3 } }",
                    "INSERT DATA { GRAPH <http://bg2> { <http://x> <http://y> 4 } "
                    "GRAPH <urn:rspstar:timestamps:x> { <http://x> <http://y> 4 } }"):
         with pytest.raises(ReservedGraphError, match="updates change background data only"):
-            store.update_background(update)
+            store.background.update(update)
     assert sorted(map(str, store.oxigraph)) == before
 
 
@@ -392,7 +392,7 @@ ex:e2 { ex:o ex:v 2 . }
         store.add_elements("http://s", read_elements(data, "s.trig", timestamp_predicate=predicate).elements,
                            timestamp_predicate=predicate)
     else:
-        store.publish("http://s", store.stage_document("http://s", data, ox.RdfFormat.TRIG, "s.trig",
+        store.publish("http://s", store.documents.stage("http://s", data, ox.RdfFormat.TRIG, "s.trig",
                                                        timestamp_predicate=predicate).staged)
     if how == "reopened":
         store.close()
@@ -436,8 +436,8 @@ def _stream_document(elements: int) -> bytes:
 def test_a_document_written_in_parts_holds_what_it_holds_written_whole():
     data = _stream_document(50)
     in_parts, whole = StreamStore(), StreamStore()
-    staged = in_parts.stage_document_optimistically("http://s", data, ox.RdfFormat.TRIG, "hr.trig", part_bytes=600)
-    careful = whole.stage_document("http://s", data, ox.RdfFormat.TRIG, "hr.trig")
+    staged = in_parts.documents.stage_optimistically("http://s", data, ox.RdfFormat.TRIG, "hr.trig", part_bytes=600)
+    careful = whole.documents.stage("http://s", data, ox.RdfFormat.TRIG, "hr.trig")
     assert len({e.written for e in staged.staged}) > 5
     assert [e[:3] for e in staged.staged] == [e[:3] for e in careful.staged]
     in_parts.publish("http://s", staged.staged)
@@ -468,7 +468,7 @@ def test_publishing_an_element_waits_for_the_part_that_holds_it(monkeypatch):
     import threading
     store = StreamStore()
     release = _held_writes(store, monkeypatch)
-    staged = store.stage_document_optimistically("http://s", _stream_document(50), ox.RdfFormat.TRIG, "hr.trig",
+    staged = store.documents.stage_optimistically("http://s", _stream_document(50), ox.RdfFormat.TRIG, "hr.trig",
                                                  part_bytes=600).staged
     first = [e for e in staged if e.written is staged[0].written]
     first[0].written.wait()
@@ -488,7 +488,7 @@ def test_a_part_that_cannot_be_written_fails_the_publishing_of_its_elements(monk
     from rspstar.store.errors import StoreError
     store = StreamStore()
     release = _held_writes(store, monkeypatch, fail=True)
-    staged = store.stage_document_optimistically("http://s", _stream_document(50), ox.RdfFormat.TRIG, "hr.trig",
+    staged = store.documents.stage_optimistically("http://s", _stream_document(50), ox.RdfFormat.TRIG, "hr.trig",
                                                  part_bytes=600).staged
     release.set()
     with pytest.raises(StoreError, match="writing part 2 of hr.trig failed: disk full"):

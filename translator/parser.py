@@ -145,6 +145,8 @@ class _Parser(PrologueReader):
 
     # -- query -------------------------------------------------------------------------------
     def parse(self) -> ContinuousQuery:
+        """The whole query: REGISTER (before or after the prologue), the form and its head, the
+        dataset and window declarations, WHERE, the solution modifiers."""
         register = self.register() if self.peek().is_keyword("REGISTER") else None
         prologue_start = self.i
         self.prologue()
@@ -153,6 +155,31 @@ class _Parser(PrologueReader):
             if register is not None:
                 raise self.error("a query has at most one REGISTER clause")
             register = self.register()
+        form, head_parts, template, r2s_after_form, projected = self.form_head()
+        windows, from_graphs, from_named = self.dataset()
+        template, where = self.where_clause(form, template)
+        mod_start = self.i
+        self.scan_balanced(lambda t: t.kind == EOF)
+        modifiers = Expression(self.expression_parts(mod_start, self.i))
+        r2s, name, output_stream, every = self.stream_operator(register, r2s_after_form, form)
+        self.check_windows_declared(where, windows)
+
+        uses: dict[str, int] = {}
+        for tok in self.tokens:
+            if tok.kind == VAR:
+                uses[tok.text[1:]] = uses.get(tok.text[1:], 0) + 1
+        body = ParsedBody(
+            source=self.source, tokens=self.tokens, prologue=prologue, form_head=Expression(head_parts),
+            construct_template=template, where=where, modifiers=modifiers, prefixes=dict(self.prefixes),
+            base=self.base, projected=projected, variable_uses=uses, removed=self.removed)
+        return ContinuousQuery(
+            text=self.source.text, form=form, r2s=r2s, windows=windows, body=body, name=name,
+            output_stream=output_stream, computed_every=every, from_graphs=from_graphs,
+            from_named_graphs=from_named)
+
+    def form_head(self):
+        """SELECT / CONSTRUCT / ASK with its R2S keyword, projection or template: (form, the
+        head's parts, the CONSTRUCT template, (R2S, its token) or None, the projected names)."""
         form_tok = self.peek()
         head_parts: list = []
         template = None
@@ -180,7 +207,10 @@ class _Parser(PrologueReader):
             raise self.error("misplaced %s: it belongs before the query form" % form_tok.text.upper())
         else:
             raise self.error("expected SELECT, CONSTRUCT or ASK, found %s" % self.describe(form_tok))
+        return form, head_parts, template, r2s_after_form, projected
 
+    def dataset(self) -> tuple[dict[str, Window], list[str], list[str]]:
+        """FROM NAMED WINDOW declarations, FROM and FROM NAMED graphs."""
         windows: dict[str, Window] = {}
         from_graphs: list[str] = []
         from_named: list[str] = []
@@ -202,26 +232,27 @@ class _Parser(PrologueReader):
             else:
                 from_graphs.append(self.declaration_iri("after FROM")[0])
             self.removed.append(Span(start, self.i))
+        return windows, from_graphs, from_named
 
+    def where_clause(self, form: QueryForm, template: Group | None) -> tuple[Group | None, Group]:
+        """The WHERE group, and the CONSTRUCT template (the pattern itself in CONSTRUCT WHERE)."""
         if form is QueryForm.CONSTRUCT and template is None:
-            # CONSTRUCT WHERE { triples }: the template is the pattern itself.
             self.expect_keyword("WHERE", "in the short form CONSTRUCT WHERE { ... }")
             where = self.group()
-            template = where
-        else:
-            if self.peek().is_keyword("WHERE"):
-                self.advance()
-            if not self.peek().is_punct("{"):
-                tok = self.peek()
-                if tok.is_keyword(*_HEADER_ONLY):
-                    raise self.error("misplaced %s: dataset and window declarations come right after the "
-                                     "query form" % tok.text.upper())
-                raise self.error("expected WHERE { ... }, found %s" % self.describe(tok))
-            where = self.group()
-        mod_start = self.i
-        self.scan_balanced(lambda t: t.kind == EOF)
-        modifiers = Expression(self.expression_parts(mod_start, self.i))
+            return where, where
+        if self.peek().is_keyword("WHERE"):
+            self.advance()
+        if not self.peek().is_punct("{"):
+            tok = self.peek()
+            if tok.is_keyword(*_HEADER_ONLY):
+                raise self.error("misplaced %s: dataset and window declarations come right after the "
+                                 "query form" % tok.text.upper())
+            raise self.error("expected WHERE { ... }, found %s" % self.describe(tok))
+        return template, self.group()
 
+    def stream_operator(self, register, r2s_after_form, form: QueryForm):
+        """(R2S, name, output stream, COMPUTED EVERY) from the REGISTER clause and an R2S keyword
+        after the form, which must agree."""
         r2s, name, output_stream, every = R2S.RSTREAM, None, None, None
         if register is not None:
             kind, iri, every, reg_tok = register
@@ -236,20 +267,7 @@ class _Parser(PrologueReader):
             if register is not None and register[0] in ("ISTREAM", "DSTREAM") and op is not r2s:
                 raise self.error("REGISTER %s conflicts with %s after %s" % (r2s.value, op.value, form.value), tok)
             r2s = op
-        self.check_windows_declared(where, windows)
-
-        uses: dict[str, int] = {}
-        for tok in self.tokens:
-            if tok.kind == VAR:
-                uses[tok.text[1:]] = uses.get(tok.text[1:], 0) + 1
-        body = ParsedBody(
-            source=self.source, tokens=self.tokens, prologue=prologue, form_head=Expression(head_parts),
-            construct_template=template, where=where, modifiers=modifiers, prefixes=dict(self.prefixes),
-            base=self.base, projected=projected, variable_uses=uses, removed=self.removed)
-        return ContinuousQuery(
-            text=self.source.text, form=form, r2s=r2s, windows=windows, body=body, name=name,
-            output_stream=output_stream, computed_every=every, from_graphs=from_graphs,
-            from_named_graphs=from_named)
+        return r2s, name, output_stream, every
 
     def register(self):
         start = self.i

@@ -1,0 +1,219 @@
+"""Writing whole RDF documents into the stream store: a TriG or N-Quads document's elements
+staged in one write (`Documents.stage`), or, for a store its owner can throw away (a replay's),
+scanned and written at once and, when the document is large, written part by part in the
+background while the windows over the parts already written are evaluated
+(`Documents.stage_optimistically`)."""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator
+
+import pyoxigraph as ox
+
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.temporal import parse_instants
+from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, timestamps_graph
+
+from .document_parts import iter_document_parts
+from .errors import DuplicateElementError, RdfInputError, StoreError
+from .rdf_input import DocumentScan, instant_of, read_elements, scan_document
+from .staged import PartWrite, StagedElement
+
+if TYPE_CHECKING:
+    from .stream_store import StreamStore
+
+# A replay writes a stream file in parts of about this size (stage_optimistically;
+# bench/out/NOTES.md#part-bytes).
+PART_BYTES = 1 << 20
+
+
+class OptimisticLoadFailed(StoreError):
+    """An optimistic document load met something that needs the careful path; the store may
+    hold part of the document and must be rebuilt by its owner."""
+
+
+@dataclass
+class DocumentResult:
+    staged: list[StagedElement]
+    untimed_graphs: list[str]
+    ignored_default_triples: int
+
+
+class Documents:
+    """The document writes of one stream store."""
+
+    def __init__(self, store: "StreamStore"):
+        self.store = store
+
+    def stage(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
+                       timestamp_predicate: str = PROV_GENERATED_AT_TIME,
+                       processing_time: int | None = None) -> DocumentResult:
+        """Write every element of a TriG / N-Quads document; nothing is written if the
+        document has a syntax error (RdfInputError with line and column) or reuses a graph
+        name. Graphs without a timestamp get `processing_time`, or are reported untimed."""
+        scan = scan_document(data, fmt, source, timestamp_predicate)
+        if scan.needs_rewriting:
+            result = read_elements(data, source, fmt, timestamp_predicate, processing_time)
+            staged = self.store.stage_elements(stream, result.elements, timestamp_predicate)
+            return DocumentResult(staged, result.untimed_graphs, result.ignored_default_triples)
+        staged = _staged_from(scan, source, timestamp_predicate)
+        with self.store._lock:
+            self.store._check_new(s.graph for s in staged)
+            try:
+                self._load_document(stream, data, fmt)
+            except SyntaxError as e:  # pragma: no cover - the scan parsed the same bytes
+                raise RdfInputError(str(e), source) from None
+            self.store._staged.update(s.graph for s in staged)
+        return DocumentResult(staged, [], 0)
+
+    def _load_document(self, stream: str, data: bytes | str, fmt: ox.RdfFormat) -> None:
+        """One Rust call parses and writes a whole document; its default graph (the timestamp
+        triples, nothing else: checked by the scan) goes to the stream's timestamps graph."""
+        self.store._write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
+
+    def stage_optimistically(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
+                                      timestamp_predicate: str = PROV_GENERATED_AT_TIME,
+                                      part_bytes: int | None = None) -> DocumentResult:
+        """`stage` with the validating scan and Oxigraph's write running at once
+        (Oxigraph releases the GIL, so they share the two cores: the scan costs nothing).
+
+        A document of at least two `part_bytes` (PART_BYTES when not given) that can be cut
+        (iter_document_parts) is written part by part in the background, each part as soon as
+        it is cut: its elements come back once every part is scanned, each naming the part
+        that holds it, and publishing one waits for that part. Windows over the first parts
+        are evaluated while later ones are written (one Oxigraph load cannot be spread over
+        cores, but reads go on beside it).
+
+        Only for a store its owner can throw away (a replay's): if the document turns out to
+        need rewriting or reuses a graph name, part of it may already be written, and
+        OptimisticLoadFailed tells the owner to rebuild the store with `stage`."""
+        if isinstance(data, str):
+            data = data.encode()
+        parts = iter_document_parts(data, fmt, part_bytes or PART_BYTES)
+        first, second = next(parts), next(parts, None)
+        if second is not None:
+            return self._stage_parts(stream, itertools.chain((first, second), parts), fmt, source,
+                                     timestamp_predicate)
+        failure: list[BaseException] = []
+
+        def write() -> None:
+            try:
+                self._load_document(stream, data, fmt)
+            except BaseException as e:  # reported below, after the scan
+                failure.append(e)
+
+        with self.store._lock:
+            writer = threading.Thread(target=write, name="oxigraph-load")
+            writer.start()
+            try:
+                scan = scan_document(data, fmt, source, timestamp_predicate)
+                # Reading the timestamps also runs beside the write
+                # (bench/out/NOTES.md#timestamps-beside-the-write).
+                staged = None if scan.needs_rewriting else _staged_from(scan, source, timestamp_predicate)
+            finally:
+                writer.join()
+            if failure:
+                raise OptimisticLoadFailed("write of %s failed: %s" % (source, failure[0]))
+            if staged is None:
+                raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % source)
+            try:
+                self.store._check_new(s.graph for s in staged)
+            except DuplicateElementError as e:
+                raise OptimisticLoadFailed(str(e)) from e
+            self.store._staged.update(s.graph for s in staged)
+        return DocumentResult(staged, [], 0)
+
+    def _stage_parts(self, stream: str, parts: Iterator[bytes], fmt: ox.RdfFormat, source: str,
+                     timestamp_predicate: str) -> DocumentResult:
+        to_write: queue.SimpleQueue = queue.SimpleQueue()
+        abandoned = threading.Event()
+
+        def write_parts() -> None:
+            # Without the store's lock, which the runner takes to publish, move watermarks and
+            # select windows: it goes on beside the write (Generations keeps writes and
+            # rebuilds apart). A part that fails fails every part after it (they may
+            # continue its elements).
+            error: StoreError | None = None
+            for k, (part, write) in enumerate(iter(to_write.get, None)):
+                if error is None and abandoned.is_set():
+                    error = OptimisticLoadFailed("the staging of %s was abandoned" % source)
+                if error is None:
+                    try:
+                        self._load_document(stream, part, fmt)
+                    except BaseException as e:  # reported to whoever publishes from this part
+                        error = StoreError("writing part %d of %s failed: %s" % (k + 1, source, e))
+                write.finish(error)
+
+        with self.store._lock:
+            threading.Thread(target=write_parts, name="oxigraph-load-parts", daemon=True).start()
+            read = _PartsScan(fmt, source, timestamp_predicate)
+            try:
+                for part in parts:
+                    # Written as soon as it is cut, read meanwhile, then let go of here: a part
+                    # is held until both are done, not the whole document twice.
+                    write = PartWrite()
+                    to_write.put((part, write))
+                    read.add(part, write)
+                staged = read.staged()
+                self.store._check_new(s.graph for s in staged)
+            except (RdfInputError, DuplicateElementError) as e:
+                # The careful path reads the whole document again and reports the error
+                # where it is in it, not in a part.
+                abandoned.set()
+                raise OptimisticLoadFailed(str(e)) from e
+            except BaseException:
+                abandoned.set()
+                raise
+            finally:
+                to_write.put(None)
+            self.store._staged.update(s.graph for s in staged)
+        return DocumentResult(staged, [], 0)
+
+
+class _PartsScan:
+    """The elements of a document cut into parts, read part by part, each with the last part
+    it is in (its timestamp and its content may be in different parts)."""
+
+    def __init__(self, fmt: ox.RdfFormat, source: str, timestamp_predicate: str):
+        self.fmt, self.source, self.timestamp_predicate = fmt, source, timestamp_predicate
+        self.stamps: dict = {}
+        self.graphs: dict = {}
+        self.other = 0
+        self.holder: dict = {}
+
+    def add(self, part: bytes, write: PartWrite) -> None:
+        scan = scan_document(part, self.fmt, self.source, self.timestamp_predicate)
+        stamps = self.stamps
+        if any(stamps[graph] != scan.stamps[graph] for graph in stamps.keys() & scan.stamps.keys()):
+            raise RdfInputError("a graph has two timestamps", self.source)
+        stamps.update(scan.stamps)
+        self.graphs.update(scan.graphs)
+        self.other += scan.other_default_triples
+        self.holder.update(dict.fromkeys(scan.stamps, write))
+        self.holder.update(dict.fromkeys(scan.graphs, write))
+
+    def staged(self) -> list[StagedElement]:
+        scan = DocumentScan(self.stamps, self.graphs, self.other)
+        if scan.needs_rewriting:
+            raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % self.source)
+        return _staged_from(scan, self.source, self.timestamp_predicate, self.holder)
+
+
+def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | None = None) -> list[StagedElement]:
+    """The elements a scanned document holds, in time order; `holder` gives the part being
+    written that holds each (by graph term)."""
+    ts_predicate = ox.NamedNode(timestamp_predicate)
+    stamps = scan.stamps
+    try:
+        instants = parse_instants([literal.value for literal in stamps.values()])
+    except (AttributeError, TemporalValueError):
+        # Name the element whose timestamp is wrong.
+        instants = [instant_of(literal, graph, source) for graph, literal in stamps.items()]
+    holder = holder or {}
+    staged = [StagedElement(g.value, instant, (ts_predicate, lit), holder.get(g))
+              for (g, lit), instant in zip(stamps.items(), instants)]
+    staged.sort(key=lambda s: s.timestamp)
+    return staged

@@ -1,0 +1,42 @@
+"""An element written to the store and not yet published, and the background write of a
+document part that may still hold it."""
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+import pyoxigraph as ox
+
+from .errors import StoreError
+
+
+class StagedElement(NamedTuple):
+    """An element written to the store and not yet published to its stream's index."""
+
+    graph: str
+    timestamp: int
+    # The predicate and literal of its timestamp triple as stored, to remove it with the element.
+    # The triple itself is built again then: building one per element on the way in cost more
+    # than the rest of reading a document's timestamps (bench/replay_throughput.py).
+    stamp: tuple[ox.NamedNode, ox.Literal]
+    # The part of a document still being written that holds it (the last one, when the
+    # element is in several), or None when it is written already.
+    written: "PartWrite | None" = None
+
+
+class PartWrite:
+    """One part of a document written in the background: publishing an element it holds
+    waits for it."""
+
+    def __init__(self):
+        self._done = threading.Event()
+        self._error: StoreError | None = None
+
+    def finish(self, error: StoreError | None = None) -> None:
+        self._error = error
+        self._done.set()
+
+    def wait(self) -> None:
+        self._done.wait()
+        if self._error is not None:
+            raise StoreError(str(self._error))

@@ -1,0 +1,70 @@
+"""Admission: everything that decides whether a query may be registered, in one call beside
+`compile_query`. A query is compiled (its syntax, dialect and SPARQL checked), its SERVICE and
+LOAD targets checked against the allowed origins, its report policy built, its windows and
+report rate held to the engine's limits, and, when it asks to run partitioned, the partition
+rules checked. What is refused raises a TranslatorError naming what and where; nothing is
+registered."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import TranslatorError
+from .federation import check_federation
+from .model import ContinuousQuery, CountWindow, TimeWindow
+from .partition import PartitionKey, check_partitioned
+from .policy import ReportPolicy, report_policy
+from .temporal import format_duration
+from .validate import compile_query
+
+
+class QueryOverLimits(TranslatorError):
+    """A query whose windows or report rate pass the engine's configured limits."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a registered query may ask of the engine (docs/configuration.md, [engine])."""
+
+    max_range: int                                   # µs, the longest window RANGE
+    max_reports_per_second: float                    # evaluations a query may ask for
+    max_elements: int                                # the most elements a count window may hold
+    # Origins SERVICE and LOAD may reach; None: anything (offline, a replay of the user's own files).
+    federation_allowed: list[str] | None = field(default_factory=list)
+    partition_keys: dict[str, PartitionKey] = field(default_factory=dict)
+
+
+@dataclass
+class Admitted:
+    query: ContinuousQuery
+    policy: ReportPolicy
+
+
+def admit(text: str, limits: Limits, *, dialect: str | None = None, start: str | None = None,
+          report: str | None = None, partition: str | None = None) -> Admitted:
+    """The query of `text` with its report policy, if the engine may run it under `limits`."""
+    query = compile_query(text, dialect=dialect, start=start)
+    if limits.federation_allowed is not None:
+        check_federation(text, limits.federation_allowed)
+    policy = report_policy(query, report)
+    _check_limits(query, policy, limits)
+    if partition is not None:
+        check_partitioned(query, partition, limits.partition_keys, policy)
+    return Admitted(query, policy)
+
+
+def _check_limits(query: ContinuousQuery, policy: ReportPolicy, limits: Limits) -> None:
+    """Windows longer than `max_range` or holding more than `max_elements` pin what the store
+    holds; report instants more frequent than `max_reports_per_second` could never be kept up
+    with, since every instant is evaluated and none skipped. Count windows and content change
+    report as the data arrives: their rate is the streams' own."""
+    for window in query.windows.values():
+        if isinstance(window, CountWindow) and window.size > limits.max_elements:
+            raise QueryOverLimits("window <%s>: ELEMS %d holds more elements than the engine's limit of %d "
+                                  "(max_elements)" % (window.iri, window.size, limits.max_elements))
+        if isinstance(window, TimeWindow) and window.range > limits.max_range:
+            raise QueryOverLimits("window <%s>: RANGE %s is longer than the engine's limit of %s (max_range)"
+                                  % (window.iri, format_duration(window.range), format_duration(limits.max_range)))
+    rate = policy.rate()
+    if rate > limits.max_reports_per_second:
+        raise QueryOverLimits("the query asks for %.6g evaluations per second (STEP or COMPUTED EVERY); the "
+                              "engine's limit is %g (max_reports_per_second)" % (rate, limits.max_reports_per_second))
