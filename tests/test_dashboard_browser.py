@@ -2,6 +2,7 @@
 against a running server: a registered query's results appear with distributions written as a
 person reads them, the plotly charts draw (values with their bands, results per evaluation,
 close-to-result latency), and a screenshot is saved under tests/artifacts/."""
+import json
 import re
 import shutil
 import subprocess
@@ -43,11 +44,53 @@ def server():
                     'BIND(STRDT(CONCAT("N(", STR(?v), ", 0.25)"), rspu:distribution) AS ?d) } } }', "demo")
     engine.register("PREFIX ex: <http://example.org/> SELECT (COUNT(*) AS ?n) FROM NAMED WINDOW ex:c ON ex:s "
                     "[ELEMS 5 STEP 2] WHERE { WINDOW ex:c { GRAPH ?g { ?o ex:v ?v } } }", "counted")
-    http = make_server("127.0.0.1", 0, create_app(engine), threaded=True)
+    # A CONSTRUCT query with a long id, whose rows (four per window, squared: 16) and their
+    # numeric objects the dashboard must show and chart.
+    engine.register("PREFIX ex: <http://example.org/> CONSTRUCT { ?o ex:pairedWith ?v2 . ?o ex:level ?v } "
+                    "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } "
+                    "GRAPH ?h { ?o2 ex:v ?v2 } } }", "oxygen-warning-constructed")
+    sources = {name: {"active": True, "last_batch": 3, "quarantined": {}} for name in ("tvs", "homecare", "landing")}
+    app = create_app(engine, ingestion_status=lambda: sources)
+    app.add_url_rule("/layout-check", "layout_check", lambda: LAYOUT_PAGE)
+    app.add_url_rule("/layout-check.js", "layout_check_js",
+                     lambda: (LAYOUT_SCRIPT, 200, {"Content-Type": "text/javascript"}))
+    http = make_server("127.0.0.1", 0, app, threaded=True)
     thread = threading.Thread(target=http.serve_forever, daemon=True)
     thread.start()
     yield engine, "http://127.0.0.1:%d/?refresh=poll" % http.server_port
     http.shutdown()
+
+
+# The dashboard in a narrow frame, its layout read by a script of the test's own: every word of
+# the queries table and of the headers must lie on one line (a column narrower than a word
+# broke "oxygen-warning" into "oxyge/n-warnin/g").
+LAYOUT_PAGE = """<!doctype html><html><body>
+<iframe id="frame" src="/?refresh=poll&query=oxygen-warning-constructed" width="760" height="900"></iframe>
+<pre id="out">pending</pre><script src="/layout-check.js"></script></body></html>"""
+LAYOUT_SCRIPT = """
+function broken(doc) {
+  const found = [];
+  for (const cell of doc.querySelectorAll("#queries th, #queries td, #results th")) {
+    const walker = doc.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const re = /\\S+/g;
+      for (let m = re.exec(node.data); m; m = re.exec(node.data)) {
+        const range = doc.createRange();
+        range.setStart(node, m.index);
+        range.setEnd(node, m.index + m[0].length);
+        const tops = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        if (tops.size > 1) found.push(m[0]);
+      }
+    }
+  }
+  return found;
+}
+setTimeout(() => {
+  const doc = document.getElementById("frame").contentDocument;
+  const rows = doc.querySelectorAll("#queries tbody tr").length;
+  document.getElementById("out").textContent = JSON.stringify({rows: rows, broken: broken(doc)});
+}, 4000);
+"""
 
 
 def chromium(tmp_path, *args) -> str:
@@ -85,3 +128,25 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
     screenshot.unlink(missing_ok=True)
     chromium(tmp_path, "--window-size=1400,1300", "--screenshot=%s" % screenshot, url)
     assert screenshot.stat().st_size > 10_000
+
+
+def test_words_stay_whole_and_a_construct_query_shows_its_triples_and_chart(server, tmp_path):
+    engine, url = server
+    engine.clock.set(T0 + 10 * S)
+    engine.tick()
+    base = url.split("/?")[0]
+    layout = chromium(tmp_path, "--dump-dom", base + "/layout-check")
+    report = json.loads(re.search(r'<pre id="out">([^<]*)</pre>', layout).group(1))
+    assert report["rows"] == 3 and report["broken"] == [], report
+    page = chromium(tmp_path, "--dump-dom", base + "/?refresh=poll&query=oxygen-warning-constructed")
+    # The header counts sources and the streams they feed; the folded polls column says what it counts.
+    assert "3 sources feeding 1 streams" in page
+    assert re.search(r'<th class="num" title="Scheduler polls that found[^"]*">folded polls</th>', page)
+    # The latest CONSTRUCT evaluation holds 16 + 4 triples: 20 shown, the count said when more.
+    assert page.count('class="result"') == 20
+    assert re.search(r'<p id="results-more"[^>]*hidden', page)
+    values = re.search(r'<div id="chart-values"[^>]*>', page).group(0)
+    assert 'data-points="0"' not in values and "js-plotly-plot" in values      # ex:level's and ex:pairedWith's numbers
+    assert '<option selected="">level</option>' in page or '<option selected="">pairedWith</option>' in page
+    many = chromium(tmp_path, "--dump-dom", base + "/?refresh=poll&query=demo")
+    assert "2026-03-01T08:00:10Z" in many

@@ -16,10 +16,11 @@ def health():
     # A source that stopped ingesting makes the engine unhealthy (503): its data is lost to
     # every query until it runs again.
     queries = services().engine.queries()
-    down = sorted(name for name, source in services().ingestion_status().items() if not source.get("active"))
+    sources = services().ingestion_status()
+    down = sorted(name for name, source in sources.items() if not source.get("active"))
     body = {"status": "degraded" if down else "ok", "queries": len(queries),
             "failed_queries": [q.id for q in queries if q.status.state == "failed"],
-            "sources_down": down, "streams": len(services().store.streams())}
+            "sources": len(sources), "sources_down": down, "streams": len(services().store.streams())}
     return Response(json.dumps(body), status=503 if down else 200, mimetype="application/json")
 
 

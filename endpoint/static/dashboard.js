@@ -6,9 +6,15 @@
 const NUMERIC = /^"([^"]*)"\^\^<http:\/\/www\.w3\.org\/2001\/XMLSchema#(double|float|decimal|integer|int|long|short|byte|nonNegativeInteger|positiveInteger|negativeInteger|nonPositiveInteger|unsignedInt|unsignedLong|unsignedShort|unsignedByte)>$/;
 const DISTRIBUTION = /^"([A-Z]+)\(([^)]*)\)"\^\^<http:\/\/w3id\.org\/rsp\/rspu#distribution>$/;
 const MAX_POINTS = 2000;
+// The latest evaluation's rows shown in the table; the rest are counted (the API has them all).
+const LATEST_ROWS = 20;
+const TRIPLE = /^(\S+) (<[^>]*>) (.*) \.$/;
 // ?refresh=poll polls for new results instead of holding a server-sent events connection
 // (for proxies that buffer event streams, and for headless browsers on a time budget).
-const POLL = new URLSearchParams(location.search).get("refresh") === "poll";
+const PARAMS = new URLSearchParams(location.search);
+const POLL = PARAMS.get("refresh") === "poll";
+// ?query=<id> opens that query's detail (a link to one query), else the first with results.
+const WANTED = PARAMS.get("query");
 const PLOT_CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 
 const state = { selected: null, records: [], source: null, variable: null, poller: null };
@@ -73,7 +79,8 @@ async function getJSON(url) {
 async function refreshHealth() {
   try {
     const health = await (await fetch("/health", { headers: { Accept: "application/json" } })).json();
-    $("#health").textContent = `${health.status} · ${health.queries} queries · ${health.streams} streams` +
+    const sources = health.sources === undefined ? "" : `${health.sources} sources feeding `;
+    $("#health").textContent = `${health.status} · ${health.queries} queries · ${sources}${health.streams} streams` +
       (health.failed_queries.length ? ` · failed: ${health.failed_queries.join(", ")}` : "") +
       (health.sources_down && health.sources_down.length ? ` · sources down: ${health.sources_down.join(", ")}` : "");
   } catch (e) {
@@ -113,19 +120,21 @@ async function refreshQueries() {
     const s = q.status;
     const row = el("tr", null, { class: "selectable" + (q.id === state.selected ? " selected" : ""), "data-id": q.id });
     const latency = s.close_to_result_ms ? `${s.close_to_result_ms.p50} / ${s.close_to_result_ms.p99}` : "–";
-    row.append(el("td", q.id), el("td", q.form + (q.r2s !== "RSTREAM" ? " " + q.r2s : "")),
+    row.append(el("td", q.id, { class: "id" }), el("td", q.form + (q.r2s !== "RSTREAM" ? " " + q.r2s : "")),
       el("td", q.windows.map(w => `${windowShape(w)} on ${w.stream.split("/").slice(-2).join("/")}`).join(", ")),
-      el("td", s.state, { class: s.state === "failed" ? "failed" : "", title: s.last_error || "" }),
+      el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" }),
       el("td", s.evaluations, { class: "num" }), el("td", s.results_emitted, { class: "num" }),
-      el("td", s.missed_runs, { class: "num" }), el("td", s.last_evaluation || "–", { class: "time" }),
+      el("td", s.missed_runs, { class: "num", title: "scheduler polls folded into the next run (no evaluation is skipped)" }),
+      el("td", s.last_evaluation || "–", { class: "time" }),
       el("td", s.next_close || "–", { class: "time" }),
       el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–", { class: "num" }), el("td", latency, { class: "num" }));
     row.addEventListener("click", () => select(q.id));
     body.append(row);
   }
   if (!state.selected && queries.length) {
+    const wanted = queries.find(q => q.id === WANTED);
     const withResults = queries.find(q => q.status.results_emitted > 0);
-    select((withResults || queries[0]).id);
+    select((wanted || withResults || queries[0]).id);
   }
 }
 
@@ -164,10 +173,28 @@ async function select(id) {
   state.source.onerror = () => { $("#live").textContent = "reconnecting…"; };
 }
 
+// The rows of a record as name -> term: a SELECT's bindings, a CONSTRUCT's triples (each
+// object under its predicate's name), an ASK's answer as 1 or 0.
+function rowsOf(record) {
+  if (record.bindings) return record.bindings;
+  if (record.triples) {
+    return record.triples.map(line => TRIPLE.exec(line)).filter(Boolean)
+      .map(m => ({ [predicateName(m[2])]: m[3] }));
+  }
+  if (record.boolean !== undefined) {
+    return [{ answer: `"${record.boolean ? 1 : 0}"^^<http://www.w3.org/2001/XMLSchema#integer>` }];
+  }
+  return [];
+}
+
+function predicateName(iri) {
+  return iri.slice(1, -1).split(/[#/]/).filter(Boolean).pop() || iri;
+}
+
 function numericVariables() {
   const names = new Set();
   for (const record of state.records) {
-    for (const row of record.bindings || []) {
+    for (const row of rowsOf(record)) {
       for (const [name, term] of Object.entries(row)) if (valueOf(term) !== null) names.add(name);
     }
   }
@@ -187,25 +214,35 @@ function render() {
 function renderLatest() {
   const latest = [...state.records].reverse().find(r => (r.bindings || r.triples || []).length) ||
     state.records[state.records.length - 1];
-  const head = $("#results thead"), body = $("#results tbody");
+  const head = $("#results thead"), body = $("#results tbody"), more = $("#results-more");
   head.replaceChildren();
   body.replaceChildren();
+  more.hidden = true;
   $("#latest-time").textContent = latest ? `at ${latest.time} (${latest.trigger || ""})` : "none yet";
   if (!latest) return;
+  const rows = latest.triples || latest.bindings || [];
+  if (rows.length > LATEST_ROWS) {
+    more.hidden = false;
+    more.textContent = `${LATEST_ROWS} of ${rows.length} rows shown; all of them: ` +
+      `GET /queries/${state.selected}/results?since=…`;
+  }
+  // (Node.append returns nothing: each row is built, then appended.)
+  const row = (cells, attrs) => { const tr = el("tr", null, attrs); tr.append(...cells); return tr; };
   if (latest.triples) {
-    head.append(el("tr")).firstChild.append(el("th", "triple"));
-    for (const t of latest.triples) body.append(el("tr")).lastChild.append(el("td", t));
+    head.append(row([el("th", "triple")]));
+    for (const t of latest.triples.slice(0, LATEST_ROWS)) body.append(row([el("td", t)], { class: "result" }));
     return;
   }
   if (latest.boolean !== undefined) {
-    body.append(el("tr")).lastChild.append(el("td", String(latest.boolean)));
+    head.append(row([el("th", "answer")]));
+    body.append(row([el("td", String(latest.boolean))], { class: "result" }));
     return;
   }
   const names = [...new Set((latest.bindings || []).flatMap(Object.keys))].sort();
   const headRow = el("tr");
   names.forEach(n => headRow.append(el("th", "?" + n)));
   head.append(headRow);
-  for (const row of latest.bindings.slice(0, 50)) {
+  for (const row of latest.bindings.slice(0, LATEST_ROWS)) {
     const tr = el("tr", null, { class: "result" });
     names.forEach(n => tr.append(el("td", row[n] === undefined ? "" : shortTerm(row[n]))));
     body.append(tr);
@@ -223,7 +260,7 @@ function drawCharts() {
   const variable = state.variable;
   const points = [];
   for (const record of state.records) {
-    for (const row of record.bindings || []) {
+    for (const row of rowsOf(record)) {
       const v = variable ? valueOf(row[variable]) : null;
       if (v && Number.isFinite(v.mean)) points.push({ time: record.time, ...v, label: shortTerm(row[variable]) });
     }
