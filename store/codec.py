@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.nesting import check_nesting
 from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph
 
 from . import formats
@@ -122,9 +124,10 @@ def _envelope(payload: Payload) -> tuple[str, Element]:
     graph = envelope.graph or "urn:rspstar:element:%s" % hashlib.blake2b(
         ("%s\x00%s\x00%s" % (payload.origin, payload.line, payload.text)).encode(), digest_size=16).hexdigest()
     try:
+        check_nesting(envelope.data)
         quads = list(ox.parse(envelope.data.encode("utf-8"), format=ox.RdfFormat.TRIG, rename_blank_nodes=True))
-    except SyntaxError as e:
-        raise RdfInputError("data: %s" % e, payload.origin, payload.line) from None
+    except (SyntaxError, QuerySyntaxError) as e:
+        raise RdfInputError("data: %s" % getattr(e, "message", e), payload.origin, payload.line) from None
     if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
         raise RdfInputError("data: an envelope's data is one graph (no GRAPH blocks)", payload.origin, payload.line)
     name = ox.NamedNode(graph)

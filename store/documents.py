@@ -19,7 +19,7 @@ from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, timestamps_gra
 
 from .document_parts import iter_document_parts
 from .errors import DuplicateElementError, RdfInputError, StoreError
-from .rdf_input import DocumentScan, instant_of, read_elements, scan_document
+from .rdf_input import DocumentScan, check_rdf_nesting, instant_of, read_elements, scan_document
 from .staged import PartWrite, StagedElement
 
 if TYPE_CHECKING:
@@ -97,6 +97,10 @@ class Documents:
         if second is not None:
             return self._stage_parts(stream, itertools.chain((first, second), parts), fmt, source,
                                      timestamp_predicate)
+        try:
+            check_rdf_nesting(data, source)     # before Oxigraph's parser, which runs below at once
+        except RdfInputError as e:
+            raise OptimisticLoadFailed(str(e)) from e
         failure: list[BaseException] = []
 
         def write() -> None:
@@ -152,8 +156,10 @@ class Documents:
             read = _PartsScan(fmt, source, timestamp_predicate)
             try:
                 for part in parts:
-                    # Written as soon as it is cut, read meanwhile, then let go of here: a part
-                    # is held until both are done, not the whole document twice.
+                    # Written as soon as it is cut (and checked: a part starts and ends outside
+                    # any nesting), read meanwhile, then let go of here: a part is held until
+                    # both are done, not the whole document twice.
+                    check_rdf_nesting(part, source)
                     write = PartWrite()
                     to_write.put((part, write))
                     read.add(part, write)

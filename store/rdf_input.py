@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
-from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.errors import QuerySyntaxError, TemporalValueError
+from rspstar.translator.nesting import check_nesting
 from rspstar.translator.temporal import format_instant, parse_instant
 from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
 
@@ -64,8 +65,18 @@ def _syntax_error(e: SyntaxError, source: str) -> RdfInputError:
     return RdfInputError(message, source, e.lineno, e.offset)
 
 
+def check_rdf_nesting(data: bytes | str, source: str) -> None:
+    """RdfInputError with the line and column where a document nests deeper than a parser may
+    follow (translator/nesting.py): checked before Oxigraph parses anything."""
+    try:
+        check_nesting(data)
+    except QuerySyntaxError as e:
+        raise RdfInputError(e.message, source, e.line, e.column) from None
+
+
 def parse_rdf(data: bytes | str, fmt: ox.RdfFormat, source: str):
     """All quads of a document (blank nodes fresh), or RdfInputError with source:line:column."""
+    check_rdf_nesting(data, source)
     try:
         return list(ox.parse(data, format=fmt, rename_blank_nodes=True))
     except SyntaxError as e:
@@ -93,6 +104,7 @@ def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
     other = 0
     last = None
     default = ox.DefaultGraph
+    check_rdf_nesting(data, source)
     try:
         for quad in ox.parse(data, format=fmt, rename_blank_nodes=True):
             graph = quad.graph_name

@@ -9,6 +9,7 @@ import pyoxigraph as ox
 from .dialects import translate
 from .errors import QuerySyntaxError
 from .model import ContinuousQuery
+from .nesting import check_nesting
 from .parser import parse_query
 from .rewrite import RewriteOptions, RewrittenQuery, rewrite
 from .syntax import Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, UnionPattern
@@ -39,6 +40,15 @@ def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: 
     """Parse and fully check a query written in RSP-QL* or one of the dialects (spec §6.5:
     `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows);
     raises QuerySyntaxError (line, column of `text`)."""
+    check_nesting(text)         # first: every step below reads the text, some recursively
+    try:
+        return _compile_checked(text, functions, dialect, start)
+    except RecursionError:
+        raise QuerySyntaxError("the query is nested too deeply to be read", 1, 1) from None
+
+
+def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str | None,
+                     start: str | None) -> ContinuousQuery:
     translation = translate(text, dialect, start)
     if translation is None:
         query = _compile(text, functions)

@@ -17,7 +17,7 @@ from ..adhoc import AdhocQueries
 from ..clock import Clock, WallClock
 from ..engine import Engine, EngineConfig
 from ..errors import EndpointError
-from ..http_errors import error_body, status_for
+from ..http_errors import BadRequest, error_body, status_for
 from . import dashboard, operations, queries, sparql, streams
 from .context import STATIC, HttpSettings, Services, services
 
@@ -38,6 +38,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     app.register_error_handler(TranslatorError, _engine_error)
     app.register_error_handler(StoreError, _engine_error)
     app.register_error_handler(HTTPException, _http_error)
+    app.register_error_handler(RecursionError, _too_deep)
     app.after_request(_cors)
     for module in (sparql, queries, streams, operations, dashboard):
         app.register_blueprint(module.blueprint)
@@ -50,6 +51,12 @@ def _engine_error(error):
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="rspstar"'
     return response
+
+
+def _too_deep(error: RecursionError):
+    """A text nested deeper than a recursive reader follows (the nesting check bounds every known
+    one: this is the last guard), a client's error."""
+    return _engine_error(BadRequest("the request is nested too deeply to be read"))
 
 
 def _http_error(error: HTTPException):
