@@ -197,7 +197,21 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http", "cors_origins", Texts(), [], "web origins whose pages may write (others get 403)"),
     Setting("http", "query_timeout", Number(), 30.0, "seconds a /sparql query may run before it is stopped (503)"),
     Setting("http", "query_workers", Whole(1), 2, "/sparql queries evaluated at once (worker processes)"),
-    Setting("http", "max_body", Whole(1, "bytes"), 16 * MIB, "the largest request body (413 beyond)"),
+    Setting("http", "max_body", Whole(1, "bytes"), 16 * MIB, "the largest request body, declared or chunked "
+                                                            "(413 before anything is read into the app)"),
+    Setting("http", "threads", Whole(2), 16, "worker threads answering requests (an event stream holds one while it "
+                                             "lasts)"),
+    Setting("http", "connection_limit", Whole(1), 4096, "open connections at most (beyond it new ones wait); idle "
+                                                        "and slow ones hold a socket, not a thread"),
+    Setting("http", "idle_timeout", Number(), 60.0, "seconds a connection may sit idle before it is closed"),
+    Setting("http", "request_timeout", Number(), 10.0, "seconds a client has to send a whole request from its "
+                                                       "first byte (slow senders are dropped)"),
+    Setting("http", "max_event_streams", Whole(1), 8, "server-sent event streams open at once (503 beyond); "
+                                                      "fewer than threads, so requests always find a worker"),
+    Setting("http", "event_backlog", Whole(1), 256, "records waiting for a slow event-stream client; beyond it the "
+                                                    "oldest are dropped and counted"),
+    Setting("http", "event_keepalive", Number(), 15.0, "seconds between keep-alive comments on an idle event "
+                                                       "stream"),
     # [spark]
     Setting("spark", "master", Text(), "local[2]",
             "Spark master: local[n], or spark://host:7077 for a cluster (docs/partitioned-queries.md)"),

@@ -252,6 +252,7 @@ class Engine:
             removed = self._queries.pop(query_id)
             removed.removed = True
             removed.history.discard()
+            removed.feed.close()
             self._save_specs()
             self.repository.removed_by_user(query_id)
         # Outside the engine's lock: leaving a group waits for a range the group may be evaluating.

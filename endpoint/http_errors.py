@@ -35,6 +35,18 @@ class ServiceUnavailable(EndpointError):
     """Something this route needs is not configured or not running."""
 
 
+class Starting(ServiceUnavailable):
+    """The engine answers already but does not take writes yet: the client should retry."""
+
+    retry_after = 5
+
+
+class TooManyEventStreams(ServiceUnavailable):
+    """Every event-stream slot is taken: the client should retry later or poll the results."""
+
+    retry_after = 30
+
+
 # Most specific first: the first matching class decides.
 _STATUSES: list[tuple[type[BaseException], int]] = [
     (Unauthorized, 401),

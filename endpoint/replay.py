@@ -142,7 +142,7 @@ class Replay:
     def run(self) -> Iterator[tuple[str, dict]]:
         """(query id, record) of every evaluation in (start, end], instant by instant, as the
         engine emits them."""
-        feeds = {query_id: registered.feed.subscribe() for query_id, registered in self.registered.items()}
+        feeds = {query_id: registered.feed.subscribe(backlog=0) for query_id, registered in self.registered.items()}
         streams = set().union(*(q.streams for q in self.queries.values()))
         try:
             for instant in self.candidate_instants():

@@ -21,7 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pyoxigraph as ox
-from werkzeug.serving import make_server
 
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.recordings import Recordings
@@ -31,7 +30,8 @@ from rspstar.translator.vocabulary import BATCHES_GRAPH
 from .clock import WallClock
 from .config import Config, ConfigError, load_config, register_configured
 from .engine import Engine, UnknownQuery
-from .http import HttpSettings, create_app
+from .http import HttpSettings, Readiness, create_app
+from .http.server import HttpServer
 from .scheduler import LiveScheduler
 
 log = logging.getLogger("rspstar")
@@ -156,7 +156,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     """Run the engine from `config_path` with `overrides` ("table.key": value, from the command
     line) until a stop signal."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for noisy in ("apscheduler", "werkzeug", "py4j"):
+    for noisy in ("apscheduler", "werkzeug", "py4j", "waitress"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     # A query's poll that finds its previous evaluation still running, or comes late, is
     # expected and counted (status missed_runs); APScheduler would warn ten times a second.
@@ -179,24 +179,24 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     registered = register_configured(engine, config)
     log.info("queries: %s restored, %s registered from %s", restored or "none", registered or "none", config_path)
 
-    master = config.settings.spark.master
-    log.info("starting Spark (%s)", master)
-    spark = spark_session(master, config.settings.spark.settings)
-    ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                               recorded, quarantine_budget)
     landing = next((Path(s.path) for s in sources if s.kind == "files"), None)
     if landing is None:
         log.warning("no files source is configured: POST /streams answers 503 (add a [[sources]] of kind "
                     "\"files\" to accept posted elements)")
+    # HTTP is served at once, before Spark starts (seconds to tens of seconds): /health says
+    # "starting", reads are answered, writes get 503 with Retry-After until ingestion is up.
+    ingestion = None
+    readiness = Readiness(ready=False)
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
-                     ingestion_status=ingestion.status)
-    server = make_server(host, port, app, threaded=True)
+                     ingestion_status=lambda: ingestion.status() if ingestion is not None else {},
+                     readiness=readiness)
+    http_config = config.settings.http
+    server = HttpServer(app, host, port, threads=http_config.threads, connection_limit=http_config.connection_limit,
+                        idle_timeout=http_config.idle_timeout, request_timeout=http_config.request_timeout,
+                        max_body=http_config.max_body)
     scheduler = LiveScheduler(engine)
     scheduler.scheduler.add_job(lambda: report_progress(engine), "interval", seconds=PROGRESS_SECONDS,
                                 id="console:progress", max_instances=1, coalesce=True)
-    scheduler.scheduler.add_job(lambda: ingestion.supervise(time.monotonic()), "interval", seconds=1,
-                                id="ingestion:supervise", max_instances=1, coalesce=True)
-
     stopping = threading.Event()
 
     def stop(signum, frame):
@@ -207,15 +207,24 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    # HTTP is served before Spark's sources start (seconds): a client that connects meanwhile is
-    # answered (health says which sources are not up yet) instead of waiting on a silent socket.
     http = threading.Thread(target=server.serve_forever, name="http")
+    spark = None
     try:
         http.start()
-        log.info("dashboard and API on http://%s:%d/ (data in %s)", host, server.server_port, data_dir)
-        ingestion.start()
-        run_partitioned(engine, ingestion)
+        log.info("dashboard and API on http://%s:%d/ (data in %s)", host, server.port, data_dir)
         scheduler.start()
+        master = config.settings.spark.master
+        log.info("starting Spark (%s)", master)
+        spark = spark_session(master, config.settings.spark.settings)
+        ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
+                                   recorded, quarantine_budget)
+        if not stopping.is_set():
+            ingestion.start()
+            run_partitioned(engine, ingestion)
+            scheduler.scheduler.add_job(lambda: ingestion.supervise(time.monotonic()), "interval", seconds=1,
+                                        id="ingestion:supervise", max_instances=1, coalesce=True)
+            readiness.set()
+            log.info("ingestion is up: writes are taken")
         http.join()
     finally:
         if http.is_alive():
@@ -224,8 +233,10 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         try:
             app.extensions["rspstar"].adhoc.close()
             scheduler.shutdown()
-            ingestion.stop()
-            stop_session(spark)
+            if ingestion is not None:
+                ingestion.stop()
+            if spark is not None:
+                stop_session(spark)
         finally:
             store.close()
         log.info("stopped cleanly")

@@ -127,40 +127,94 @@ class ResultHistory:
         return [json.loads(line) for line in self.lines(instant, limit)]
 
 
+class FeedClosed(Exception):
+    """The feed's query was removed: no record will come any more."""
+
+
+class Subscription:
+    """The records published to one subscriber, at most `backlog` of them waiting (0: no
+    bound, for a consumer in the same process that drains it): a subscriber that does not keep
+    up loses its oldest records, counted in `dropped`, and never blocks the engine."""
+
+    def __init__(self, backlog: int):
+        self.backlog = backlog
+        self.dropped = 0
+        self.closed = False
+        self._records: collections.deque = collections.deque()
+        self._changed = threading.Condition()
+
+    def put(self, record: dict) -> None:
+        with self._changed:
+            if self.backlog and len(self._records) >= self.backlog:
+                self._records.popleft()
+                self.dropped += 1
+            self._records.append(record)
+            self._changed.notify()
+
+    def close(self) -> None:
+        with self._changed:
+            self.closed = True
+            self._changed.notify_all()
+
+    def get(self, timeout: float | None = None) -> dict:
+        """The next record; queue.Empty after `timeout` seconds without one, FeedClosed once
+        the feed is closed and every record has been read."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._records or self.closed, timeout):
+                raise queue.Empty
+            if self._records:
+                return self._records.popleft()
+            raise FeedClosed
+
+    def get_nowait(self) -> dict:
+        with self._changed:
+            if not self._records:
+                raise queue.Empty
+            return self._records.popleft()
+
+    def empty(self) -> bool:
+        with self._changed:
+            return not self._records
+
+
 class EventFeed:
-    """Fan-out of records to live subscribers (server-sent events). A subscriber that does
-    not keep up loses its oldest records, never blocks the engine."""
+    """Fan-out of records to live subscribers (server-sent events, a replay's reader, the Python
+    API); closed when its query is removed."""
 
     def __init__(self, backlog: int = 1000):
-        self._subscribers: set[queue.Queue] = set()
+        self._subscribers: set[Subscription] = set()
         self._lock = threading.Lock()
         self._backlog = backlog
+        self.closed = False
 
-    def subscribe(self, backlog: int | None = None) -> queue.Queue:
-        """A queue of the records published from now on, holding at most `backlog` (default:
-        the feed's; 0: unbounded, for a consumer in the same process that drains it)."""
-        q: queue.Queue = queue.Queue(maxsize=self._backlog if backlog is None else backlog)
+    def subscribe(self, backlog: int | None = None) -> Subscription:
+        """The records published from now on, at most `backlog` waiting (default: the feed's;
+        0: no bound)."""
+        subscription = Subscription(self._backlog if backlog is None else backlog)
         with self._lock:
-            self._subscribers.add(q)
-        return q
+            if self.closed:
+                subscription.close()
+            else:
+                self._subscribers.add(subscription)
+        return subscription
 
-    def unsubscribe(self, q: queue.Queue) -> None:
+    def unsubscribe(self, subscription: Subscription) -> None:
         with self._lock:
-            self._subscribers.discard(q)
+            self._subscribers.discard(subscription)
 
     def publish(self, record: dict) -> None:
         with self._lock:
             subscribers = list(self._subscribers)
-        for q in subscribers:
-            while True:
-                try:
-                    q.put_nowait(record)
-                    break
-                except queue.Full:
-                    try:
-                        q.get_nowait()
-                    except queue.Empty:
-                        pass
+        for subscription in subscribers:
+            subscription.put(record)
+
+    def close(self) -> None:
+        """No record will come any more: every subscriber is told, after what it has not read."""
+        with self._lock:
+            self.closed = True
+            subscribers, self._subscribers = list(self._subscribers), set()
+        for subscription in subscribers:
+            subscription.close()
 
 
 @dataclass

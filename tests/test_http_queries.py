@@ -2,6 +2,7 @@
 import json
 
 import pyoxigraph as ox
+import pytest
 
 from http_app import AUTH, RSPQL, S, STREAM, T0
 
@@ -76,3 +77,40 @@ def test_a_query_that_cannot_run_partitioned_is_a_400_naming_the_rule(client):
     bad = client.post("/queries", json={"id": "p", "query": RSPQL, "options": {"partition": "location"}}, headers=AUTH)
     assert bad.status_code == 400 and "takes a variable" in bad.get_json()["message"]
     assert client.get("/queries").get_json()["queries"] == []
+
+
+def test_while_the_engine_starts_reads_are_answered_and_writes_wait(engine, tmp_path):
+    from http_app import AUTH, RSPQL
+    from rspstar.endpoint.http import HttpSettings, Readiness, create_app
+    readiness = Readiness(ready=False)
+    client = create_app(engine, HttpSettings(token="s3cret"), readiness=readiness).test_client()
+    health = client.get("/health")
+    assert health.status_code == 503 and health.get_json()["status"] == "starting"
+    assert health.headers["Retry-After"] == "5"
+    assert client.get("/queries").status_code == 200
+    refused = client.post("/queries", data=RSPQL, content_type="application/sparql-query", headers=AUTH)
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "5"
+    assert "starting" in refused.get_json()["message"]
+    readiness.set()
+    assert client.get("/health").get_json()["status"] == "ok"
+    assert client.post("/queries", data=RSPQL, content_type="application/sparql-query", headers=AUTH).status_code == 201
+
+
+def test_a_slow_subscriber_loses_its_oldest_records_counted_and_a_closed_feed_ends_it():
+    import queue
+
+    from rspstar.endpoint.sinks import EventFeed, FeedClosed
+    feed = EventFeed()
+    subscription = feed.subscribe(backlog=3)
+    for k in range(5):
+        feed.publish({"k": k})
+    assert subscription.dropped == 2 and [subscription.get(0)["k"] for _ in range(3)] == [2, 3, 4]
+    with pytest.raises(queue.Empty):
+        subscription.get(timeout=0.01)
+    feed.publish({"k": 5})
+    feed.close()
+    assert subscription.get(0) == {"k": 5}          # what was published before the close is read first
+    with pytest.raises(FeedClosed):
+        subscription.get(0)
+    with pytest.raises(FeedClosed):
+        feed.subscribe().get(0)                     # a subscriber after the close hears of it at once

@@ -3,5 +3,6 @@ registers one blueprint per concern: the SPARQL protocol (`sparql`), continuous 
 (`queries`), streams (`streams`), operations (`operations`: health, metrics, the API
 document) and the dashboard (`dashboard`)."""
 from .app import HttpSettings, create_app
+from .context import Readiness
 
-__all__ = ["HttpSettings", "create_app"]
+__all__ = ["HttpSettings", "Readiness", "create_app"]

@@ -19,13 +19,13 @@ from ..engine import Engine, EngineConfig
 from ..errors import EndpointError
 from ..http_errors import BadRequest, error_body, status_for
 from . import dashboard, operations, queries, sparql, streams
-from .context import STATIC, HttpSettings, Services, services
+from .context import STATIC, EventStreams, HttpSettings, Readiness, Services, services
 
 
 def create_app(engine: Engine | None = None, settings: HttpSettings | None = None, *,
                store: StreamStore | None = None, clock: Clock | None = None,
                config: EngineConfig | None = None,
-               ingestion_status: Callable[[], dict] = dict) -> Flask:
+               ingestion_status: Callable[[], dict] = dict, readiness: Readiness | None = None) -> Flask:
     settings = settings or HttpSettings()
     if engine is None:
         engine = Engine(store or StreamStore(), clock or WallClock(), config or EngineConfig())
@@ -33,13 +33,15 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body
     app.extensions["rspstar"] = Services(engine, engine.store, settings,
                                          AdhocQueries(engine.store, settings.query_timeout, settings.query_workers),
-                                         ingestion_status)
+                                         ingestion_status, readiness or Readiness(),
+                                         EventStreams(settings.max_event_streams))
     app.register_error_handler(EndpointError, _engine_error)
     app.register_error_handler(TranslatorError, _engine_error)
     app.register_error_handler(StoreError, _engine_error)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(RecursionError, _too_deep)
     app.after_request(_cors)
+    app.after_request(_security_headers)
     for module in (sparql, queries, streams, operations, dashboard):
         app.register_blueprint(module.blueprint)
     return app
@@ -50,6 +52,8 @@ def _engine_error(error):
     response = Response(json.dumps(error_body(error)), status=status, mimetype="application/json")
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="rspstar"'
+    if getattr(error, "retry_after", None):
+        response.headers["Retry-After"] = str(error.retry_after)
     return response
 
 
@@ -64,6 +68,25 @@ def _http_error(error: HTTPException):
     response = Response(json.dumps(body), status=error.code, mimetype="application/json")
     if getattr(error, "valid_methods", None):
         response.headers["Allow"] = ", ".join(error.valid_methods)
+    return response
+
+
+# The dashboard loads its own scripts and styles only (plotly.js sets inline styles on what it
+# draws); no other site may frame it, and nothing may sniff types or learn where a visitor
+# came from.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+                               "img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+                               "frame-ancestors 'self'; form-action 'self'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "SAMEORIGIN",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def _security_headers(response: Response) -> Response:
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
     return response
 
 

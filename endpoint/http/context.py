@@ -3,6 +3,7 @@ and the guard of every write."""
 from __future__ import annotations
 
 import hmac
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -14,7 +15,7 @@ from rspstar.store.stream_store import StreamStore
 
 from ..adhoc import AdhocQueries
 from ..engine import Engine
-from ..http_errors import Forbidden, Unauthorized
+from ..http_errors import Forbidden, Starting, Unauthorized
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
@@ -28,6 +29,55 @@ class HttpSettings:
     query_workers: int = default("http.query_workers")       # /sparql queries evaluated at once
     max_body: int = default("http.max_body")                 # bytes
     landing_dir: Path | None = None               # where POST /streams drops data for Spark
+    max_event_streams: int = default("http.max_event_streams")
+    event_backlog: int = default("http.event_backlog")
+    event_keepalive: float = default("http.event_keepalive")
+
+
+class Readiness:
+    """Whether the engine takes writes yet: `rspstar serve` answers HTTP at once, before Spark
+    has started (seconds), and writes wait until ingestion is up."""
+
+    def __init__(self, ready: bool = True):
+        self._ready = threading.Event()
+        if ready:
+            self._ready.set()
+
+    def set(self) -> None:
+        self._ready.set()
+
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+
+class EventStreams:
+    """The server-sent event streams open now, at most `limit` (each holds a worker thread)."""
+
+    def __init__(self, limit: int):
+        self._slots = threading.BoundedSemaphore(limit)
+        self._open = 0
+        self._lock = threading.Lock()
+        self.refused = 0
+
+    def open(self) -> bool:
+        if self._slots.acquire(blocking=False):
+            with self._lock:
+                self._open += 1
+            return True
+        with self._lock:
+            self.refused += 1
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            self._open -= 1
+        self._slots.release()
+
+    @property
+    def count(self) -> int:
+        with self._lock:
+            return self._open
 
 
 @dataclass
@@ -37,6 +87,8 @@ class Services:
     settings: HttpSettings
     adhoc: AdhocQueries
     ingestion_status: Callable[[], dict]
+    readiness: Readiness
+    event_streams: EventStreams
 
 
 def services() -> Services:
@@ -48,6 +100,8 @@ def require_write() -> None:
     """Every write: refused from a web page of another origin (unless CORS allows it), and
     without the token when one is set."""
     settings = services().settings
+    if not services().readiness.ready:
+        raise Starting("the engine is starting (ingestion is not up yet): retry in a few seconds")
     origin = request.headers.get("Origin")
     if origin and origin.rstrip("/") != request.host_url.rstrip("/") and origin not in settings.cors_origins:
         raise Forbidden("writes from pages of another origin (%s) are refused; list it in [http] cors_origins "

@@ -16,12 +16,19 @@ def health():
     # A source that stopped ingesting makes the engine unhealthy (503): its data is lost to
     # every query until it runs again.
     queries = services().engine.queries()
+    # While it starts (Spark is not up yet) it answers, and says so: reads work, writes wait.
     sources = services().ingestion_status()
     down = sorted(name for name, source in sources.items() if not source.get("active"))
-    body = {"status": "degraded" if down else "ok", "queries": len(queries),
+    starting = not services().readiness.ready
+    status = "starting" if starting else "degraded" if down else "ok"
+    body = {"status": status, "queries": len(queries),
             "failed_queries": [q.id for q in queries if q.status.state == "failed"],
-            "sources": len(sources), "sources_down": down, "streams": len(services().store.streams())}
-    return Response(json.dumps(body), status=503 if down else 200, mimetype="application/json")
+            "sources": len(sources), "sources_down": [] if starting else down,
+            "streams": len(services().store.streams()), "event_streams": services().event_streams.count}
+    response = Response(json.dumps(body), status=200 if status == "ok" else 503, mimetype="application/json")
+    if starting:
+        response.headers["Retry-After"] = "5"
+    return response
 
 
 @blueprint.route("/metrics", methods=["GET"])

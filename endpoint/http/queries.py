@@ -10,11 +10,11 @@ from flask import Blueprint, Response, request
 from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.temporal import parse_instant
 
-from ..http_errors import BadRequest, UnsupportedMediaType
+from ..http_errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
+from ..sinks import FeedClosed
 from .context import require_write, services
 
 blueprint = Blueprint("queries", __name__)
-SSE_HEARTBEAT_SECONDS = 15.0
 MAX_RESULTS_LIMIT = 1_000_000
 
 
@@ -91,21 +91,37 @@ def query_results(query_id):
 
 @blueprint.route("/queries/<query_id>/events", methods=["GET"])
 def query_events(query_id):
+    """Server-sent events: `result` per evaluation, a keep-alive comment while nothing comes, a
+    `dropped` event when a slow client lost its oldest records (how many), and `closed` when the
+    query is removed (then the stream ends). At most [http] max_event_streams at once: each
+    holds a worker thread while it lasts."""
     feed = services().engine.get(query_id).feed
-    subscription = feed.subscribe()
+    settings, streams = services().settings, services().event_streams
+    if not streams.open():
+        raise TooManyEventStreams("%d event streams are open, the most this server keeps (max_event_streams); "
+                                  "retry later, or poll GET /queries/%s/results" % (settings.max_event_streams, query_id))
+    subscription = feed.subscribe(settings.event_backlog)
 
     def stream():
+        reported = 0
         try:
             yield ": subscribed to %s\n\n" % query_id
             while True:
                 try:
-                    record = subscription.get(timeout=SSE_HEARTBEAT_SECONDS)
+                    record = subscription.get(timeout=settings.event_keepalive)
                 except queue.Empty:
-                    yield ": heartbeat\n\n"
+                    yield ": keep-alive\n\n"
                     continue
+                except FeedClosed:
+                    yield "event: closed\ndata: %s\n\n" % json.dumps({"query": query_id, "reason": "removed"})
+                    return
+                if subscription.dropped > reported:
+                    yield "event: dropped\ndata: %s\n\n" % json.dumps({"dropped": subscription.dropped})
+                    reported = subscription.dropped
                 yield "event: result\ndata: %s\n\n" % json.dumps(record, sort_keys=True)
         finally:
             feed.unsubscribe(subscription)
+            streams.close()
 
     return Response(stream(), mimetype="text/event-stream",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -1,0 +1,97 @@
+"""The HTTP server `rspstar serve` runs the app in: waitress, a production WSGI server that fits
+this process (one process, which must keep the scheduler and the Spark driver, so no forking
+server), with the limits a public port needs.
+
+- Connections are served by one event loop (poll, no limit of 1,024 descriptors): an idle or
+  slow connection holds a socket, never a thread. A request is read whole, headers and body
+  (a large body spooled to a temporary file), before a worker thread takes it, so a client
+  sending slowly costs no worker; `threads` workers answer requests.
+- At most `connection_limit` connections are open (beyond it new ones wait in the listen
+  queue); a connection idle for `idle_timeout` seconds is closed, and so is one that has not
+  sent a whole request within `request_timeout` seconds of its first byte (slowloris).
+- A body larger than `max_body`, declared or chunked, is answered 413 before the app sees
+  anything; the `Server` header names rspstar.
+
+Server-sent event streams hold a worker thread each for as long as they last: the app caps them
+below the thread count (`[http] max_event_streams`), so requests always find a worker.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.server import TcpWSGIServer
+from waitress.task import ThreadedTaskDispatcher
+
+# How often the loop looks for connections to close; the timeouts are honoured to within this.
+MAINTENANCE_SECONDS = 1
+
+
+class _Channel(HTTPChannel):
+    """A connection that remembers when the request it is reading began."""
+
+    request_started: float | None = None
+
+    def received(self, data):
+        if self.request is None and data:
+            self.request_started = time.time()
+        try:
+            return super().received(data)
+        finally:
+            if self.request is None:
+                self.request_started = None
+
+
+class _Server(TcpWSGIServer):
+    channel_class = _Channel
+    request_timeout = 10.0
+
+    def maintenance(self, now):
+        super().maintenance(now)     # idle connections
+        cutoff = now - self.request_timeout
+        for channel in list(self.active_channels.values()):
+            started = getattr(channel, "request_started", None)
+            if started is not None and started < cutoff and not channel.requests:
+                channel.will_close = True
+
+
+class HttpServer:
+    """The app on host:port until `shutdown`."""
+
+    def __init__(self, app, host: str, port: int, *, threads: int, connection_limit: int, idle_timeout: float,
+                 request_timeout: float, max_body: int, max_header: int = 65536):
+        adjustments = Adjustments(
+            host=host, port=port, threads=threads, connection_limit=connection_limit,
+            channel_timeout=max(1, round(idle_timeout)), cleanup_interval=MAINTENANCE_SECONDS,
+            max_request_body_size=max_body, max_request_header_size=max_header, ident="rspstar",
+            asyncore_use_poll=True, expose_tracebacks=False, log_socket_errors=False,
+            clear_untrusted_proxy_headers=True, backlog=1024)
+        self._map: dict = {}
+        self.dispatcher = ThreadedTaskDispatcher()
+        self.dispatcher.set_thread_count(threads)
+        self._server = _Server(app, self._map, True, None, dispatcher=self.dispatcher, adj=adjustments,
+                               sockinfo=adjustments.listen[0])
+        self._server.request_timeout = request_timeout
+        self._stopped = threading.Event()
+
+    @property
+    def port(self) -> int:
+        return self._server.effective_port
+
+    def serve_forever(self) -> None:
+        try:
+            self._server.run()
+        finally:
+            self._stopped.set()
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        """Close the listener and every connection (from the loop's own thread), then stop the
+        workers, waiting up to `timeout` for the requests they are answering."""
+        def close_all():
+            for dispatcher in list(self._map.values()):
+                dispatcher.close()
+        self._server.trigger.pull_trigger(close_all)
+        self._stopped.wait(timeout)
+        self.dispatcher.shutdown(cancel_pending=True, timeout=timeout)
