@@ -23,7 +23,8 @@ import pyoxigraph as ox
 from rspstar.store.errors import QueryTimeout, StoreError
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.uncertainty import FunctionLibrary
-from rspstar.translator.validate import oxigraph_syntax_error
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.validate import compile_query, oxigraph_syntax_error, unknown_function
 
 from .errors import EndpointError
 
@@ -106,6 +107,21 @@ class Job:
     accepted: Negotiated
 
 
+def _syntax_error(message: str, text: str) -> tuple[str, int | None, int | None]:
+    """What is wrong in a query Oxigraph refused, in the client's terms: the engine's own parser
+    names the construct it expected and what it found there (Oxigraph lists grammar tokens,
+    often at the end of the text); Oxigraph's message where the engine's parser finds nothing
+    (a form it does not read, such as DESCRIBE)."""
+    try:
+        compile_query(text)
+    except QuerySyntaxError as e:
+        if "DESCRIBE" not in e.message:
+            return e.message, e.line, e.column
+    except Exception:       # the engine's reading failed otherwise: Oxigraph's message stands
+        pass
+    return oxigraph_syntax_error(message, text)
+
+
 def evaluate(query, job: Job) -> tuple[bytes, str]:
     """Run `job` with `query` (a store's query method) and serialize what it gives; raises
     QueryRefused. Oxigraph's results are dropped here, on the thread that made them."""
@@ -118,7 +134,12 @@ def evaluate(query, job: Job) -> tuple[bytes, str]:
     try:
         result = query(job.text, **kwargs)
     except SyntaxError as e:
-        raise QueryRefused("syntax", *oxigraph_syntax_error(str(e))) from None
+        raise QueryRefused("syntax", *_syntax_error(str(e), job.text)) from None
+    except RuntimeError as e:
+        refused = unknown_function(str(e), job.text)
+        if refused is None:
+            raise
+        raise QueryRefused("syntax", *refused) from None
     try:
         if isinstance(result, ox.QueryTriples):
             return serialize_graph(list(result), job.accepted.graphs)

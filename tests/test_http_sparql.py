@@ -132,3 +132,22 @@ def test_an_update_touching_engine_graphs_is_a_400_and_clear_named_spares_the_st
     assert cleared.status_code == 204
     assert engine.store.elements_in("http://example.org/s", T0, T0 + S) == ["http://example.org/e0"]
     assert engine.store.background.graphs() == []
+
+
+def test_errors_name_what_is_wrong_where_the_client_wrote_it(client):
+    unknown = client.get("/sparql", query_string={"query": "PREFIX rspu: <http://w3id.org/rsp/rspu#>\n"
+                                                           "SELECT (rspu:nosuch(1) AS ?x) WHERE {}"})
+    assert unknown.status_code == 400
+    assert unknown.get_json()["message"].startswith("unknown function <http://w3id.org/rsp/rspu#nosuch>")
+    assert (unknown.get_json()["line"], unknown.get_json()["column"]) == (2, 9)
+    syntax = client.get("/sparql", query_string={"query": "SELECT * WHERE { ?s ?p }"})
+    assert syntax.status_code == 400
+    assert syntax.get_json() == {"error": "SparqlSyntaxError", "message": "expected an RDF term, found '}'",
+                                 "line": 1, "column": 24}
+    update = client.post("/update", data="INSERT DATA { <http://a> <http://b> }", headers=AUTH,
+                         content_type="application/sparql-update")
+    assert update.status_code == 400 and "near '}'" in update.get_json()["message"]
+    nowhere = client.get("/nowhere")
+    assert nowhere.status_code == 404 and nowhere.is_json and "/openapi.json" in nowhere.get_json()["message"]
+    wrong = client.delete("/sparql")
+    assert wrong.status_code == 405 and "DELETE is not a method of /sparql" in wrong.get_json()["message"]

@@ -27,12 +27,39 @@ def _short(message: str) -> str:
     return message if len(message) <= _MESSAGE_LIMIT else message[:_MESSAGE_LIMIT] + " ..."
 
 
-def oxigraph_syntax_error(message: str) -> tuple[str, int | None, int | None]:
-    """(message, line, column) of an Oxigraph SPARQL syntax error ("error at L:C: ...")."""
+def oxigraph_syntax_error(message: str, text: str | None = None) -> tuple[str, int | None, int | None]:
+    """(message, line, column) of an Oxigraph SPARQL syntax error ("error at L:C: ..."); given
+    the client's text, the message also quotes what stands there ("near ...")."""
     m = _POSITION.match(message)
     if not m:
         return _short(message), None, None
-    return _short(m.group(3)), int(m.group(1)), int(m.group(2))
+    line, column = int(m.group(1)), int(m.group(2))
+    detail = _short(m.group(3))
+    if text is not None:
+        lines = text.split("\n")
+        if 1 <= line <= len(lines):
+            near = lines[line - 1][max(column - 1, 0):max(column - 1, 0) + 24].strip()
+            detail = "%s (line %d, column %d%s)" % (detail, line, column, ", near %r" % near if near else
+                                                    ", the end of the line")
+    return detail, line, column
+
+
+def unknown_function(message: str, text: str) -> tuple[str, int, int] | None:
+    """(message, line, column) when Oxigraph refused a query for calling a function nobody
+    provides, at the function's first use in `text`; None for any other error."""
+    m = _UNSUPPORTED_FUNCTION.search(message)
+    if not m:
+        return None
+    iri = m.group(1)
+    candidates = ["<%s>" % iri]
+    for prefix, namespace in re.findall(r"PREFIX\s+([A-Za-z][\w.-]*)?:\s*<([^>]*)>", text, re.I):
+        if iri.startswith(namespace):
+            candidates.append("%s:%s" % (prefix, iri[len(namespace):]))
+    at = min((text.find(c) for c in candidates if c in text), default=0)
+    line = text.count("\n", 0, at) + 1
+    return ("unknown function <%s> (the engine provides rspu:%s)" % (
+        iri, ", rspu:".join(("add", "subtract", "greaterThan", "lessThan", "between"))),
+        line, at - text.rfind("\n", 0, at))
 
 
 def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: str | None = None,
@@ -78,10 +105,8 @@ def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, funct
         m = _UNSUPPORTED_FUNCTION.search(str(e))
         if not m:
             raise
-        line, column = _token_position(query, m.group(1))
-        raise QuerySyntaxError("unknown function <%s> (the engine provides rspu:%s)" % (
-            m.group(1), ", rspu:".join(("add", "subtract", "greaterThan", "lessThan", "between"))),
-            line, column) from None
+        message = unknown_function(str(e), "")[0]
+        raise QuerySyntaxError(message, *_token_position(query, m.group(1))) from None
 
 
 def _token_position(query: ContinuousQuery, iri: str) -> tuple[int, int]:

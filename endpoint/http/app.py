@@ -65,6 +65,12 @@ def _too_deep(error: RecursionError):
 
 def _http_error(error: HTTPException):
     body = {"error": error.name, "message": error.description}
+    if error.code == 404:
+        body["message"] = "no route %s %s: the API's routes are described at /openapi.json" % (
+            request.method, request.path[:200])
+    elif error.code == 405:
+        body["message"] = "%s is not a method of %s (%s are): see /openapi.json" % (
+            request.method, request.path[:200], ", ".join(getattr(error, "valid_methods", None) or []))
     response = Response(json.dumps(body), status=error.code, mimetype="application/json")
     if getattr(error, "valid_methods", None):
         response.headers["Allow"] = ", ".join(error.valid_methods)

@@ -89,5 +89,5 @@ def update():
     try:
         services().engine.update_background(text)
     except SyntaxError as e:
-        raise SparqlSyntaxError(*oxigraph_syntax_error(str(e))) from None
+        raise SparqlSyntaxError(*oxigraph_syntax_error(str(e), text)) from None
     return Response(status=204)
