@@ -199,6 +199,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http", "query_workers", Whole(1), 2, "/sparql queries evaluated at once (worker processes)"),
     Setting("http", "max_body", Whole(1, "bytes"), 16 * MIB, "the largest request body, declared or chunked "
                                                             "(413 before anything is read into the app)"),
+    Setting("http", "base_iri", Text(optional=True), None,
+            "the base IRI relative IRIs of /sparql queries and /update updates resolve against (unset: the "
+            "endpoint's own URL, e.g. http://127.0.0.1:8000/sparql)"),
     Setting("http", "threads", Whole(2), 16, "worker threads answering requests (an event stream holds one while it "
                                              "lasts)"),
     Setting("http", "connection_limit", Whole(1), 4096, "open connections at most (beyond it new ones wait); idle "

@@ -105,6 +105,7 @@ class Job:
     default_graphs: tuple[str, ...]
     named_graphs: tuple[str, ...]
     accepted: Negotiated
+    base_iri: str | None = None       # what relative IRIs in the query resolve against
 
 
 def _syntax_error(message: str, text: str) -> tuple[str, int | None, int | None]:
@@ -126,7 +127,7 @@ def evaluate(query, job: Job) -> tuple[bytes, str]:
     """Run `job` with `query` (a store's query method) and serialize what it gives; raises
     QueryRefused. Oxigraph's results are dropped here, on the thread that made them."""
     functions = FunctionLibrary()
-    kwargs = {"custom_functions": functions.table}
+    kwargs = {"custom_functions": functions.table, "base_iri": job.base_iri}
     if job.default_graphs:
         kwargs["default_graph"] = [ox.NamedNode(g) for g in job.default_graphs]
     if job.named_graphs:

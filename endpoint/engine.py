@@ -337,10 +337,10 @@ class Engine:
         with self._lock:
             self._save_specs()
 
-    def update_background(self, sparql: str) -> int:
+    def update_background(self, sparql: str, base_iri: str | None = None) -> int:
         """A SPARQL Update of the background (store.background.update); the partitioned queries'
         listeners hear of it ("background"): their executors hold a copy."""
-        changed = self.store.background.update(sparql)
+        changed = self.store.background.update(sparql, base_iri)
         for registered in self.queries():
             if registered.partitioned:
                 for listener in self.listeners:

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -97,9 +97,11 @@ def recordings(config: Config, data_dir: Path) -> Recordings | None:
 
 
 def http_settings(config: Config, landing: Path | None, token: str | None) -> HttpSettings:
+    """The app's settings: each [http] setting the app reads, by name, and the token and landing
+    directory serve decided."""
     http = config.settings.http
-    return HttpSettings(token=token, cors_origins=http.cors_origins, query_timeout=http.query_timeout,
-                        query_workers=http.query_workers, max_body=http.max_body, landing_dir=landing)
+    shared = {f.name for f in fields(HttpSettings)} & {f.name for f in fields(http)} - {"token"}
+    return HttpSettings(token=token, landing_dir=landing, **{name: getattr(http, name) for name in shared})
 
 
 def progress_line(engine: Engine) -> str:

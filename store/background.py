@@ -41,7 +41,7 @@ class Background:
             self.names |= graphs
         return len(quads)
 
-    def update(self, sparql: str) -> int:
+    def update(self, sparql: str, base_iri: str | None = None) -> int:
         """Run a SPARQL Update over the background data alone (SyntaxError from Oxigraph
         propagates). The update runs on a copy of the background graphs, so stream elements,
         timestamps and batch markers are out of its reach (`CLEAR NAMED` clears background
@@ -54,7 +54,7 @@ class Background:
                 before.update(self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
             scratch = ox.Store()
             scratch.extend(before)
-            scratch.update(sparql)
+            scratch.update(sparql, base_iri=base_iri)
             after = set(scratch)
             for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
                 name = graph.value

@@ -168,17 +168,19 @@ class BatchWriter:
 
     def _set_aside(self, payload: Payload, line: int | None, reason: str) -> None:
         self.quarantine_dir.mkdir(parents=True, exist_ok=True)
-        digest = hashlib.blake2b(("%s\x00%s\x00%s" % (payload.origin, line, payload.text)).encode(),
+        # Kept as it came: bytes that were not UTF-8 stay those bytes.
+        data = payload.text if isinstance(payload.text, bytes) else payload.text.encode("utf-8")
+        digest = hashlib.blake2b(("%s\x00%s\x00" % (payload.origin, line)).encode() + data,
                                  digest_size=8).hexdigest()
         base = self.quarantine_dir / ("%s-%s" % (file_safe(self.source), digest))
         tmp = base.with_suffix(".tmp")
-        tmp.write_text(payload.text, encoding="utf-8")
+        tmp.write_bytes(data)
         os.replace(tmp, base.with_suffix(".data"))
         described = json.dumps({"source": self.source, "stream": payload.stream, "origin": payload.origin,
                                 "line": line, "reason": reason}, indent=2)
         base.with_suffix(".reason.json").write_text(described)
         replace_text(self._counts, json.dumps(self.quarantined))
-        self._quarantined_bytes += len(payload.text) + len(described)
+        self._quarantined_bytes += len(data) + len(described)
         self._quarantined_since += 1
         if self._quarantined_bytes >= self.quarantine_max_bytes // 16 or \
                 self._quarantined_since >= QUARANTINE_MAX_PAYLOADS // 16:
@@ -217,7 +219,8 @@ def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:
         last = grouped[-1] if grouped else None
         if (p.line is not None and p.format != "jsonl" and last is not None and last.line is not None
                 and last.format == p.format and last.origin == p.origin and last.stream == p.stream):
-            grouped[-1] = Payload(last.stream, last.format, last.origin, last.text + "\n" + p.text,
+            separator = b"\n" if isinstance(last.text, bytes) else "\n"
+            grouped[-1] = Payload(last.stream, last.format, last.origin, last.text + separator + p.text,
                                   last.ingest_time, last.line)
         else:
             grouped.append(p)

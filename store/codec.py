@@ -6,7 +6,7 @@ at the edge, and lands as canonical N-Quads (`canonical`), the form recordings a
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyoxigraph as ox
 
@@ -29,7 +29,7 @@ class Payload:
     stream: str
     format: str          # a name in the format registry
     origin: str          # file path, socket address, simulator name, "request body"
-    text: str
+    text: str | bytes    # bytes are read as UTF-8, strictly (a source's raw input)
     ingest_time: int     # processing time, µs: the timestamp of graphs that carry none
     line: int | None = None
 
@@ -71,11 +71,43 @@ def decode(payload: Payload, timestamp_predicate: str = PROV_GENERATED_AT_TIME) 
     except formats.UnknownFormat as e:
         decoded.rejected.append(Rejected(payload, payload.line, None, str(e)))
         return decoded
+    if isinstance(payload.text, bytes):
+        payload = _as_text(payload, fmt, decoded)
+        if payload is None:
+            return decoded
     if fmt.rdf is None:
         _decode_envelopes(payload, decoded)
     else:
         _decode_rdf(payload, fmt.rdf, timestamp_predicate, decoded)
     return decoded
+
+
+def _as_text(payload: Payload, fmt: formats.InputFormat, decoded: Decoded) -> Payload | None:
+    """A payload of bytes as text, read as UTF-8 (RDF's syntaxes are; nothing is replaced):
+    a line-based payload sets aside each line that is not UTF-8 and keeps the others, any other
+    is rejected whole, with the line and byte of the first bad sequence."""
+    data = payload.text
+    try:
+        return replace(payload, text=data.decode("utf-8"))
+    except UnicodeDecodeError:
+        pass
+    lines = data.split(b"\n")
+    kept = []
+    first = payload.line or 1
+    for k, line in enumerate(lines):
+        try:
+            kept.append(line.decode("utf-8"))
+            continue
+        except UnicodeDecodeError as e:
+            at = e.start
+        reason = "not UTF-8: byte 0x%02X at byte %d of the line" % (line[at], at + 1)
+        if not fmt.line_based:
+            decoded.rejected.append(Rejected(payload, first + k, at + 1, reason))
+            return None
+        decoded.rejected.append(Rejected(Payload(payload.stream, payload.format, payload.origin, line,
+                                                 payload.ingest_time), first + k, at + 1, reason))
+        kept.append("")             # the line stays counted, empty
+    return replace(payload, text="\n".join(kept))
 
 
 def _decode_rdf(payload: Payload, fmt: ox.RdfFormat, timestamp_predicate: str, decoded: Decoded) -> None:

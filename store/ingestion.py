@@ -231,13 +231,16 @@ class SparkIngestion:
             frame = (reader.format("text").option("wholetext", "true").option("recursiveFileLookup", "true")
                      .load(source.path)
                      .select(F.lit(source.stream).alias("stream"), F.col("_metadata.file_path").alias("origin"),
-                             F.col("value").alias("text"), _micros(F.current_timestamp()).alias("ingest_time")))
+                             # The bytes as they are: the codec reads them as UTF-8, strictly.
+                             F.col("value").cast("binary").alias("text"),
+                             _micros(F.current_timestamp()).alias("ingest_time")))
             return frame
         if source.kind == "socket":
             frame = reader.format("socket").option("host", source.host).option("port", source.port).load()
             return frame.select(F.lit(source.stream).alias("stream"),
                                 F.lit("socket:%s:%d" % (source.host, source.port)).alias("origin"),
-                                F.col("value").alias("text"), _micros(F.current_timestamp()).alias("ingest_time"))
+                                F.col("value").cast("binary").alias("text"),
+                                _micros(F.current_timestamp()).alias("ingest_time"))
         if source.kind == "simulator":
             scenario = SCENARIOS.get(source.scenario)
             if scenario is None:
@@ -270,7 +273,7 @@ class SparkIngestion:
                 raise
             return frame.select(F.lit(source.stream).alias("stream"),
                                 F.lit("kafka:%s" % source.topic).alias("origin"),
-                                F.col("value").cast("string").alias("text"),
+                                F.col("value").alias("text"),
                                 _micros(F.current_timestamp()).alias("ingest_time"))
         raise IngestionError("source %s: unknown kind %r (files, socket, simulator, kafka)" % (source.name, source.kind))
 
@@ -467,7 +470,7 @@ def payloads_of(source: SourceConfig, rows) -> list[Payload]:
             fmt = formats.by_path(origin)
             if fmt.rdf is None:
                 payloads += [Payload(stream, fmt.name, origin, line, row["ingest_time"], line=k + 1)
-                             for k, line in enumerate(row["text"].split("\n")) if line.strip()]
+                             for k, line in enumerate(row["text"].split(b"\n")) if line.strip()]
             else:
                 payloads.append(Payload(stream, fmt.name, origin, row["text"], row["ingest_time"],
                                         line=1 if fmt.line_based else None))

@@ -69,3 +69,17 @@ def test_the_canonical_form_reads_back_into_the_same_elements():
     assert [(e.graph, e.timestamp, e.timestamp_literal) for e in again] == \
         [(e.graph, e.timestamp, e.timestamp_literal) for e in first]
     assert [len(e.quads) for e in again] == [len(e.quads) for e in first] == [3, 1]
+
+
+def test_bytes_that_are_not_utf8_are_set_aside_with_their_line_never_replaced():
+    lines = [b'<http://example.org/e1> <http://www.w3.org/ns/prov#generatedAtTime> '
+             b'"2026-03-01T08:00:01Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .',
+             b'<http://example.org/o1> <http://example.org/v> "caf\xe9" <http://example.org/e1> .',
+             b'<http://example.org/o1> <http://example.org/w> "caf\xc3\xa9" <http://example.org/e1> .']
+    decoded = decode(Payload(STREAM, "nquads", "in.nq", b"\n".join(lines), T0, line=1))
+    [rejected] = decoded.rejected
+    assert (rejected.line, rejected.reason) == (2, "not UTF-8: byte 0xE9 at byte 52 of the line")
+    [element] = decoded.elements[STREAM]
+    assert [q.object.value for q in element.quads] == ["caf\u00e9"]           # the good line, whole
+    whole = decode(Payload(STREAM, "trig", "in.trig", b"\n".join(lines), T0))
+    assert not whole.elements and whole.rejected[0].line == 2 and "not UTF-8" in whole.rejected[0].reason

@@ -96,3 +96,26 @@ def test_stream_iris_and_sink_urls_longer_than_a_file_name_are_fine(engine, tmp_
     registered = client.post("/queries", json={"query": RSPQL, "id": "long", "sinks": [sink]})
     assert registered.status_code == 201
     assert engine.get("long").describe()["sink_backlog"] == {sink: 0}
+
+
+def test_bytes_that_are_not_utf8_are_refused_with_their_line_and_byte_on_every_route(client, tmp_path):
+    # A Latin-1 'é' in an N-Quads literal was decoded with a replacement character and stored.
+    body = (b'<http://example.org/e9> <http://www.w3.org/ns/prov#generatedAtTime> '
+            b'"2026-03-01T08:00:09Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .\n'
+            b'<http://example.org/o9> <http://example.org/v> "caf\xe9" <http://example.org/e9> .\n')
+    posted = client.post("/streams?stream=http://example.org/s", data=body, content_type="application/n-quads",
+                         headers=AUTH)
+    assert posted.status_code == 400
+    assert "not UTF-8: byte 0xE9 at line 2, byte 52 of the line" in posted.get_json()["message"]
+    assert not list((tmp_path / "landing").rglob("*.nq"))                       # nothing landed
+    for path, content_type, data in (("/queries", "application/sparql-query", b"SELECT * WHERE { ?s ?p \"\xe9\" }"),
+                                     ("/update", "application/sparql-update", b"INSERT DATA { <a:b> <a:c> \"\xe9\" }"),
+                                     ("/sparql", "application/sparql-query", b"ASK { ?s ?p \"\xe9\" }")):
+        answer = client.post(path, data=data, content_type=content_type, headers=AUTH)
+        assert answer.status_code == 400 and "byte 0xE9 at line 1" in answer.get_json()["message"], path
+    # A charset other than UTF-8 is refused as a media type the server does not take.
+    labelled = client.post("/sparql", data="ASK {}".encode("utf-16"), headers=AUTH,
+                           content_type="application/sparql-query; charset=UTF-16")
+    assert labelled.status_code == 415 and "charset=UTF-16" in labelled.get_json()["message"]
+    form = client.post("/sparql", data="query=ASK%20%7B%22%E9%22%7D", content_type="application/x-www-form-urlencoded")
+    assert form.status_code == 400 and "not UTF-8" in form.get_json()["message"]

@@ -86,6 +86,9 @@ def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path
     drop(land, "c.jsonl", json.dumps({"time": "2026-03-01T08:00:04Z", "graph": "http://example.org/j4",
                                       "data": "<http://example.org/x4> <http://example.org/v> 4 ."}) + "\nnot json\n")
     drop(land, "d.trig", "@prefix ex: <http://example.org/> .\nex:g { ex:a ex:b }\n")
+    # A Latin-1 byte: set aside with its line, never read with a replacement character.
+    (land / ".e.nq.tmp").write_bytes(b'<http://example.org/x5> <http://example.org/v> "caf\xe9" <http://example.org/n3> .\n')
+    os.replace(land / ".e.nq.tmp", land / "e.nq")
     store = StreamStore()
     ingestion = run(spark, store, tmp_path, [files_source(tmp_path)], recording=tmp_path / "recorded")
     assert_recording_replays_what_was_stored(tmp_path / "recorded", store)
@@ -94,8 +97,11 @@ def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path
                                      "http://example.org/n3", "http://example.org/j4"])
     reasons = sorted((Path(json.loads(p.read_text())["origin"]).name, json.loads(p.read_text())["line"])
                      for p in (tmp_path / "quarantine").glob("*.reason.json"))
-    assert reasons == [("b.nq", 2), ("c.jsonl", 2), ("d.trig", 2)]
-    assert ingestion.status()["landing"]["quarantined"] == {STREAM: 3}
+    assert reasons == [("b.nq", 2), ("c.jsonl", 2), ("d.trig", 2), ("e.nq", 1)]
+    [latin] = [p for p in (tmp_path / "quarantine").glob("*.reason.json")
+               if "not UTF-8: byte 0xE9" in json.loads(p.read_text())["reason"]]
+    assert b'"caf\xe9"' in latin.with_name(latin.name.replace(".reason.json", ".data")).read_bytes()   # as it came
+    assert ingestion.status()["landing"]["quarantined"] == {STREAM: 4}
     assert store.watermark(STREAM) == T0 + 4 * S
 
 def test_a_poison_envelope_does_not_stop_the_source(spark, tmp_path):

@@ -93,6 +93,8 @@ SECURITY_HEADERS = {
 def _security_headers(response: Response) -> Response:
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
+    if response.status_code == 204:
+        response.headers.pop("Content-Type", None)     # no content, so no type
     return response
 
 

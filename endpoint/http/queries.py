@@ -13,6 +13,7 @@ from rspstar.translator.temporal import parse_instant
 from ..http_errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
 from ..sinks import FeedClosed
 from .context import require_write, services
+from .protocol import params, single, text_body
 
 blueprint = Blueprint("queries", __name__)
 MAX_RESULTS_LIMIT = 1_000_000
@@ -21,12 +22,13 @@ MAX_RESULTS_LIMIT = 1_000_000
 @blueprint.route("/queries", methods=["POST"])
 def register_query():
     require_write()
+    found = params()
     if request.mimetype == "application/json":
-        text, query_id, sinks, options = _json_registration(request.get_json(silent=True))
+        text, query_id, sinks, options = _json_registration(_json_body())
     elif request.mimetype in ("application/sparql-query", "text/plain", "application/rsp-ql"):
-        text, query_id = request.get_data(as_text=True), request.args.get("id")
-        sinks = request.args.getlist("sink")
-        options = dict(_option(o) for o in request.args.getlist("option"))
+        text, query_id = text_body("the query"), single(found, "id")
+        sinks = found.get("sink", [])
+        options = dict(_option(o) for o in found.get("option", []))
     else:
         raise UnsupportedMediaType("POST /queries takes the RSP-QL* text (application/sparql-query or "
                                    "text/plain) or JSON, not %r" % request.mimetype)
@@ -34,6 +36,14 @@ def register_query():
     response = Response(json.dumps(registered.describe()), status=201, mimetype="application/json")
     response.headers["Location"] = "/queries/%s" % registered.id
     return response
+
+
+def _json_body():
+    """The JSON body, read from its UTF-8 text (BadRequest when it is not JSON)."""
+    try:
+        return json.loads(text_body("the JSON body"))
+    except ValueError as e:
+        raise BadRequest("the body is not JSON: %s" % e) from None
 
 
 def _json_registration(body) -> tuple[str, str | None, list[str], dict[str, str]]:
@@ -77,12 +87,13 @@ def delete_query(query_id):
 @blueprint.route("/queries/<query_id>/results", methods=["GET"])
 def query_results(query_id):
     registered = services().engine.get(query_id)
-    since = request.args.get("since")
+    found = params()
+    since = single(found, "since")
     try:
         instant = parse_instant(since) if since is not None else None
     except TemporalValueError as e:
         raise BadRequest("since: %s" % e) from None
-    limit = request.args.get("limit")
+    limit = single(found, "limit")
     if limit is not None and not (limit.isascii() and limit.isdigit() and int(limit) <= MAX_RESULTS_LIMIT):
         raise BadRequest("limit must be an integer from 0 to %d, got %r" % (MAX_RESULTS_LIMIT, limit[:40]))
     lines = registered.history.lines(instant, int(limit) if limit is not None else None)

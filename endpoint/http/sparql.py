@@ -2,17 +2,18 @@
 description a bare GET answers with, and updates of the background data."""
 from __future__ import annotations
 
-import pyoxigraph as ox
 from flask import Blueprint, Response, request
 
 from rspstar.translator.federation import check_federation
 from rspstar.translator.nesting import check_nesting
+from rspstar.translator.protocol import with_update_dataset
 from rspstar.translator.validate import oxigraph_syntax_error
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES, Job, QueryRefused, negotiate, serialize_graph
 from ..http_errors import BadRequest, NotAcceptable, UnsupportedMediaType
 from ..service_description import service_description
 from .context import require_write, services
+from .protocol import FORM, iris, params, single, text_body
 
 blueprint = Blueprint("sparql", __name__)
 
@@ -29,37 +30,38 @@ class SparqlSyntaxError(BadRequest):
 
 @blueprint.route("/sparql", methods=["GET", "POST"])
 def sparql():
-    if request.method == "GET":
-        text = request.args.get("query")
-        default_graphs = request.args.getlist("default-graph-uri")
-        named_graphs = request.args.getlist("named-graph-uri")
+    """The SPARQL 1.1 Protocol's query operation: GET with `query`, POST of a form, or POST of the
+    query itself (application/sparql-query) with the dataset parameters in the URL."""
+    found = params()
+    if request.method == "POST" and request.mimetype == "application/sparql-query":
+        if "query" in found:
+            raise BadRequest("a query posted directly takes no query parameter as well")
+        text = text_body("the query")
+    elif request.method == "POST" and request.mimetype != FORM:
+        raise UnsupportedMediaType("POST /sparql takes application/sparql-query or a form, not %r" % request.mimetype)
     else:
-        mimetype = request.mimetype
-        if mimetype == "application/sparql-query":
-            text = request.get_data(as_text=True)
-        elif mimetype == "application/x-www-form-urlencoded":
-            text = request.form.get("query")
-        else:
-            raise UnsupportedMediaType("POST /sparql takes application/sparql-query or a form, not %r" % mimetype)
-        default_graphs = request.args.getlist("default-graph-uri") + request.form.getlist("default-graph-uri")
-        named_graphs = request.args.getlist("named-graph-uri") + request.form.getlist("named-graph-uri")
-    if not text and request.method == "GET" and not request.args:
+        text = single(found, "query")
+    if "update" in found:
+        raise BadRequest("updates go to /update, not /sparql")
+    if not text and request.method == "GET" and not found:
         return describe_service()
     if not text:
         raise BadRequest("missing the query (parameter 'query')")
     check_nesting(text)
     check_federation(text, services().engine.config.federation_allowed)
-    for graph in default_graphs + named_graphs:
-        try:
-            ox.NamedNode(graph)
-        except ValueError:
-            raise BadRequest("default-graph-uri and named-graph-uri take IRIs, got %r" % graph[:120]) from None
-    job = Job(text, tuple(default_graphs), tuple(named_graphs), negotiate(request.accept_mimetypes))
+    job = Job(text, tuple(iris(found, "default-graph-uri")), tuple(iris(found, "named-graph-uri")),
+              negotiate(request.accept_mimetypes), base_iri())
     try:
         body, media = services().adhoc.run(job)
     except QueryRefused as e:
         raise (SparqlSyntaxError(e.message, e.line, e.column) if e.kind == "syntax" else NotAcceptable(e.message))
     return Response(body, mimetype=media)
+
+
+def base_iri() -> str:
+    """The base relative IRIs of a query or update resolve against: [http] base_iri, else the
+    endpoint's own URL (the protocol suggests it)."""
+    return services().settings.base_iri or request.host_url.rstrip("/") + request.path
 
 
 def describe_service() -> Response:
@@ -75,19 +77,28 @@ def describe_service() -> Response:
 
 @blueprint.route("/update", methods=["POST"])
 def update():
+    """The protocol's update operation, on the background data only: POST of a form or of the
+    update itself (application/sparql-update), `using-graph-uri` and `using-named-graph-uri` as
+    its dataset."""
     require_write()
+    found = params()
     if request.mimetype == "application/sparql-update":
-        text = request.get_data(as_text=True)
-    elif request.mimetype == "application/x-www-form-urlencoded":
-        text = request.form.get("update")
+        if "update" in found:
+            raise BadRequest("an update posted directly takes no update parameter as well")
+        text = text_body("the update")
+    elif request.mimetype == FORM:
+        text = single(found, "update")
     else:
         raise UnsupportedMediaType("POST /update takes application/sparql-update or a form")
+    if "query" in found:
+        raise BadRequest("queries go to /sparql, not /update")
     if not text:
         raise BadRequest("missing the update (parameter 'update')")
     check_nesting(text)
     check_federation(text, services().engine.config.federation_allowed)
+    text = with_update_dataset(text, iris(found, "using-graph-uri"), iris(found, "using-named-graph-uri"))
     try:
-        services().engine.update_background(text)
+        services().engine.update_background(text, base_iri())
     except SyntaxError as e:
         raise SparqlSyntaxError(*oxigraph_syntax_error(str(e), text)) from None
     return Response(status=204)

@@ -15,6 +15,7 @@ from rspstar.translator.temporal import format_instant
 
 from ..http_errors import BadRequest, ServiceUnavailable, UnsupportedMediaType
 from .context import require_write, services
+from .protocol import params, single, text_body
 
 blueprint = Blueprint("streams", __name__)
 _IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|^`\\]*$")
@@ -26,14 +27,14 @@ def post_stream():
     landing = services().settings.landing_dir
     if landing is None:
         raise ServiceUnavailable("no files source is configured to take posted streams")
-    stream = request.args.get("stream")
+    stream = single(params(), "stream")
     if not stream or not _IRI.match(stream):
         raise BadRequest("POST /streams needs ?stream=IRI")
     fmt = formats.by_media_type(request.mimetype)
     if fmt is None:
         raise UnsupportedMediaType("POST /streams takes %s, not %r" % (", ".join(formats.media_types()),
                                                                        request.mimetype))
-    decoded = decode(Payload(stream, fmt.name, "request body", request.get_data().decode("utf-8", errors="replace"),
+    decoded = decode(Payload(stream, fmt.name, "request body", text_body(),
                              services().engine.clock.now(), line=1 if fmt.line_based else None))
     if decoded.rejected:
         raise decoded.rejected[0].error()
