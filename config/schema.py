@@ -215,6 +215,9 @@ SETTINGS: tuple[Setting, ...] = (
                                                     "oldest are dropped and counted"),
     Setting("http", "event_keepalive", Number(), 15.0, "seconds between keep-alive comments on an idle event "
                                                        "stream"),
+    Setting("http", "event_stream_seconds", Number(), 3600.0, "seconds an event stream lasts; it then ends with a "
+                                                              "'closed' event (reason 'expired') and a client "
+                                                              "reconnects, which recycles its worker"),
     # [spark]
     Setting("spark", "master", Text(), "local[2]",
             "Spark master: local[n], or spark://host:7077 for a cluster (docs/partitioned-queries.md)"),

@@ -40,7 +40,7 @@ from .sinks import (
 
 log = logging.getLogger(__name__)
 
-_QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
@@ -211,8 +211,8 @@ class Engine:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
             raise EndpointError("HTTP sinks need a data directory for their outbox")
-        query_id = query_id or self._derive_id(query)
-        if not isinstance(query_id, str) or not _QUERY_ID.fullmatch(query_id):
+        query_id = self._derive_id(query) if query_id is None else query_id
+        if not isinstance(query_id, str) or not QUERY_ID.fullmatch(query_id):
             raise InvalidQueryId("query id %s: use 1-64 letters, digits, '.', '_' or '-'" % json.dumps(query_id)[:80])
         with self._lock:
             if query_id in self._queries:
@@ -241,7 +241,7 @@ class Engine:
     def _derive_id(self, query: ContinuousQuery) -> str:
         if query.name:
             candidate = re.sub(r"[^A-Za-z0-9._-]+", "-", query.name.rstrip("/").rsplit("/", 1)[-1]).strip("-.")
-            if candidate and _QUERY_ID.fullmatch(candidate) and candidate not in self._queries:
+            if candidate and QUERY_ID.fullmatch(candidate) and candidate not in self._queries:
                 return candidate
         return "q-" + uuid.uuid4().hex[:12]
 
@@ -338,14 +338,18 @@ class Engine:
             self._save_specs()
 
     def update_background(self, sparql: str, base_iri: str | None = None) -> int:
-        """A SPARQL Update of the background (store.background.update); the partitioned queries'
-        listeners hear of it ("background"): their executors hold a copy."""
+        """A SPARQL Update of the background (store.background.update)."""
         changed = self.store.background.update(sparql, base_iri)
+        self.background_changed()
+        return changed
+
+    def background_changed(self) -> None:
+        """The partitioned queries' listeners hear of a background change ("background"): their
+        executors hold a copy."""
         for registered in self.queries():
             if registered.partitioned:
                 for listener in self.listeners:
                     listener("background", registered.id)
-        return changed
 
     # -- partitioned queries (docs/partitioned-queries.md) ----------------------------------
     def partition_plan(self, query_id: str) -> PartitionPlan:

@@ -1,7 +1,9 @@
 """Every HTTP status the server answers an error with, chosen here and only here."""
 from __future__ import annotations
 
-from rspstar.store.errors import DuplicateElementError, QueryTimeout, RdfInputError, ReservedGraphError, StoreError
+from rspstar.store.errors import (
+    DuplicateElementError, GraphNotWritable, QueryTimeout, RdfInputError, ReservedGraphError, StoreError,
+)
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
 
@@ -17,6 +19,10 @@ class Unauthorized(EndpointError):
 
 class Forbidden(EndpointError):
     """A write from a web page of another origin (a browser would send it with the user's access)."""
+
+
+class UnknownGraph(EndpointError):
+    """A graph store request for a background graph that does not exist."""
 
 
 class NotAcceptable(EndpointError):
@@ -51,7 +57,9 @@ class TooManyEventStreams(ServiceUnavailable):
 _STATUSES: list[tuple[type[BaseException], int]] = [
     (Unauthorized, 401),
     (Forbidden, 403),
+    (GraphNotWritable, 403),
     (UnknownQuery, 404),
+    (UnknownGraph, 404),
     (NotAcceptable, 406),
     (DuplicateQuery, 409),
     (DuplicateElementError, 409),

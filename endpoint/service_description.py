@@ -24,8 +24,16 @@ FORMAT_IRIS = {
 }
 
 
-def service_description(endpoint: str, update_endpoint: str, media_types: list[str]) -> list[ox.Triple]:
-    """Two services: queries at `endpoint`, SPARQL Update (background data) at `update_endpoint`."""
+DCTERMS = "http://purl.org/dc/terms/"
+GRAPH_STORE_PROTOCOL = "http://www.w3.org/TR/sparql11-http-rdf-update/"
+
+
+def service_description(endpoint: str, update_endpoint: str, media_types: list[str],
+                        graph_store: str | None = None) -> list[ox.Triple]:
+    """Two services: queries at `endpoint`, SPARQL Update (background data) at `update_endpoint`;
+    and the graph store (the SPARQL 1.1 Graph Store HTTP Protocol) at `graph_store`, which the
+    service description vocabulary has no term for: it is linked from the query service and said
+    to conform to the protocol."""
     def iri(value: str) -> ox.NamedNode:
         return ox.NamedNode(value)
 
@@ -39,6 +47,10 @@ def service_description(endpoint: str, update_endpoint: str, media_types: list[s
                     ox.Triple(service, iri(SD + "supportedLanguage"), iri(SD + language))]
     for media in media_types:
         triples.append(ox.Triple(query_service, iri(SD + "resultFormat"), iri(FORMATS + FORMAT_IRIS[media])))
+    if graph_store is not None:
+        store = iri(graph_store)
+        triples += [ox.Triple(query_service, iri("http://www.w3.org/2000/01/rdf-schema#seeAlso"), store),
+                    ox.Triple(store, iri(DCTERMS + "conformsTo"), iri(GRAPH_STORE_PROTOCOL))]
     for name in FUNCTION_NAMES:
         function = iri(RSPU + name)
         triples += [ox.Triple(query_service, iri(SD + "extensionFunction"), function),

@@ -9,7 +9,7 @@ import pyoxigraph as ox
 
 from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph
 
-from .errors import RdfInputError, ReservedGraphError, StoreError
+from .errors import GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
 from .rdf_input import parse_rdf
 
 if TYPE_CHECKING:
@@ -84,3 +84,62 @@ class Background:
             graphs = [ox.DefaultGraph()] + [ox.NamedNode(g) for g in sorted(self.names)]
             quads = [q for g in graphs for q in self.store.oxigraph.quads_for_pattern(None, None, None, g)]
         return ox.serialize(quads, format=ox.RdfFormat.N_QUADS)
+
+    # -- one graph at a time (the SPARQL 1.1 Graph Store HTTP Protocol) ------------------------
+    def _writable(self, graph: str | None) -> None:
+        """Only the default graph and background graphs are the protocol's to change."""
+        if graph is None:
+            return
+        if self.store._is_element(graph):
+            raise GraphNotWritable("graph <%s> is a stream element: streams are written through POST /streams, "
+                                   "not the graph store" % graph)
+        if is_internal_graph(graph) or graph.startswith(RESERVED_PREFIX):
+            raise GraphNotWritable("graph <%s> is reserved by the engine (%s...)" % (graph, RESERVED_PREFIX))
+
+    def triples(self, graph: str | None) -> list[ox.Triple] | None:
+        """The triples of a background graph (None: the default graph); None when it does not exist."""
+        self._writable(graph)
+        with self.store._lock:
+            if graph is not None and graph not in self.names:
+                return None
+            name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
+            return [q.triple for q in self.store.oxigraph.quads_for_pattern(None, None, None, name)]
+
+    def write(self, graph: str | None, data: bytes, fmt: ox.RdfFormat, source: str, replace: bool) -> bool:
+        """Replace (PUT) or add to (POST) a background graph with the triples of `data`; whether the
+        graph is new. A document holding named graphs, or that does not parse, changes nothing."""
+        self._writable(graph)
+        quads = parse_rdf(data, fmt, source)
+        if not quads:
+            raise RdfInputError("the body holds no triple (to remove a graph, DELETE it)", source)
+        if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
+            raise RdfInputError("the body names graphs of its own: the graph store takes one graph's triples "
+                                "(Turtle, N-Triples, RDF/XML, JSON-LD), the graph named by ?graph", source)
+        name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
+        with self.store._lock:
+            created = graph is not None and graph not in self.names
+            try:
+                if replace:
+                    for quad in list(self.store.oxigraph.quads_for_pattern(None, None, None, name)):
+                        self.store._write("remove", quad)
+                self.store._write("extend", [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
+            except OSError as e:
+                raise StoreError("store write failed: %s" % e) from e
+            if graph is not None:
+                self.names.add(graph)
+        return created
+
+    def drop(self, graph: str | None) -> bool:
+        """Remove a background graph (the default graph: empty it); whether it existed."""
+        self._writable(graph)
+        with self.store._lock:
+            if graph is not None and graph not in self.names:
+                return False
+            name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
+            try:
+                for quad in list(self.store.oxigraph.quads_for_pattern(None, None, None, name)):
+                    self.store._write("remove", quad)
+            except OSError as e:
+                raise StoreError("store write failed: %s" % e) from e
+            self.names.discard(graph)
+        return True

@@ -36,3 +36,7 @@ class QueryTimeout(StoreError):
 class ReservedGraphError(StoreError):
     """A write (a SPARQL Update) that would touch a stream element, a timestamp graph or
     another graph the engine keeps for itself."""
+
+
+class GraphNotWritable(ReservedGraphError):
+    """A graph the graph store protocol may not change: a stream element or the engine's own."""

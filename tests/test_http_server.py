@@ -4,45 +4,20 @@ subscribers beyond the cap. It runs in a process of its own, as `rspstar serve` 
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 import requests
 
-from conftest import REPO
+import served
 
 pytestmark = pytest.mark.slow
 
-SERVER = r"""
-import sys, json, tempfile, pathlib
-from rspstar.endpoint.clock import WallClock
-from rspstar.endpoint.engine import Engine, EngineConfig
-from rspstar.endpoint.http import HttpSettings, create_app
-from rspstar.endpoint.http.server import HttpServer
-from rspstar.store.stream_store import StreamStore
-settings = json.loads(sys.argv[1])
-engine = Engine(StreamStore(), WallClock(), EngineConfig())
-engine.register("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S] "
-                "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "q")
-landing = pathlib.Path(tempfile.mkdtemp())
-app = create_app(engine, HttpSettings(token="t", max_body=settings["max_body"], landing_dir=landing,
-                                      max_event_streams=settings["streams"], event_keepalive=0.5))
-server = HttpServer(app, "127.0.0.1", 0, threads=settings["threads"], connection_limit=settings["connections"],
-                    idle_timeout=settings["idle"], request_timeout=settings["request"], max_body=settings["max_body"])
-print(server.port, flush=True)
-server.serve_forever()
-"""
-
-
 @pytest.fixture
 def server():
-    settings = {"max_body": 1 << 20, "streams": 2, "threads": 8, "connections": 4000, "idle": 30, "request": 3}
-    process = subprocess.Popen([sys.executable, "-c", SERVER, json.dumps(settings)], cwd=REPO, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    port = int(process.stdout.readline())
-    yield process, "http://127.0.0.1:%d" % port, port
+    process, base, port = served.start(token="t", max_body=1 << 20, max_event_streams=2, event_keepalive=0.5,
+                                       threads=8, connections=4000, idle=30, request=3)
+    yield process, base, port
     process.kill()
     process.wait()
 

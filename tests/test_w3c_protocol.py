@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from rdflib import Graph, Namespace, URIRef
+from rdflib import Graph, Namespace
 from rdflib.collection import Collection
 from rdflib.namespace import RDF, RDFS
 

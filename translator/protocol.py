@@ -8,6 +8,18 @@ from .errors import QuerySyntaxError
 from .tokens import SourceText, tokenize
 
 
+def _group_end(tokens, opening: int) -> int:
+    depth = 0
+    for k in range(opening, len(tokens)):
+        if tokens[k].is_punct("{"):
+            depth += 1
+        elif tokens[k].is_punct("}"):
+            depth -= 1
+            if depth == 0:
+                return k
+    return len(tokens) - 1
+
+
 def with_update_dataset(text: str, using: list[str], using_named: list[str]) -> str:
     """The update with the parameters' USING / USING NAMED clauses before each operation's WHERE."""
     if not using and not using_named:
@@ -28,13 +40,15 @@ def with_update_dataset(text: str, using: list[str], using_named: list[str]) -> 
                                    "using-named-graph-uri: give it one way" % tok.text.upper(), line, column)
         elif depth == 0 and tok.is_keyword("WHERE"):
             if k and tokens[k - 1].is_keyword("DELETE"):
-                line, column = source.position(tok.offset)
-                raise QuerySyntaxError("DELETE WHERE takes no dataset: with using-graph-uri or using-named-graph-uri, "
-                                       "write DELETE { ... } WHERE { ... }", line, column)
-            cuts.append(tok.offset)
+                # DELETE WHERE { P } is DELETE { P } WHERE { P }, which takes USING clauses.
+                close = _group_end(tokens, k + 1)
+                pattern = text[tokens[k + 1].offset:tokens[close].end]
+                cuts.append((tokens[k - 1].offset, tok.end, "DELETE %s %sWHERE" % (pattern, clause)))
+            else:
+                cuts.append((tok.offset, tok.offset, clause))
     pieces, at = [], 0
-    for cut in cuts:
-        pieces += [text[at:cut], clause]
-        at = cut
+    for start, end, inserted in cuts:
+        pieces += [text[at:start], inserted]
+        at = end
     pieces.append(text[at:])
     return "".join(pieces)

@@ -18,7 +18,7 @@ from ..clock import Clock, WallClock
 from ..engine import Engine, EngineConfig
 from ..errors import EndpointError
 from ..http_errors import BadRequest, error_body, status_for
-from . import dashboard, operations, queries, sparql, streams
+from . import dashboard, graph_store, operations, queries, sparql, streams
 from .context import STATIC, EventStreams, HttpSettings, Readiness, Services, services
 
 
@@ -42,7 +42,7 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     app.register_error_handler(RecursionError, _too_deep)
     app.after_request(_cors)
     app.after_request(_security_headers)
-    for module in (sparql, queries, streams, operations, dashboard):
+    for module in (sparql, graph_store, queries, streams, operations, dashboard):
         app.register_blueprint(module.blueprint)
     return app
 
@@ -93,7 +93,8 @@ SECURITY_HEADERS = {
 def _security_headers(response: Response) -> Response:
     for name, value in SECURITY_HEADERS.items():
         response.headers.setdefault(name, value)
-    if response.status_code == 204:
+    if response.status_code == 204 or (response.status_code == 201 and not response.is_streamed
+                                       and not response.get_data()):
         response.headers.pop("Content-Type", None)     # no content, so no type
     return response
 

@@ -32,6 +32,7 @@ class HttpSettings:
     max_event_streams: int = default("http.max_event_streams")
     event_backlog: int = default("http.event_backlog")
     event_keepalive: float = default("http.event_keepalive")
+    event_stream_seconds: float = default("http.event_stream_seconds")
     base_iri: str | None = default("http.base_iri")          # None: each endpoint's own URL
 
 

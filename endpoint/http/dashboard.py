@@ -6,12 +6,22 @@ import importlib.resources
 
 from flask import Blueprint, Response, current_app
 
+from ..engine import QUERY_ID
+from ..http_errors import BadRequest
+from .protocol import params, single
+
 blueprint = Blueprint("dashboard", __name__)
 PLOTLY_JS = importlib.resources.files("plotly") / "package_data" / "plotly.min.js"
 
 
 @blueprint.route("/", methods=["GET"])
 def dashboard():
+    found = params(("refresh", "query"))
+    if single(found, "refresh") not in (None, "poll", "events"):
+        raise BadRequest("refresh takes poll or events")
+    wanted = single(found, "query")
+    if wanted is not None and not QUERY_ID.fullmatch(wanted):
+        raise BadRequest("query takes a query id")
     return current_app.send_static_file("index.html")
 
 

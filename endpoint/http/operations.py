@@ -6,7 +6,8 @@ import json
 from flask import Blueprint, Response
 
 from ..engine import Engine
-from .context import STATIC, services
+from .context import services
+from .openapi import document
 
 blueprint = Blueprint("operations", __name__)
 
@@ -39,7 +40,7 @@ def metrics():
 
 @blueprint.route("/openapi.json", methods=["GET"])
 def openapi():
-    return Response((STATIC / "openapi.json").read_bytes(), mimetype="application/json")
+    return Response(json.dumps(document(), indent=1), mimetype="application/json")
 
 
 def _label(value: str) -> str:

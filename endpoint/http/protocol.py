@@ -46,8 +46,10 @@ def _pairs(raw: bytes, where: str) -> list[tuple[str, str]]:
         raise BadRequest("%s: a parameter is not UTF-8 once percent-decoded (%s)" % (where, e.reason)) from None
 
 
-def params() -> dict[str, list[str]]:
-    """Every parameter, by name, from the URL's query string and a form body, in order."""
+def params(known: tuple[str, ...] | None = None) -> dict[str, list[str]]:
+    """Every parameter, by name, from the URL's query string and a form body, in order; with
+    `known`, one by any other name is refused (a misspelt parameter would otherwise be
+    ignored without a word)."""
     found: dict[str, list[str]] = {}
     sources = [(request.query_string, "the URL")]
     if request.method == "POST" and request.mimetype == FORM:
@@ -55,6 +57,9 @@ def params() -> dict[str, list[str]]:
         sources.append((request.get_data(), "the form"))
     for raw, where in sources:
         for name, value in _pairs(raw, where):
+            if known is not None and name not in known:
+                raise BadRequest("unknown parameter %r in %s (this route takes %s)"
+                                 % (name[:60], where, ", ".join(known) or "none"))
             found.setdefault(name, []).append(value)
     return found
 

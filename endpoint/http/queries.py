@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import queue
+import time
 
 from flask import Blueprint, Response, request
 
 from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.temporal import parse_instant
 
+from ..engine import QUERY_ID
 from ..http_errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
 from ..sinks import FeedClosed
 from .context import require_write, services
@@ -22,11 +24,15 @@ MAX_RESULTS_LIMIT = 1_000_000
 @blueprint.route("/queries", methods=["POST"])
 def register_query():
     require_write()
-    found = params()
+    found = params(("id", "sink", "option"))
+    given_id = single(found, "id")
+    if given_id is not None and not QUERY_ID.fullmatch(given_id):
+        raise BadRequest("id %s: use 1-64 letters, digits, '.', '_' or '-'" % json.dumps(given_id)[:80])
     if request.mimetype == "application/json":
         text, query_id, sinks, options = _json_registration(_json_body())
+        query_id = given_id if query_id is None else query_id
     elif request.mimetype in ("application/sparql-query", "text/plain", "application/rsp-ql"):
-        text, query_id = text_body("the query"), single(found, "id")
+        text, query_id = text_body("the query"), given_id
         sinks = found.get("sink", [])
         options = dict(_option(o) for o in found.get("option", []))
     else:
@@ -87,7 +93,7 @@ def delete_query(query_id):
 @blueprint.route("/queries/<query_id>/results", methods=["GET"])
 def query_results(query_id):
     registered = services().engine.get(query_id)
-    found = params()
+    found = params(("since", "limit"))
     since = single(found, "since")
     try:
         instant = parse_instant(since) if since is not None else None
@@ -115,11 +121,16 @@ def query_events(query_id):
 
     def stream():
         reported = 0
+        ends = time.monotonic() + settings.event_stream_seconds
         try:
             yield ": subscribed to %s\n\n" % query_id
             while True:
+                left = ends - time.monotonic()
+                if left <= 0:
+                    yield "event: closed\ndata: %s\n\n" % json.dumps({"query": query_id, "reason": "expired"})
+                    return
                 try:
-                    record = subscription.get(timeout=settings.event_keepalive)
+                    record = subscription.get(timeout=min(settings.event_keepalive, left))
                 except queue.Empty:
                     yield ": keep-alive\n\n"
                     continue

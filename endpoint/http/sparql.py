@@ -32,7 +32,7 @@ class SparqlSyntaxError(BadRequest):
 def sparql():
     """The SPARQL 1.1 Protocol's query operation: GET with `query`, POST of a form, or POST of the
     query itself (application/sparql-query) with the dataset parameters in the URL."""
-    found = params()
+    found = params(("query", "default-graph-uri", "named-graph-uri"))
     if request.method == "POST" and request.mimetype == "application/sparql-query":
         if "query" in found:
             raise BadRequest("a query posted directly takes no query parameter as well")
@@ -41,9 +41,8 @@ def sparql():
         raise UnsupportedMediaType("POST /sparql takes application/sparql-query or a form, not %r" % request.mimetype)
     else:
         text = single(found, "query")
-    if "update" in found:
-        raise BadRequest("updates go to /update, not /sparql")
-    if not text and request.method == "GET" and not found:
+    if request.method == "GET" and "query" not in found:
+        iris(found, "default-graph-uri"), iris(found, "named-graph-uri")
         return describe_service()
     if not text:
         raise BadRequest("missing the query (parameter 'query')")
@@ -67,7 +66,7 @@ def base_iri() -> str:
 def describe_service() -> Response:
     base = request.host_url.rstrip("/")
     triples = service_description(base + "/sparql", base + "/update",
-                                  list(RESULT_TYPES.keys() - {"application/json"}) + list(GRAPH_TYPES))
+                                  list(RESULT_TYPES.keys() - {"application/json"}) + list(GRAPH_TYPES), base + "/store")
     try:
         body, media = serialize_graph(triples, negotiate(request.accept_mimetypes).graphs)
     except QueryRefused as e:
@@ -81,7 +80,7 @@ def update():
     update itself (application/sparql-update), `using-graph-uri` and `using-named-graph-uri` as
     its dataset."""
     require_write()
-    found = params()
+    found = params(("update", "using-graph-uri", "using-named-graph-uri"))
     if request.mimetype == "application/sparql-update":
         if "update" in found:
             raise BadRequest("an update posted directly takes no update parameter as well")
@@ -90,8 +89,6 @@ def update():
         text = single(found, "update")
     else:
         raise UnsupportedMediaType("POST /update takes application/sparql-update or a form")
-    if "query" in found:
-        raise BadRequest("queries go to /sparql, not /update")
     if not text:
         raise BadRequest("missing the update (parameter 'update')")
     check_nesting(text)

@@ -27,7 +27,7 @@ def post_stream():
     landing = services().settings.landing_dir
     if landing is None:
         raise ServiceUnavailable("no files source is configured to take posted streams")
-    stream = single(params(), "stream")
+    stream = single(params(("stream",)), "stream")
     if not stream or not _IRI.match(stream):
         raise BadRequest("POST /streams needs ?stream=IRI")
     fmt = formats.by_media_type(request.mimetype)
@@ -38,6 +38,8 @@ def post_stream():
                              services().engine.clock.now(), line=1 if fmt.line_based else None))
     if decoded.rejected:
         raise decoded.rejected[0].error()
+    if not decoded.elements:
+        raise BadRequest("the body holds no stream element (a named graph, or a JSON envelope)")
     accepted = [drop_file(landing, target, canonical(elements), CANONICAL.extension).name
                 for target, elements in decoded.elements.items()]
     return Response(json.dumps({"stream": stream, "accepted": accepted,

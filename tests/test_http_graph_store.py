@@ -1,0 +1,74 @@
+"""The SPARQL 1.1 Graph Store HTTP Protocol over the background data (/store)."""
+import pyoxigraph as ox
+
+from http_app import AUTH, STREAM
+
+G = "http://example.org/g"
+TURTLE = b"@prefix ex: <http://example.org/> . ex:a ex:b 1 , 2 . ex:a ex:c << ex:x ex:y ex:z >> ."
+
+
+def triples(response):
+    return {str(t) for t in ox.parse(response.data, format=ox.RdfFormat.from_media_type(response.mimetype))}
+
+
+def test_a_graph_is_created_read_replaced_merged_and_deleted(client, engine):
+    created = client.put("/store", query_string={"graph": G}, data=TURTLE, content_type="text/turtle", headers=AUTH)
+    assert created.status_code == 201 and "Content-Type" not in created.headers
+    read = client.get("/store", query_string={"graph": G}, headers={"Accept": "application/n-triples"})
+    # (The reified triple is a reifier and its rdf:reifies triple: four triples.)
+    assert read.status_code == 200 and read.mimetype == "application/n-triples" and len(triples(read)) == 4
+    assert client.head("/store", query_string={"graph": G}).status_code == 200
+    # Queries see it as a background graph at once.
+    answer = client.get("/sparql", query_string={"query": "SELECT (COUNT(*) AS ?n) WHERE { GRAPH <%s> { ?s ?p ?o } }" % G},
+                        headers={"Accept": "application/sparql-results+json"})
+    assert answer.get_json()["results"]["bindings"][0]["n"]["value"] == "4"
+    merged = client.post("/store", query_string={"graph": G}, data=b"<http://example.org/a> <http://example.org/d> \"3\" .",
+                         content_type="application/n-triples", headers=AUTH)
+    assert merged.status_code == 204
+    assert len(triples(client.get("/store", query_string={"graph": G}))) == 5
+    replaced = client.put("/store", query_string={"graph": G}, data=b'{"@id": "http://example.org/a", '
+                          b'"http://example.org/e": "five"}', content_type="application/ld+json", headers=AUTH)
+    assert replaced.status_code == 204
+    assert triples(client.get("/store", query_string={"graph": G})) == {'<http://example.org/a> <http://example.org/e> "five"'}
+    assert client.delete("/store", query_string={"graph": G}, headers=AUTH).status_code == 204
+    assert client.get("/store", query_string={"graph": G}).status_code == 404
+    assert client.delete("/store", query_string={"graph": G}, headers=AUTH).status_code == 404
+
+
+def test_the_default_graph_and_what_is_refused(client, engine):
+    assert client.get("/store?default", headers={"Accept": "text/turtle"}).status_code == 200
+    before = len(triples(client.get("/store?default")))
+    assert client.post("/store?default", data=TURTLE, content_type="text/turtle", headers=AUTH).status_code == 204
+    assert len(triples(client.get("/store?default"))) == before + 4
+    assert client.put("/store", query_string={"graph": G}, data=TURTLE, content_type="text/turtle").status_code == 401
+    for bad, status, words in (
+            ({"graph": G, "default": ""}, 400, "not both"), ({}, 400, "name the graph"),
+            ({"graph": "not an iri"}, 400, "IRIs"), ({"graph": "urn:rspstar:timestamps:x"}, 403, "reserved by the engine")):
+        response = client.get("/store", query_string=bad)
+        assert response.status_code == status and words in response.get_json()["message"], bad
+    engine.store.add_elements(STREAM, [])
+    client.post("/streams?stream=%s" % STREAM, data=b'<http://example.org/e1> <http://www.w3.org/ns/prov#generatedAtTime> '
+                b'"2026-03-01T08:00:01Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .', content_type="application/n-quads",
+                headers=AUTH)
+    from http_app import STREAM as _  # noqa: F401
+    engine.store.add_elements(STREAM, [__import__("rspstar.store.rdf_input", fromlist=["Element"]).Element(
+        "http://example.org/el", 0, ox.Literal("2026-03-01T08:00:00Z", datatype=ox.NamedNode(
+            "http://www.w3.org/2001/XMLSchema#dateTime")), [])])
+    element = client.put("/store", query_string={"graph": "http://example.org/el"}, data=TURTLE,
+                         content_type="text/turtle", headers=AUTH)
+    assert element.status_code == 403 and "stream element" in element.get_json()["message"]
+    named = client.put("/store", query_string={"graph": G}, data=b"<http://a> <http://b> <http://c> <http://g2> .",
+                       content_type="application/n-quads", headers=AUTH)
+    assert named.status_code == 400 and "names graphs of its own" in named.get_json()["message"]
+    assert client.put("/store", query_string={"graph": G}, data=b"x", content_type="application/pdf",
+                      headers=AUTH).status_code == 415
+    broken = client.put("/store", query_string={"graph": G}, data=b"<http://a> <http://b> .", content_type="text/turtle",
+                        headers=AUTH)
+    assert broken.status_code == 400 and broken.get_json()["line"] == 1
+    assert client.get("/store", query_string={"graph": G}).status_code == 404      # nothing was written
+
+
+def test_the_service_description_links_the_graph_store(client):
+    description = client.get("/sparql", headers={"Accept": "application/n-triples"}).get_data(as_text=True)
+    assert "<http://localhost/store> <http://purl.org/dc/terms/conformsTo> <http://www.w3.org/TR/sparql11-http-rdf-update/>" \
+        in description
