@@ -76,6 +76,17 @@ class QueryStatus:
     # Clock time from the instant a result is for to the moment it reached the sinks (µs).
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
 
+    # What a restart restores of the status (the rest describes this run: timings, the next close).
+    SAVED = ("evaluations", "results_emitted", "failures", "late_elements", "last_trigger", "last_evaluation")
+
+    def saved(self) -> dict:
+        return {name: getattr(self, name) for name in self.SAVED}
+
+    def restore(self, saved: dict) -> None:
+        for name in self.SAVED:
+            if name in saved:
+                setattr(self, name, saved[name])
+
     def percentiles(self, values=None) -> dict[float, float]:
         """The 50th, 90th and 99th percentiles (nearest rank) of evaluation time in seconds, or
         of `values`."""
@@ -187,8 +198,10 @@ class Engine:
         unrestorable = []
         for spec in self.repository.specs():
             try:
-                self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
-                              resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous)
+                restored = self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
+                                         resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous)
+                restored.status.restore(spec.counters or {})
+                restored.spec.counters = spec.counters
             except (EndpointError, TranslatorError) as e:
                 log.error("query %s from the data directory is not restored: %s (kept in %s)",
                           spec.id, e, self.repository.unrestored)
@@ -334,6 +347,7 @@ class Engine:
         """One write keeps the last instant and the R2S state it produced together."""
         registered.spec.last_evaluation = registered.status.last_evaluation
         registered.spec.r2s_previous = registered.evaluator.r2s_state()
+        registered.spec.counters = registered.status.saved()
         with self._lock:
             self._save_specs()
 

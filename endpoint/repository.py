@@ -25,6 +25,7 @@ class QuerySpec:
     options: dict[str, str] = field(default_factory=dict)
     last_evaluation: int | None = None   # a restart continues after this instant
     r2s_previous: list | None = None     # what IStream/DStream compare the next evaluation with
+    counters: dict | None = None         # the status counters (QueryStatus.saved) as of last_evaluation
 
 
 class QueryRepository:

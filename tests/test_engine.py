@@ -293,9 +293,16 @@ def test_istream_and_dstream_compare_with_the_last_evaluation_before_a_restart(t
 
     store.publish("http://example.org/s", [e for e in staged if e.timestamp == T0])
     advance(engine, T0 + 4 * S)      # windows [-2, 2) and [0, 4): o0 o1, then o0 .. o3
+    before = engine.get("new").status.describe()
     del engine
     engine = Engine(store, clock, config)
+    # The status counters come back with the query (they read 0 and last_evaluation null).
+    restored = engine.get("new").status.describe()
+    assert (restored["evaluations"], restored["results_emitted"], restored["last_evaluation"],
+            restored["last_trigger"]) == (2, before["results_emitted"], "2026-03-01T08:00:04Z", "watermark")
+    assert before["results_emitted"] == 4
     advance(engine, T0 + 6 * S)      # window [2, 6): o2 .. o5
+    assert engine.get("new").status.evaluations == 3
     # The history outlives the restart; what came after it is the evaluation at :06.
     assert [r["time"] for r in engine.get("new").history.since()] == [
         "2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z", "2026-03-01T08:00:06Z"]
