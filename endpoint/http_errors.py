@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rspstar.store.errors import (
-    DuplicateElementError, GraphNotWritable, QueryTimeout, RdfInputError, ReservedGraphError, StoreError,
+    DiskFull, DuplicateElementError, GraphNotWritable, QueryTimeout, RdfInputError, ReservedGraphError, StoreError,
 )
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
@@ -65,6 +65,7 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (DuplicateElementError, 409),
     (UnsupportedMediaType, 415),
     (QueryTimeout, 503),
+    (DiskFull, 507),
     (ServiceUnavailable, 503),
     (QuerySyntaxError, 400),
     (RdfInputError, 400),

@@ -23,6 +23,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from rspstar.store.rdf_input import format_for_path
+from rspstar.store.disk import DiskGuard
 from rspstar.store.recordings import Recordings
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.vocabulary import BATCHES_GRAPH
@@ -191,7 +192,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     readiness = Readiness(ready=False)
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=lambda: ingestion.status() if ingestion is not None else {},
-                     readiness=readiness)
+                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk))
     http_config = config.settings.http
     server = HttpServer(app, host, port, threads=http_config.threads, connection_limit=http_config.connection_limit,
                         idle_timeout=http_config.idle_timeout, request_timeout=http_config.request_timeout,

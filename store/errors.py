@@ -40,3 +40,7 @@ class ReservedGraphError(StoreError):
 
 class GraphNotWritable(ReservedGraphError):
     """A graph the graph store protocol may not change: a stream element or the engine's own."""
+
+
+class DiskFull(StoreError):
+    """The data directory's disk is full, or below the floor the engine keeps free."""

@@ -48,10 +48,14 @@ def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
         replace_text(folder / _STREAM_FILE, stream)
     name = uuid.uuid4().hex + suffix
     tmp = folder / ("." + name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)         # a failed write leaves nothing behind
+        raise
     final = folder / name
     os.replace(tmp, final)
     directory = os.open(folder, os.O_RDONLY)
@@ -65,7 +69,11 @@ def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
 def replace_text(path: Path, text: str) -> None:
     """Replace a small bookkeeping file whole: readers see the old content or the new one."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
 
 

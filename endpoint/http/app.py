@@ -9,7 +9,8 @@ from typing import Callable
 from flask import Flask, Response, request
 from werkzeug.exceptions import HTTPException
 
-from rspstar.store.errors import StoreError
+from rspstar.store.disk import DiskGuard, raise_if_full
+from rspstar.store.errors import DiskFull, StoreError
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TranslatorError
 
@@ -25,7 +26,8 @@ from .context import STATIC, EventStreams, HttpSettings, Readiness, Services, se
 def create_app(engine: Engine | None = None, settings: HttpSettings | None = None, *,
                store: StreamStore | None = None, clock: Clock | None = None,
                config: EngineConfig | None = None,
-               ingestion_status: Callable[[], dict] = dict, readiness: Readiness | None = None) -> Flask:
+               ingestion_status: Callable[[], dict] = dict, readiness: Readiness | None = None,
+               disk: DiskGuard | None = None) -> Flask:
     settings = settings or HttpSettings()
     if engine is None:
         engine = Engine(store or StreamStore(), clock or WallClock(), config or EngineConfig())
@@ -34,12 +36,13 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     app.extensions["rspstar"] = Services(engine, engine.store, settings,
                                          AdhocQueries(engine.store, settings.query_timeout, settings.query_workers),
                                          ingestion_status, readiness or Readiness(),
-                                         EventStreams(settings.max_event_streams))
+                                         EventStreams(settings.max_event_streams), disk)
     app.register_error_handler(EndpointError, _engine_error)
     app.register_error_handler(TranslatorError, _engine_error)
     app.register_error_handler(StoreError, _engine_error)
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(RecursionError, _too_deep)
+    app.register_error_handler(OSError, _os_error)
     app.after_request(_cors)
     app.after_request(_security_headers)
     for module in (sparql, graph_store, queries, streams, operations, dashboard):
@@ -55,6 +58,17 @@ def _engine_error(error):
     if getattr(error, "retry_after", None):
         response.headers["Retry-After"] = str(error.retry_after)
     return response
+
+
+def _os_error(error: OSError):
+    """A write that failed for want of space (507, naming it); any other failure of the system
+    is the server's (500), in JSON like every error."""
+    try:
+        raise_if_full(error, "%s %s" % (request.method, request.path))
+    except DiskFull as full:
+        return _engine_error(full)
+    return _engine_error(StoreError("the server could not complete %s %s: %s" % (
+        request.method, request.path, getattr(error, "strerror", None) or error)))
 
 
 def _too_deep(error: RecursionError):

@@ -11,6 +11,7 @@ from typing import Callable
 from flask import current_app, request
 
 from rspstar.config.schema import default
+from rspstar.store.disk import DiskGuard
 from rspstar.store.stream_store import StreamStore
 
 from ..adhoc import AdhocQueries
@@ -91,6 +92,7 @@ class Services:
     ingestion_status: Callable[[], dict]
     readiness: Readiness
     event_streams: EventStreams
+    disk: DiskGuard | None = None        # the data directory's disk (None: no data directory)
 
 
 def services() -> Services:
@@ -108,10 +110,12 @@ def require_write() -> None:
     if origin and origin.rstrip("/") != request.host_url.rstrip("/") and origin not in settings.cors_origins:
         raise Forbidden("writes from pages of another origin (%s) are refused; list it in [http] cors_origins "
                         "to allow it" % origin[:120])
-    if settings.token is None:
-        return
-    scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
-    if not (scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(), settings.token.encode())):
-        raise Unauthorized("this request needs 'Authorization: Bearer <token>'")
+    if settings.token is not None:
+        scheme, _, credentials = request.headers.get("Authorization", "").partition(" ")
+        if not (scheme.lower() == "bearer" and hmac.compare_digest(credentials.strip().encode(),
+                                                                   settings.token.encode())):
+            raise Unauthorized("this request needs 'Authorization: Bearer <token>'")
+    if services().disk is not None:
+        services().disk.check("%s %s" % (request.method, request.path))
 
 

@@ -74,6 +74,7 @@ def _errors(*statuses: int) -> dict:
                  403: "refused: a write from another origin, or a graph that is not the route's to change",
                  404: "no such query or graph", 406: "no representation the client accepts",
                  409: "already exists", 413: "the body is larger than [http] max_body",
+                 507: "the data directory's disk is full, or below [engine] min_free_disk",
                  415: "a media type or charset the route does not take",
                  503: "not now: starting, past the query time limit, or every event-stream slot taken"}
     answers = {}
@@ -169,7 +170,7 @@ def document() -> dict:
             },
             "/update": {
                 "post": _op("SPARQL Update of the background data", {
-                    "204": {"description": "done"}, **_errors(400, 401, 403, 413, 415, 503)},
+                    "204": {"description": "done"}, **_errors(400, 401, 403, 413, 415, 503, 507)},
                     parameters=[_iris("using-graph-uri", GRAPH_IRIS), _iris("using-named-graph-uri", GRAPH_IRIS)],
                     body={"application/sparql-update": _text(UPDATES),
                           "application/x-www-form-urlencoded": {"schema": {
@@ -186,7 +187,7 @@ def document() -> dict:
                    for method in ("get",)},
                 **{method: _op("Graph Store Protocol: %s a background graph (or ?default)" % verb, {
                     "201": {"description": "the graph was created"}, "204": {"description": "done"},
-                    **_errors(400, 401, 403, 413, 415, 503)},
+                    **_errors(400, 401, 403, 413, 415, 503, 507)},
                     parameters=[_param("graph", "query", {"type": "string", "enum": GRAPH_IRIS}, required=True)],
                     body={"text/turtle": _text([
                         "@prefix ex: <http://example.org/> . ex:a ex:b 1 , 2 .",
@@ -194,7 +195,7 @@ def document() -> dict:
                         "application/n-triples": _text(['<http://example.org/a> <http://example.org/b> "1" .'])},
                     write=True) for method, verb in (("put", "replace"), ("post", "add to"))},
                 "delete": _op("Graph Store Protocol: remove a background graph (?default: empty it)", {
-                    "204": {"description": "done"}, **_errors(400, 401, 403, 404, 503)},
+                    "204": {"description": "done"}, **_errors(400, 401, 403, 404, 503, 507)},
                     parameters=[_param("graph", "query", {"type": "string", "enum": GRAPH_IRIS}, required=True)],
                     write=True),
             },
@@ -210,7 +211,7 @@ def document() -> dict:
                                       "GetEvents": {"operationId": "getEvents", "parameters": {"id": "$response.body#/id"}},
                                       "DeleteQuery": {"operationId": "deleteQuery",
                                                       "parameters": {"id": "$response.body#/id"}}}},
-                    **_errors(400, 401, 403, 409, 413, 415, 503)},
+                    **_errors(400, 401, 403, 409, 413, 415, 503, 507)},
                     parameters=[_param("id", "query", QUERY_ID, description="the query's id (a text body)")],
                     body={"application/json": {"schema": {"$ref": "#/components/schemas/Registration"}},
                           "application/sparql-query": _text(CONTINUOUS), "text/plain": _text(CONTINUOUS)},
@@ -222,7 +223,7 @@ def document() -> dict:
                         "application/json": {"schema": {"$ref": "#/components/schemas/Query"}}}},
                     **_errors(404)}, parameters=[query_id], operationId="getQuery"),
                 "delete": _op("remove a query (its event streams get a 'closed' event)", {
-                    "204": {"description": "removed"}, **_errors(401, 403, 404, 503)}, parameters=[query_id],
+                    "204": {"description": "removed"}, **_errors(401, 403, 404, 503, 507)}, parameters=[query_id],
                     write=True, operationId="deleteQuery"),
             },
             "/queries/{id}/results": {
@@ -247,7 +248,7 @@ def document() -> dict:
                 "post": _op("post stream elements: decoded, then landed durably for Spark to ingest", {
                     "202": {"description": "accepted", "content": {"application/json": {"schema": {
                         "type": "object", "required": ["stream", "accepted", "elements"]}}}},
-                    **_errors(400, 401, 403, 409, 413, 415, 503)},
+                    **_errors(400, 401, 403, 409, 413, 415, 503, 507)},
                     parameters=[_param("stream", "query", {"type": "string", "enum": STREAM_IRIS}, required=True,
                                        description="the stream the elements belong to")],
                     body={"application/trig": _text([_trig(1), _trig(2)]),

@@ -5,6 +5,8 @@ import json
 
 from flask import Blueprint, Response
 
+from rspstar.store.disk import DiskGuard
+
 from ..engine import Engine
 from .context import services
 from .openapi import document
@@ -21,11 +23,14 @@ def health():
     sources = services().ingestion_status()
     down = sorted(name for name, source in sources.items() if not source.get("active"))
     starting = not services().readiness.ready
-    status = "starting" if starting else "degraded" if down else "ok"
+    disk = services().disk.describe() if services().disk is not None else None
+    status = "starting" if starting else "degraded" if down or (disk and not disk["ok"]) else "ok"
     body = {"status": status, "queries": len(queries),
             "failed_queries": [q.id for q in queries if q.status.state == "failed"],
             "sources": len(sources), "sources_down": [] if starting else down,
             "streams": len(services().store.streams()), "event_streams": services().event_streams.count}
+    if disk is not None:
+        body["disk"] = disk
     response = Response(json.dumps(body), status=200 if status == "ok" else 503, mimetype="application/json")
     if starting:
         response.headers["Retry-After"] = "5"
@@ -34,7 +39,7 @@ def health():
 
 @blueprint.route("/metrics", methods=["GET"])
 def metrics():
-    return Response(prometheus_text(services().engine, services().ingestion_status()),
+    return Response(prometheus_text(services().engine, services().ingestion_status(), services().disk),
                     mimetype="text/plain; version=0.0.4")
 
 
@@ -47,7 +52,7 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def prometheus_text(engine: Engine, sources: dict) -> str:
+def prometheus_text(engine: Engine, sources: dict, disk: DiskGuard | None = None) -> str:
     lines = []
 
     def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
@@ -77,4 +82,8 @@ def prometheus_text(engine: Engine, sources: dict) -> str:
            [({"query": q.id, "sink": s.url}, s.state.pending) for q in queries for s in q.http_sinks])
     metric("rspstar_source_up", "gauge", "1 while a source's streaming query runs, 0 when it has stopped.",
            [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])
+    if disk is not None:
+        metric("rspstar_disk_free_bytes", "gauge", "Free space of the data directory's disk.", [({}, disk.free())])
+        metric("rspstar_disk_min_free_bytes", "gauge", "The free space below which writes are refused.",
+               [({}, disk.min_free)])
     return "\n".join(lines) + "\n"
