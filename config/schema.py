@@ -202,6 +202,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http", "query_workers", Whole(1), 2, "/sparql queries evaluated at once (worker processes)"),
     Setting("http", "max_body", Whole(1, "bytes"), 16 * MIB, "the largest request body, declared or chunked "
                                                             "(413 before anything is read into the app)"),
+    Setting("http", "body_budget", Whole(1, "bytes"), 32 * MIB,
+            "bytes of request bodies processed at once (a body costs about ten times its size while read): "
+            "beyond it a body waits 2 s, then 503; one body alone always fits"),
     Setting("http", "base_iri", Text(optional=True), None,
             "the base IRI relative IRIs of /sparql queries and /update updates resolve against (unset: the "
             "endpoint's own URL, e.g. http://127.0.0.1:8000/sparql)"),

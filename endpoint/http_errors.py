@@ -53,6 +53,12 @@ class TooManyEventStreams(ServiceUnavailable):
     retry_after = 30
 
 
+class BodiesInFlight(ServiceUnavailable):
+    """The request bodies processed now take the whole budget: the client should retry shortly."""
+
+    retry_after = 2
+
+
 # Most specific first: the first matching class decides.
 _STATUSES: list[tuple[type[BaseException], int]] = [
     (Unauthorized, 401),

@@ -112,8 +112,6 @@ def _as_text(payload: Payload, fmt: formats.InputFormat, decoded: Decoded) -> Pa
 
 def _decode_rdf(payload: Payload, fmt: ox.RdfFormat, timestamp_predicate: str, decoded: Decoded) -> None:
     text, lines = payload.text, None
-    if payload.line is not None:
-        lines = text.split("\n")
     first_line = payload.line or 1
     while True:
         try:
@@ -121,6 +119,8 @@ def _decode_rdf(payload: Payload, fmt: ox.RdfFormat, timestamp_predicate: str, d
                                    processing_time=payload.ingest_time)
             break
         except RdfInputError as e:
+            if lines is None and payload.line is not None:
+                lines = text.split("\n")       # only once a line is bad: the lines of a large body cost memory
             if lines is None or e.line is None or not 1 <= e.line <= len(lines):
                 decoded.rejected.append(Rejected(payload, e.line, e.column, e.message))
                 return

@@ -19,7 +19,8 @@ from ..clock import Clock, WallClock
 from ..engine import Engine, EngineConfig
 from ..errors import EndpointError
 from ..http_errors import BadRequest, error_body, status_for
-from . import dashboard, graph_store, operations, queries, sparql, streams
+from . import bodies, dashboard, graph_store, operations, queries, sparql, streams
+from .bodies import BodyBudget
 from .context import STATIC, EventStreams, HttpSettings, Readiness, Services, services
 
 
@@ -36,7 +37,9 @@ def create_app(engine: Engine | None = None, settings: HttpSettings | None = Non
     app.extensions["rspstar"] = Services(engine, engine.store, settings,
                                          AdhocQueries(engine.store, settings.query_timeout, settings.query_workers),
                                          ingestion_status, readiness or Readiness(),
-                                         EventStreams(settings.max_event_streams), disk)
+                                         EventStreams(settings.max_event_streams), disk,
+                                         BodyBudget(settings.body_budget))
+    bodies.attach(app)
     app.register_error_handler(EndpointError, _engine_error)
     app.register_error_handler(TranslatorError, _engine_error)
     app.register_error_handler(StoreError, _engine_error)

@@ -17,6 +17,7 @@ from rspstar.store.stream_store import StreamStore
 from ..adhoc import AdhocQueries
 from ..engine import Engine
 from ..http_errors import Forbidden, Starting, Unauthorized
+from .bodies import BodyBudget
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
@@ -29,6 +30,7 @@ class HttpSettings:
     query_timeout: float = default("http.query_timeout")     # seconds for /sparql
     query_workers: int = default("http.query_workers")       # /sparql queries evaluated at once
     max_body: int = default("http.max_body")                 # bytes
+    body_budget: int = default("http.body_budget")           # bytes of bodies processed at once
     landing_dir: Path | None = None               # where POST /streams drops data for Spark
     max_event_streams: int = default("http.max_event_streams")
     event_backlog: int = default("http.event_backlog")
@@ -93,6 +95,7 @@ class Services:
     readiness: Readiness
     event_streams: EventStreams
     disk: DiskGuard | None = None        # the data directory's disk (None: no data directory)
+    body_budget: BodyBudget = field(default_factory=lambda: BodyBudget(default("http.body_budget")))
 
 
 def services() -> Services:

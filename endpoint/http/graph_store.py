@@ -10,6 +10,7 @@ from flask import Blueprint, Response, request
 
 from ..adhoc import QueryRefused, negotiate, serialize_graph
 from ..http_errors import BadRequest, NotAcceptable, UnknownGraph, UnsupportedMediaType
+from .bodies import body
 from .context import require_write, services
 from .protocol import iris, params, single
 
@@ -54,7 +55,7 @@ def write_graph():
     if fmt is None:
         raise UnsupportedMediaType("the graph store takes an RDF format (text/turtle, application/n-triples, "
                                    "application/rdf+xml, application/ld+json, ...), not %r" % request.mimetype)
-    created = services().store.background.write(graph, request.get_data(), fmt, "request body",
+    created = services().store.background.write(graph, body(), fmt, "request body",
                                                 replace=request.method == "PUT")
     services().engine.background_changed()
     return Response(status=201 if created else 204)

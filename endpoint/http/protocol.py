@@ -14,6 +14,7 @@ from urllib.parse import parse_qsl
 from flask import request
 
 from ..http_errors import BadRequest, UnsupportedMediaType
+from .bodies import body
 
 _UTF8 = {"utf-8", "utf8"}
 _ASCII = {"us-ascii", "ascii"}
@@ -36,7 +37,7 @@ def text_body(what: str = "the request body") -> str:
     charset = request.mimetype_params.get("charset")
     if charset is not None and charset.strip().lower() not in _UTF8 | _ASCII:
         raise UnsupportedMediaType("%s is labelled charset=%s: send it in UTF-8" % (what, charset[:40]))
-    return utf8(request.get_data(), what)
+    return utf8(body(), what)
 
 
 def _pairs(raw: bytes, where: str) -> list[tuple[str, str]]:
@@ -54,7 +55,7 @@ def params(known: tuple[str, ...] | None = None) -> dict[str, list[str]]:
     sources = [(request.query_string, "the URL")]
     if request.method == "POST" and request.mimetype == FORM:
         text_body("the form")             # the charset and the bytes checked as for any body
-        sources.append((request.get_data(), "the form"))
+        sources.append((body(), "the form"))
     for raw, where in sources:
         for name, value in _pairs(raw, where):
             if known is not None and name not in known:
