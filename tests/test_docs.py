@@ -66,3 +66,36 @@ def test_the_readme_is_a_front_door():
                  "docs/python-api.md", "docs/partitioned-queries.md", "docs/replay.md", "docs/uncertainty.md",
                  "docs/design.md", "docs/references.md"):
         assert "(%s)" % page in text, page
+
+
+def shown(setting) -> str:
+    """A setting's default as the README's limits table writes it."""
+    from rspstar.config.schema import MIB
+    value = setting.default
+    if getattr(setting.kind, "unit", None) == "bytes":
+        return "%d MiB" % (value // MIB)
+    if isinstance(value, float) and setting.key != "max_reports_per_second":
+        return "%g s" % value
+    if isinstance(value, (int, float)):
+        return "{:,}".format(int(value)) if value == int(value) else "%g" % value
+    return str(value)
+
+
+def test_the_readme_lists_every_limit_with_its_default_and_key():
+    from rspstar.config.schema import SETTINGS
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Security and limits", 1)[1].split("\n## ", 1)[0]
+    rows = {}
+    for line in section.splitlines():
+        m = re.match(r"^\| .* \| (.*) \| `\[(\w+)\] (\w+)` \|$", line)
+        if m:
+            rows[(m.group(2), m.group(3))] = m.group(1)
+    limits = [s for s in SETTINGS if s.table in ("http", "recording", "quarantine")
+              and s.key not in ("host", "port", "token", "cors_origins", "base_iri")]
+    limits += [s for s in SETTINGS if s.table == "engine" and (s.key.startswith(("max_", "min_", "history"))
+                                                                and s.key != "max_delay")]
+    missing = [s.name for s in limits if (s.table, s.key) not in rows]
+    assert not missing, "README's Security and limits lacks %s" % missing
+    wrong = ["%s: %s, not %s" % (s.name, rows[(s.table, s.key)], shown(s)) for s in limits
+             if rows[(s.table, s.key)] != shown(s)]
+    assert not wrong, wrong

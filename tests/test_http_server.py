@@ -71,6 +71,13 @@ def test_a_chunked_body_past_the_limit_is_refused_with_413_before_the_app_reads_
     assert requests.get(base + "/health", timeout=2).status_code == 200
 
 
+def test_headers_past_64_kib_are_refused_with_431(server):
+    _, _, port = server
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 << 10) + b"\r\n\r\n")
+        assert s.recv(64).startswith(b"HTTP/1.0 431 ")
+
+
 def test_responses_carry_the_security_headers_and_name_rspstar(server):
     _, base, _ = server
     for path in ("/", "/health", "/queries", "/nowhere"):
