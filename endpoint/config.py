@@ -88,6 +88,7 @@ def register_configured(engine: Engine, config: Config) -> list[str]:
     directory remembers that: a user's deletion outlives restarts). Returns the ids
     registered now."""
     registered = []
+    engine.configured({entry.id for entry in config.queries if entry.id is not None})
     known = {q.id for q in engine.queries()} | engine.removed_ids
     for entry in config.queries:
         if entry.id is not None and entry.id in known:

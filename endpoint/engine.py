@@ -181,15 +181,25 @@ class Engine:
         self.constant_groups = ConstantGroups()  # queries differing only in constants
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed/background
         self.repository = QueryRepository(config.data_dir)
+        self._configured: set[str] = set()      # ids of the configuration's queries (`configured`)
         self.limits = Limits(config.max_range, config.max_reports_per_second, config.max_elements,
                              config.federation_allowed, config.partition_keys)
         self._restore()
 
     @property
     def removed_ids(self) -> set[str]:
-        """Ids a user removed through `remove` (a configured query among them is not registered
-        again at the next start)."""
+        """Ids of configured queries a user removed through `remove` (not registered again at
+        the next start)."""
         return self.repository.removed
+
+    def configured(self, ids: set[str]) -> None:
+        """The ids of the configuration's queries: only their removal is remembered across
+        restarts (another query's removal leaves nothing to remember, and remembering every
+        id ever deleted would grow without end); a removal remembered for an id the
+        configuration no longer has is forgotten."""
+        with self._lock:
+            self._configured = set(ids)
+            self.repository.keep_removed(self._configured)
 
     def _restore(self) -> None:
         """Register again the queries the data directory holds, each continuing after its last
@@ -267,7 +277,8 @@ class Engine:
             removed.history.discard()
             removed.feed.close()
             self._save_specs()
-            self.repository.removed_by_user(query_id)
+            if query_id in self._configured:
+                self.repository.removed_by_user(query_id)
         # Outside the engine's lock: leaving a group waits for a range the group may be evaluating.
         removed.evaluator.close()
         for listener in self.listeners:

@@ -1,7 +1,7 @@
 """The registered queries as the data directory keeps them, so they survive restarts: their
 specs (`engine/queries.json`: text, sinks, options, the last instant evaluated and what IStream /
-DStream remember of it), the ids a user deleted (`removed-queries.json`, so a configured query a
-user deleted is not registered again at the next start) and the queries that could not be
+DStream remember of it), the ids of configured queries a user deleted (`removed-queries.json`,
+so such a query is not registered again at the next start) and the queries that could not be
 restored (`unrestored-queries.json`, set aside for the operator). Without a data directory it
 keeps nothing and reads nothing."""
 from __future__ import annotations
@@ -52,6 +52,12 @@ class QueryRepository:
     def removed_by_user(self, query_id: str) -> None:
         self.removed.add(query_id)
         self._save_removed()
+
+    def keep_removed(self, ids: set[str]) -> None:
+        """Forget the removals of ids not in `ids`."""
+        if not self.removed <= ids:
+            self.removed &= ids
+            self._save_removed()
 
     def registered_again(self, query_id: str) -> None:
         if query_id in self.removed:

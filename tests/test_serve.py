@@ -61,3 +61,22 @@ def test_the_quarantine_budget_comes_from_the_configuration(tmp_path):
     assert load_config(DEFAULT_CONFIG).settings.quarantine.max_bytes == 64 * 1024 * 1024
     with pytest.raises(ConfigError, match=r"\[quarantine\]: max_bytes must be a whole number of bytes"):
         configured(tmp_path, '[quarantine]\nmax_bytes = "lots"\n')
+
+
+def test_only_configured_queries_deleted_by_a_user_are_remembered_across_restarts(tmp_path):
+    config = load_config(DEFAULT_CONFIG, tmp_path / "engine")
+    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    register_configured(engine, config)
+    text = engine.get("oxygen-warning").spec.text
+    for k in range(50):                     # registered through the API and deleted: nothing to remember
+        engine.register(text, "api-%d" % k)
+        engine.remove("api-%d" % k)
+    engine.remove("oxygen-warning")
+    assert engine.removed_ids == {"oxygen-warning"}
+    restarted = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(restarted, config) == []          # restored, and the deleted one stays deleted
+    assert sorted(q.id for q in restarted.queries()) == ["homecare-low-emergency", "tvs-warning"]
+    # A deletion remembered for a query the configuration no longer has is forgotten.
+    config.queries = [q for q in config.queries if q.id != "oxygen-warning"]
+    register_configured(Engine(StreamStore(), VirtualClock(T0), config.engine), config)
+    assert Engine(StreamStore(), VirtualClock(T0), config.engine).removed_ids == set()
