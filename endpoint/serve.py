@@ -33,6 +33,7 @@ from .config import Config, ConfigError, load_config, register_configured
 from .engine import Engine, UnknownQuery
 from .http import HttpSettings, Readiness, create_app
 from .http.server import HttpServer
+from .memory import limit_arenas
 from .scheduler import LiveScheduler
 
 log = logging.getLogger("rspstar")
@@ -45,8 +46,10 @@ GIL_SWITCH_SECONDS = 0.0005
 
 
 def configure_process() -> None:
-    """Process-wide settings of a live engine (ingestion and evaluations in one process)."""
+    """Process-wide settings of a live engine (ingestion and evaluations in one process), made
+    before any thread starts."""
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
+    limit_arenas()
 
 
 def source_configs(config: Config, data_dir: Path) -> list:

@@ -15,6 +15,8 @@ from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.endpoint.http.server import HttpServer
 from rspstar.store.stream_store import StreamStore
 settings = json.loads(sys.argv[1])
+from rspstar.endpoint.serve import configure_process
+configure_process()                           # as `rspstar serve` does, before any thread
 data = pathlib.Path(tempfile.mkdtemp(prefix="rspstar-served-"))
 store = StreamStore()
 store.background.load(b'<http://example.org/s1> <http://example.org/room> <http://example.org/kitchen> .\n'

@@ -8,20 +8,19 @@ is bounded whatever the number of clients: a body that does not fit waits a mome
 to finish and is then answered 503 with Retry-After. A body alone always fits, up to
 `max_body`, so a budget smaller than `max_body` slows large posts but never refuses them all.
 
-The C allocator keeps memory freed in small pieces for the process to reuse rather than giving
-it back to the system: after a large body, it is asked to give back what is free
-(`malloc_trim`, where the C library has it), so the resident size returns to about where it was.
+The C allocator keeps memory freed for the process to reuse rather than giving it back to the
+system: after a large body it is asked to give back what is free (`rspstar.endpoint.memory`),
+so the resident size returns to about where it was.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import threading
 from typing import Callable
 
 from flask import Flask, current_app, g, request
 
 from ..http_errors import BodiesInFlight
+from ..memory import trimmer
 
 # A body from this size on is worth giving memory back after: the allocator's trim costs
 # milliseconds, a small body's memory is reused by the next request anyway.
@@ -31,23 +30,13 @@ TRIM_FROM_BYTES = 1 << 20
 WAIT_SECONDS = 2.0
 
 
-def _allocator_trim() -> Callable[[], object]:
-    """The C library's `malloc_trim(0)`, or a no-op where there is none (musl, macOS)."""
-    try:
-        trim = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return lambda: None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0)
-
-
 class BodyBudget:
     """At most `limit` bytes of bodies processed at once (one body alone always is)."""
 
     def __init__(self, limit: int, wait: float = WAIT_SECONDS, trim: Callable[[], object] | None = None):
         self.limit = limit
         self._wait = wait
-        self._trim = trim or _allocator_trim()
+        self._trim = trim or trimmer()
         self._in_use = 0
         self._room = threading.Condition()
         self.refused = 0
