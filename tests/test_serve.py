@@ -80,3 +80,16 @@ def test_only_configured_queries_deleted_by_a_user_are_remembered_across_restart
     config.queries = [q for q in config.queries if q.id != "oxygen-warning"]
     register_configured(Engine(StreamStore(), VirtualClock(T0), config.engine), config)
     assert Engine(StreamStore(), VirtualClock(T0), config.engine).removed_ids == set()
+
+
+def test_the_server_reports_its_port_as_a_number():
+    import threading
+    from flask import Flask
+    from rspstar.endpoint.http.server import HttpServer
+    server = HttpServer(Flask("x"), "127.0.0.1", 0, threads=2, connection_limit=10, idle_timeout=1,
+                        request_timeout=1, max_body=1024)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        assert isinstance(server.port, int) and server.port > 0     # logged as %d at the start
+    finally:
+        server.shutdown()

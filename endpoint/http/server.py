@@ -78,7 +78,7 @@ class HttpServer:
 
     @property
     def port(self) -> int:
-        return self._server.effective_port
+        return int(self._server.effective_port)      # waitress gives it as text
 
     def serve_forever(self) -> None:
         try:
