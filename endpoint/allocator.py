@@ -4,13 +4,25 @@
 Oxigraph's and RocksDB's allocations from Spark's callback threads fragment glibc's per-thread
 arenas, so a live engine's memory grew three times as fast under glibc's malloc as under
 jemalloc, which hands freed memory back; a replay, whose Python work makes and drops an object
-per quad read, is faster under it too (bench/out/NOTES.md#jemalloc)."""
+per quad read, is faster under it too (bench/out/NOTES.md#jemalloc).
+
+Under glibc's malloc (no jemalloc, or RSPSTAR_ALLOCATOR=system) each thread that allocates at
+once gets an arena of its own, up to eight per core, each keeping what is freed in it: a server
+whose worker threads read large bodies side by side ended with each worker's arena at the
+high-water mark of its requests, growing in steps over many rounds, where two arenas level off
+at the first (bench/out/NOTES.md#malloc-arenas). `rspstar serve` limits the arenas before its
+threads start (unless MALLOC_ARENA_MAX says otherwise), and the HTTP body budget asks the
+allocator to give back what is free after each large body (`trimmer`). Under jemalloc, or a C
+library without these calls, both change nothing."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import glob
 import os
 import sys
 from pathlib import Path
+from typing import Callable
 
 JEMALLOC_PATTERNS = ("/usr/lib/*/libjemalloc.so.2", "/usr/lib/libjemalloc.so.2", "/usr/lib64/libjemalloc.so.2",
                      "/usr/local/lib/libjemalloc.so.2")
@@ -38,3 +50,36 @@ def use_jemalloc() -> None:
     environment = allocator_environment(dict(os.environ), maps.read_text())
     if environment is not None:
         os.execve(sys.executable, sys.orig_argv, environment)
+
+
+# glibc's mallopt parameter for the most arenas.
+_M_ARENA_MAX = -8
+ARENAS = 2
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+def limit_arenas(arenas: int = ARENAS) -> bool:
+    """At most `arenas` malloc arenas for threads started from now on (unless the environment
+    sets MALLOC_ARENA_MAX); whether the C library took it."""
+    libc = _libc()
+    if os.environ.get("MALLOC_ARENA_MAX") or libc is None or not hasattr(libc, "mallopt"):
+        return False
+    libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return libc.mallopt(_M_ARENA_MAX, arenas) == 1
+
+
+def trimmer() -> Callable[[], object]:
+    """A call that gives the memory malloc holds free back to the system (`malloc_trim(0)`),
+    or does nothing where there is no such call."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "malloc_trim"):
+        return lambda: None
+    trim = libc.malloc_trim
+    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return lambda: trim(0)

@@ -33,7 +33,7 @@ from .config import Config, ConfigError, load_config, register_configured
 from .engine import Engine, UnknownQuery
 from .http import HttpSettings, Readiness, create_app
 from .http.server import HttpServer
-from .memory import limit_arenas
+from .allocator import limit_arenas
 from .scheduler import LiveScheduler
 
 log = logging.getLogger("rspstar")
@@ -211,8 +211,11 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
             log.info("stopping (signal %d)", signum)
             threading.Thread(target=server.shutdown, daemon=True).start()
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    def handle_stop_signals():
+        signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+
+    handle_stop_signals()
     http = threading.Thread(target=server.serve_forever, name="http")
     spark = None
     try:
@@ -222,6 +225,9 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         master = config.settings.spark.master
         log.info("starting Spark (%s)", master)
         spark = spark_session(master, config.settings.spark.settings)
+        # Spark's context takes SIGINT for itself (it cancels jobs and raises KeyboardInterrupt
+        # in whatever the main thread is doing): the engine stops in its own order instead.
+        handle_stop_signals()
         ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
                                    recorded, quarantine_budget)
         if not stopping.is_set():

@@ -9,7 +9,7 @@ to finish and is then answered 503 with Retry-After. A body alone always fits, u
 `max_body`, so a budget smaller than `max_body` slows large posts but never refuses them all.
 
 The C allocator keeps memory freed for the process to reuse rather than giving it back to the
-system: after a large body it is asked to give back what is free (`rspstar.endpoint.memory`),
+system: after a large body it is asked to give back what is free (`rspstar.endpoint.allocator`),
 so the resident size returns to about where it was.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Callable
 from flask import Flask, current_app, g, request
 
 from ..http_errors import BodiesInFlight
-from ..memory import trimmer
+from ..allocator import trimmer
 
 # A body from this size on is worth giving memory back after: the allocator's trim costs
 # milliseconds, a small body's memory is reused by the next request anyway.

@@ -7,7 +7,7 @@ from conftest import REPO
 
 PROBE = r"""
 import ctypes, sys, threading
-from rspstar.endpoint.memory import limit_arenas
+from rspstar.endpoint.allocator import limit_arenas
 if sys.argv[1] == "limited":
     assert limit_arenas()
 ready = threading.Barrier(9)
