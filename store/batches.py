@@ -151,9 +151,11 @@ class BatchWriter:
                 fresh.append(element)
         return fresh
 
-    def quarantine(self, payload: Payload, reason: str) -> None:
-        """Set aside input found bad after it was read (an element without its partition key)."""
-        self._quarantine(payload, BatchReport(-1), None, reason)
+    def quarantine(self, payload: Payload, reason: str, line: int | None = None) -> None:
+        """Set aside input found bad outside a micro-batch (an element without its partition
+        key, an MQTT message that does not parse); safe beside a batch being written."""
+        with self._lock:
+            self._quarantine(payload, BatchReport(-1), line, reason)
 
     def _quarantine(self, payload: Payload, report: BatchReport, line: int | None, reason: str) -> None:
         self.quarantined[payload.stream] = self.quarantined.get(payload.stream, 0) + 1

@@ -39,14 +39,22 @@ def stream_of_landing_file(root: Path, path: Path, default: str) -> str:
     return unquote(folder)
 
 
-def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
+def drop_file(root: Path, stream: str, data: bytes, suffix: str, name: str | None = None) -> Path:
     """Write `data` for `stream` durably and atomically: a hidden temporary file (Spark ignores
-    names starting with '.'), fsync, then rename into place."""
+    names starting with '.'), fsync, then rename into place. `name` (without `suffix`) orders
+    files where their order matters; a random one by default."""
+    tmp, final = write_hidden(root, stream, data, (name or uuid.uuid4().hex) + suffix)
+    reveal(tmp, final)
+    return final
+
+
+def write_hidden(root: Path, stream: str, data: bytes, name: str) -> tuple[Path, Path]:
+    """The first half of `drop_file`: `data` durably in a hidden file beside where it goes;
+    returns (hidden, final). Nothing reads it until `reveal`."""
     folder = landing_folder(root, stream)
     folder.mkdir(parents=True, exist_ok=True)
     if folder.name.startswith(_LONG_PREFIX) and not (folder / _STREAM_FILE).exists():
         replace_text(folder / _STREAM_FILE, stream)
-    name = uuid.uuid4().hex + suffix
     tmp = folder / ("." + name + ".tmp")
     try:
         with open(tmp, "wb") as f:
@@ -56,14 +64,17 @@ def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
     except BaseException:
         tmp.unlink(missing_ok=True)         # a failed write leaves nothing behind
         raise
-    final = folder / name
-    os.replace(tmp, final)
-    directory = os.open(folder, os.O_RDONLY)
+    return tmp, folder / name
+
+
+def reveal(hidden: Path, final: Path) -> None:
+    """The second half of `drop_file`: rename into place, durably."""
+    os.replace(hidden, final)
+    directory = os.open(final.parent, os.O_RDONLY)
     try:
         os.fsync(directory)
     finally:
         os.close(directory)
-    return final
 
 
 def replace_text(path: Path, text: str) -> None:
