@@ -35,7 +35,7 @@ from .errors import EndpointError
 from .evaluation import ConstantGroups, Evaluation, EvaluationOptions, QueryEvaluator, RangeResults
 from .repository import QueryRepository, QuerySpec
 from .sinks import (
-    EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed, post_with_requests,
+    Delivery, EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed,
 )
 
 log = logging.getLogger(__name__)
@@ -170,11 +170,11 @@ class Engine:
     """Registered continuous queries over one stream store."""
 
     def __init__(self, store: StreamStore, clock: Clock, config: EngineConfig = EngineConfig(),
-                 post: Poster = post_with_requests):
+                 post: Poster | None = None):
         self.store = store
         self.clock = clock
         self.config = config
-        self.post = post
+        self.post = post if post is not None else Delivery()
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
         self.range_results = RangeResults()     # what queries with equal window blocks share
@@ -233,7 +233,7 @@ class Engine:
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
-            raise EndpointError("HTTP sinks need a data directory for their outbox")
+            raise EndpointError("sinks need a data directory for their outbox")
         query_id = self._derive_id(query) if query_id is None else query_id
         if not isinstance(query_id, str) or not QUERY_ID.fullmatch(query_id):
             raise InvalidQueryId("query id %s: use 1-64 letters, digits, '.', '_' or '-'" % json.dumps(query_id)[:80])
@@ -283,6 +283,12 @@ class Engine:
         removed.evaluator.close()
         for listener in self.listeners:
             listener("removed", query_id)
+
+    def close(self) -> None:
+        """Let go of the sinks' connections (MQTT brokers); the outboxes keep what is pending."""
+        close = getattr(self.post, "close", None)
+        if close is not None:
+            close()
 
     def get(self, query_id: str) -> RegisteredQuery:
         with self._lock:

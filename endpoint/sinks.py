@@ -1,7 +1,8 @@
 """Where a continuous query's results go: a bounded history for polling, a feed for
-server-sent events, and HTTP POST sinks that lose nothing.
+server-sent events, and sinks that lose nothing: HTTP POST to a URL, or MQTT publication to a
+topic (`mqtt://host:port/topic`, endpoint/mqtt_publish.py).
 
-An HTTP sink writes each record to a durable outbox on disk before any attempt to deliver
+A sink writes each record to a durable outbox on disk before any attempt to deliver
 it, and keeps the count of delivered records beside it; delivery goes in order, one record at
 a time, with exponential backoff (in clock time, so tests never sleep) while the receiver
 refuses. Records survive a receiver outage and an engine restart. Each POST carries an
@@ -19,17 +20,17 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import requests
 
 from rspstar.config.schema import default
 from rspstar.store.landing import bounded_name, replace_text
 from rspstar.translator.errors import TemporalValueError
-from rspstar.translator.federation import origin_allowed, origin_of
 from rspstar.translator.temporal import parse_instant
 
 from .errors import EndpointError
+from .mqtt_publish import DeliveryError, MqttPoster, topic_of
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +42,36 @@ class SinkNotAllowed(EndpointError):
     """A sink URL outside the configured allow-list."""
 
 
+SINK_PORTS = {"http": 80, "https": 443, "mqtt": 1883, "mqtts": 8883}
+
+
+def sink_origin(url: str) -> str | None:
+    """scheme://host:port of a sink URL (the scheme's port when none is written), None for a
+    URL that is not http, https, mqtt or mqtts."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.scheme not in SINK_PORTS or not parts.hostname:
+        return None
+    host = "[%s]" % parts.hostname if ":" in parts.hostname else parts.hostname
+    return "%s://%s:%d" % (parts.scheme, host, port or SINK_PORTS[parts.scheme])
+
+
 def check_sink_allowed(url: str, allowed: list[str]) -> None:
     """Sinks may only point at the origins (scheme://host:port) listed in the configuration."""
-    origin = origin_of(url)
+    origin = sink_origin(url)
     if origin is None:
-        raise SinkNotAllowed("sink %r is not an http(s) URL" % url)
-    if not origin_allowed(url, allowed):
+        raise SinkNotAllowed("sink %r is not an http(s) or mqtt(s) URL" % url)
+    if origin not in {sink_origin(a.rstrip("/")) for a in allowed}:
         raise SinkNotAllowed("sink %s is not in the allow-list (sinks.allowed in the configuration: %s)"
                              % (origin, ", ".join(allowed) or "empty"))
+    if origin.startswith("mqtt"):
+        try:
+            topic_of(url)
+        except DeliveryError as e:
+            raise SinkNotAllowed(str(e)) from None
 
 
 class ResultHistory:
@@ -236,6 +259,23 @@ def post_with_requests(url: str, body: bytes, headers: dict) -> int:
     return requests.post(url, data=body, headers=headers, timeout=5, allow_redirects=False).status_code
 
 
+class Delivery:
+    """The engine's `Poster`: HTTP(S) sinks through requests, MQTT sinks through one publisher
+    per broker (closed with `close`)."""
+
+    def __init__(self, post: Poster = post_with_requests):
+        self._post = post
+        self._mqtt = MqttPoster()
+
+    def __call__(self, url: str, body: bytes, headers: dict) -> int:
+        if url.startswith(("mqtt://", "mqtts://")):
+            return self._mqtt(url, body, headers)
+        return self._post(url, body, headers)
+
+    def close(self) -> None:
+        self._mqtt.close()
+
+
 class HttpSink:
     """POST each record of one query to `url`, in order, from a durable outbox."""
 
@@ -293,6 +333,8 @@ class HttpSink:
                 try:
                     status = self.post(self.url, line.encode("utf-8"), headers)
                     error = None if 200 <= status < 300 else "HTTP %d" % status
+                except DeliveryError as e:
+                    error = str(e)
                 except requests.RequestException as e:
                     error = "%s: %s" % (type(e).__name__, e)
                 if error is not None:

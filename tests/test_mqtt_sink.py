@@ -1,0 +1,67 @@
+"""Results published to an MQTT topic (a sink URL mqtt://host:port/topic) through the same durable
+outbox as HTTP sinks: in order, and a broker outage delays records, never drops them."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from rspstar.endpoint.sinks import Delivery, HttpSink, SinkNotAllowed, check_sink_allowed
+
+from mqtt_broker import Broker, client
+
+
+def test_mqtt_sinks_are_allowed_by_origin_and_need_a_plain_topic():
+    allowed = ["mqtt://127.0.0.1:1883", "http://localhost:9000"]
+    check_sink_allowed("mqtt://127.0.0.1:1883/results/oxygen", allowed)
+    check_sink_allowed("mqtt://127.0.0.1/results", allowed)               # 1883 is MQTT's port
+    check_sink_allowed("http://localhost:9000/hook", allowed)
+    for refused, reason in [("mqtt://127.0.0.1:1884/results", "not in the allow-list"),
+                            ("mqtts://127.0.0.1:1883/results", "not in the allow-list"),
+                            ("mqtt://127.0.0.1:1883/results/#", "no '\\+' or '#'"),
+                            ("mqtt://127.0.0.1:1883", "the path is the topic"),
+                            ("ftp://127.0.0.1/x", "not an http\\(s\\) or mqtt\\(s\\) URL")]:
+        with pytest.raises(SinkNotAllowed, match=reason):
+            check_sink_allowed(refused, allowed)
+
+
+def wait_for(condition, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_records_reach_the_topic_in_order_and_wait_out_a_broker_outage(tmp_path):
+    broker = Broker(tmp_path / "broker").start()
+    received = []
+    reader = client(broker, on_message=lambda c, u, m: received.append(json.loads(m.payload)), subscribe="results/q")
+    delivery = Delivery()
+    sink = HttpSink("q", "%s/results/q" % broker.url, tmp_path / "outbox", delivery)
+    try:
+        time.sleep(0.3)
+        for k in range(3):
+            sink.enqueue({"time": "2026-01-01T00:00:0%dZ" % k, "bindings": [{"k": str(k)}]})
+        assert sink.deliver(now=0) == 3
+        wait_for(lambda: len(received) == 3)
+        broker.stop()
+        for k in range(3, 5):
+            sink.enqueue({"time": "2026-01-01T00:00:0%dZ" % k, "bindings": [{"k": str(k)}]})
+        assert sink.deliver(now=1_000_000) == 0
+        assert sink.state.pending == 2 and "not connected" in sink.state.last_error
+        broker.start()
+        sent = 0
+        deadline = time.monotonic() + 60
+        now = 2_000_000
+        while sent < 2 and time.monotonic() < deadline:     # the publisher reconnects by itself
+            now += 120_000_000                               # past any back-off
+            sent += sink.deliver(now)
+            time.sleep(0.2)
+        assert sent == 2 and sink.state.pending == 0
+        wait_for(lambda: len(received) == 5)
+        assert [r["bindings"][0]["k"] for r in received] == ["0", "1", "2", "3", "4"]
+    finally:
+        delivery.close()
+        reader.loop_stop()
+        broker.stop()
