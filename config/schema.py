@@ -129,6 +129,39 @@ class Texts(Kind):
         return "[%s]" % ", ".join('"%s"' % v for v in value)
 
 
+class Flag(Kind):
+    python = bool
+    shown = "true | false"
+
+    def read(self, value, where):
+        if not isinstance(value, bool):
+            raise ConfigError("%s must be true or false, got %r" % (where, value))
+        return value
+
+    def show(self, value) -> str:
+        return "true" if value else "false"
+
+
+class Topics(Kind):
+    """One topic (filter), or a table of topic filters and the stream IRI each feeds."""
+
+    python = object
+    shown = "string or table of filter = stream IRI"
+
+    def read(self, value, where):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict) and value and all(isinstance(v, str) and v for v in value.values()):
+            return {str(k): v for k, v in value.items()}
+        raise ConfigError("%s must be a topic, or a table of topic filter = \"stream IRI\" lines, got %r"
+                          % (where, value))
+
+    def show(self, value) -> str:
+        if isinstance(value, dict):
+            return "{%s}" % ", ".join('"%s" = "%s"' % kv for kv in value.items())
+        return '"%s"' % value
+
+
 class Table(Kind):
     """A table of free keys with string (or scalar) values: Spark settings, query options."""
 
@@ -171,7 +204,7 @@ class Setting:
 
 
 MIB = 1024 * 1024
-SOURCE_KINDS = ("simulator", "files", "socket", "kafka")
+SOURCE_KINDS = ("simulator", "files", "socket", "kafka", "mqtt")
 
 SETTINGS: tuple[Setting, ...] = (
     # [engine]
@@ -235,7 +268,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("quarantine", "max_bytes", Whole(0, "bytes"), 64 * MIB,
             "disk for input set aside as unreadable (DATA/quarantine), oldest deleted first; 0 keeps no payload"),
     # [sinks], [federation], [background]
-    Setting("sinks", "allowed", Texts(), [], "origins HTTP sinks may post to, e.g. \"http://localhost:9000\""),
+    Setting("sinks", "allowed", Texts(), [], "origins sinks may deliver to, e.g. \"http://localhost:9000\" or "
+                                               "\"mqtt://127.0.0.1:1883\""),
     Setting("federation", "allowed", Texts(), [], "origins SPARQL SERVICE and LOAD may reach (none: both are off)"),
     Setting("background", "files", Texts(), [], "background data loaded at the first start (paths relative to the "
                                                 "configuration file)"),
@@ -245,12 +279,13 @@ SETTINGS: tuple[Setting, ...] = (
     # [[sources]]
     Setting("sources", "name", Text(), None, "unique; names the checkpoint and the batch markers"),
     Setting("sources", "kind", Text(SOURCE_KINDS), None, "what feeds the stream"),
-    Setting("sources", "stream", Text(optional=True), None, "the stream IRI (the simulator names its own streams)",
-            "files, socket, kafka"),
+    Setting("sources", "stream", Text(optional=True), None, "the stream IRI (the simulator names its own streams; "
+                                                            "mqtt: the stream of a single `topic`)",
+            "files, socket, kafka, mqtt"),
     Setting("sources", "path", Text(), "landing", "landing directory, under the data directory (POST /streams "
                                                   "writes here too)", "files"),
-    Setting("sources", "format", Text(("nquads", "jsonl")), "nquads", "what each line or message is",
-            "socket, kafka"),
+    Setting("sources", "format", Text(("nquads", "jsonl", "trig")), "nquads",
+            "what each line or message is (trig: mqtt only, a message is one document)", "socket, kafka, mqtt"),
     Setting("sources", "host", Text(), "127.0.0.1", "the server Spark connects to", "socket"),
     Setting("sources", "port", Whole(0), 0, "its port", "socket"),
     Setting("sources", "scenario", Text(("tvs", "homecare", "sensors")), "tvs",
@@ -258,7 +293,20 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sources", "rate", Whole(1), 10, "observations per second", "simulator"),
     Setting("sources", "size", Whole(1), 10, "tunnel sectors, patients or sensors", "simulator"),
     Setting("sources", "bootstrap_servers", Text(), "", "Kafka brokers, host:port,...", "kafka"),
-    Setting("sources", "topic", Text(), "", "the Kafka topic", "kafka"),
+    Setting("sources", "topic", Topics(), "", "the Kafka topic; for mqtt a topic filter (+ and # wildcards), or a "
+                                              "table of filters and the stream IRI each feeds", "kafka, mqtt"),
+    Setting("sources", "broker", Text(), "mqtt://127.0.0.1:1883", "the MQTT broker: mqtt://host:port, or "
+                                                                 "mqtts://host:port for TLS", "mqtt"),
+    Setting("sources", "client_id", Text(optional=True), None,
+            "the MQTT client id the broker keeps the session under (unset: rspstar-NAME)", "mqtt"),
+    Setting("sources", "username", Text(optional=True), None, "MQTT user name", "mqtt"),
+    Setting("sources", "password", Text(optional=True), None, "MQTT password (prefer password_env)", "mqtt"),
+    Setting("sources", "password_env", Text(optional=True), None,
+            "the environment variable that holds the MQTT password", "mqtt"),
+    Setting("sources", "ca_file", Text(optional=True), None,
+            "CA certificates (PEM) that sign an mqtts:// broker's certificate (unset: the system's)", "mqtt"),
+    Setting("sources", "retained", Flag(), False,
+            "take the broker's retained messages too (by default ignored: they are old readings)", "mqtt"),
     Setting("sources", "trigger_seconds", Number(), 1.0, "micro-batch interval"),
     Setting("sources", "allowed_lateness", Duration(zero=True), "PT0S",
             "how far below the newest event time an element may arrive and still be on time"),
@@ -266,7 +314,8 @@ SETTINGS: tuple[Setting, ...] = (
     # [[queries]]
     Setting("queries", "file", Text(), None, "the query's file (relative to the configuration file)"),
     Setting("queries", "id", Text(optional=True), None, "its id (unset: from REGISTER's name, else generated)"),
-    Setting("queries", "sinks", Texts(), [], "HTTP sinks its results are posted to (under [sinks] allowed)"),
+    Setting("queries", "sinks", Texts(), [], "sinks its results go to: http(s) URLs, or mqtt(s)://host:port/topic "
+                                               "(under [sinks] allowed)"),
     Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, ...)"),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}

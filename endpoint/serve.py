@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
+from rspstar.store.landing import file_safe
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.disk import DiskGuard
 from rspstar.store.recordings import Recordings
@@ -53,9 +54,15 @@ def configure_process() -> None:
 
 
 def source_configs(config: Config, data_dir: Path) -> list:
-    """`[[sources]]`, a files source's landing directory under the data directory."""
-    return [replace(source, path=str(data_dir / source.path)) if source.kind == "files" else source
-            for source in config.settings.sources]
+    """`[[sources]]`, a files source's landing directory under the data directory, and an MQTT
+    source's at DATA/mqtt/NAME."""
+    def placed(source):
+        if source.kind == "files":
+            return replace(source, path=str(data_dir / source.path))
+        if source.kind == "mqtt":
+            return replace(source, path=str(data_dir / "mqtt" / file_safe(source.name)))
+        return source
+    return [placed(source) for source in config.settings.sources]
 
 
 def load_background_once(store: StreamStore, config: Config) -> None:
@@ -245,6 +252,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         try:
             app.extensions["rspstar"].adhoc.close()
             scheduler.shutdown()
+            engine.close()
             if ingestion is not None:
                 ingestion.stop()
             if spark is not None:

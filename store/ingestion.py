@@ -27,6 +27,8 @@ Sources (config `[[sources]]`, each bound to a stream IRI):
   that takes longer than the trigger delays the next one, so the rate actually reached shows
   in the ingested counts instead of piling up.
 - `kafka`: topic values as N-Quads lines or JSON envelopes; needs the connector jar.
+- `mqtt`: messages from an MQTT broker's topics (store/mqtt.py), landed durably before they are
+  acknowledged, then read by Spark from their landing directory like a files source.
 """
 from __future__ import annotations
 
@@ -60,6 +62,7 @@ from .partitions import (
     EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
 )
 from .landing import file_safe, stream_of_landing_file
+from .mqtt import MqttSettingsError, MqttSource, from_settings
 from .recordings import Recordings
 from .errors import StoreError
 from .simulator import SCENARIOS
@@ -218,12 +221,23 @@ class SparkIngestion:
         self.batches: dict[str, int] = {s.name: 0 for s in sources}
         self.health: dict[str, SourceHealth] = {name: SourceHealth() for name in self.groups}
         self._supervised = False     # live runs restart stopped queries; available-now runs end
+        # MQTT subscribers (live runs only), built now so that bad settings fail before Spark runs.
+        self.mqtt: dict[str, MqttSource] = {}
+        for source in sources:
+            if source.kind == "mqtt":
+                try:
+                    self.mqtt[source.name] = from_settings(source, self.writers[source.name].quarantine)
+                except MqttSettingsError as e:
+                    raise IngestionError(str(e)) from None
 
     # -- sources as DataFrames of (stream, format, origin, text, ingest_time, line) ----------
     def _frame(self, source: SourceConfig) -> DataFrame:
         reader = self.spark.readStream
-        if source.kind == "files":
-            if not source.path or not source.stream:
+        if source.kind in ("socket", "kafka") and source.format == "trig":
+            raise IngestionError("source %s: %s reads lines: format nquads or jsonl" % (source.name, source.kind))
+        if source.kind in ("files", "mqtt"):
+            # An MQTT source's messages are in its landing directory by the time Spark sees them.
+            if not source.path or not (source.stream or source.kind == "mqtt"):
                 raise IngestionError("source %s: files needs path and stream" % source.name)
             Path(source.path).mkdir(parents=True, exist_ok=True)
             for option, value in source.options.items():     # Spark's own, e.g. maxFilesPerTrigger
@@ -264,6 +278,8 @@ class SparkIngestion:
             return (rows.selectExpr(*scenario.expressions(source.size, source.name), "timestamp")
                     .select("stream", "origin", "text", _micros(F.current_timestamp()).alias("ingest_time")))
         if source.kind == "kafka":
+            if not isinstance(source.topic, str) or not source.topic:
+                raise IngestionError("source %s: kafka needs topic, one Kafka topic" % source.name)
             try:
                 frame = (reader.format("kafka").option("kafka.bootstrap.servers", source.bootstrap_servers)
                          .option("subscribe", source.topic).load())
@@ -275,7 +291,8 @@ class SparkIngestion:
                                 F.lit("kafka:%s" % source.topic).alias("origin"),
                                 F.col("value").alias("text"),
                                 _micros(F.current_timestamp()).alias("ingest_time"))
-        raise IngestionError("source %s: unknown kind %r (files, socket, simulator, kafka)" % (source.name, source.kind))
+        raise IngestionError("source %s: unknown kind %r (files, socket, simulator, kafka, mqtt)"
+                             % (source.name, source.kind))
 
     # -- micro-batches --------------------------------------------------------------------------
     def _batch_function(self, group: list[SourceConfig]):
@@ -309,6 +326,9 @@ class SparkIngestion:
         self._supervised = not available_now
         for name in self.groups:
             self._start_query(name, available_now)
+        if not available_now:
+            for subscriber in self.mqtt.values():
+                subscriber.start()
 
     def _start_query(self, name: str, available_now: bool = False) -> None:
         group = self.groups[name]
@@ -433,6 +453,8 @@ class SparkIngestion:
         thread, docs/spark.md). A JVM already gone (a signal sent to the whole process
         group) leaves nothing to stop: what it committed is in the store."""
         self._supervised = False
+        for subscriber in self.mqtt.values():     # what they acknowledged is landed: Spark reads it next time
+            subscriber.stop()
         try:
             for query in self.queries.values():
                 _stop_between_batches(query, timeout)
@@ -453,6 +475,12 @@ class SparkIngestion:
                           "restarts": self.health[self.query_of[name]].restarts,
                           "last_error": self.health[self.query_of[name]].last_error}
                    for name in self.writers}
+        for name, subscriber in self.mqtt.items():
+            # Down while its broker is: nothing arrives meanwhile (the broker keeps it).
+            sources[name]["mqtt"] = subscriber.describe()
+            sources[name]["active"] = sources[name]["active"] and subscriber.status.connected
+            if not subscriber.status.connected:
+                sources[name]["last_error"] = subscriber.status.last_error or "not connected to its broker yet"
         partitioned = {name: {"query": name, "active": self._active(name), "restarts": self.health[name].restarts,
                               "last_error": self.health[name].last_error}
                        for name in self._restarts}
@@ -462,7 +490,7 @@ class SparkIngestion:
 def payloads_of(source: SourceConfig, rows) -> list[Payload]:
     """A micro-batch's rows of one source as payloads for the codec (rows are mappings)."""
     payloads = []
-    if source.kind == "files":
+    if source.kind in ("files", "mqtt"):
         root = Path(source.path).resolve()
         for row in rows:
             origin = unquote(urlsplit(row["origin"]).path)   # Spark gives file:/path, percent-encoded
@@ -499,6 +527,8 @@ def _streams_of(source: SourceConfig) -> tuple[str, ...]:
     if source.kind == "simulator":
         scenario = SCENARIOS.get(source.scenario)
         return scenario.streams if scenario else ()
+    if source.kind == "mqtt" and isinstance(source.topic, dict):
+        return tuple(dict.fromkeys(source.topic.values()))
     return (source.stream,) if source.stream else ()
 
 

@@ -332,7 +332,14 @@ class MqttSource:
         # unique per message, so equal readings sent twice are two elements.
         payload = Payload(stream, self.format.name, "%s#%d.%d" % (origin, received.arrived, received.mid),
                           received.payload, received.arrived, line=1 if self.format.line_based else None)
-        decoded = decode(payload)
+        try:
+            decoded = decode(payload)
+        except Exception as e:  # no message may stop the source: set it aside, go on
+            log.exception("source %s: unexpected failure reading a message on %s", self.name, received.topic)
+            self.quarantine(Payload(stream, self.format.name, origin, received.payload, received.arrived),
+                            "unexpected: %s: %s" % (type(e).__name__, e), None)
+            self.status.quarantined += 1
+            return {}
         for rejected in decoded.rejected:
             self.quarantine(Payload(rejected.payload.stream, rejected.payload.format, origin, rejected.payload.text,
                                     received.arrived), rejected.reason, rejected.line)

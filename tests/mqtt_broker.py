@@ -2,6 +2,7 @@
 state kept on disk so that it can be stopped and started again mid-test."""
 from __future__ import annotations
 
+import getpass
 import shutil
 import signal
 import socket
@@ -32,9 +33,10 @@ class Broker:
         directory.mkdir(parents=True, exist_ok=True)
         self.config = directory / "mosquitto.conf"
         # No limit on the messages queued for a client that is away: the tests count every one.
+        # As root, mosquitto would switch to its own user, who cannot write the test's folder.
         self.config.write_text("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\n"
-                               "persistence_location %s/\nmax_queued_messages 0\nautosave_interval 1\n"
-                               % (self.port, directory))
+                               "persistence_location %s/\nmax_queued_messages 0\nautosave_interval 1\nuser %s\n"
+                               % (self.port, directory, getpass.getuser()))
 
     @property
     def url(self) -> str:
@@ -61,11 +63,15 @@ class Broker:
         self.process = None
 
 
-def client(broker: Broker, client_id: str = "", on_message=None, clean: bool = True) -> mqtt.Client:
-    """A connected paho client (its network loop running)."""
+def client(broker: Broker, client_id: str = "", on_message=None, clean: bool = True,
+           subscribe: str | None = None) -> mqtt.Client:
+    """A connected paho client (its network loop running), subscribed to `subscribe` at QoS 1
+    again at every connection."""
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean if client_id else True)
     if on_message is not None:
         c.on_message = on_message
+    if subscribe is not None:
+        c.on_connect = lambda c, userdata, flags, reason, properties: c.subscribe(subscribe, qos=1)
     c.connect("127.0.0.1", broker.port, keepalive=30)
     c.loop_start()
     return c

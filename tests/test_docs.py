@@ -99,3 +99,21 @@ def test_the_readme_lists_every_limit_with_its_default_and_key():
     wrong = ["%s: %s, not %s" % (s.name, rows[(s.table, s.key)], shown(s)) for s in limits
              if rows[(s.table, s.key)] != shown(s)]
     assert not wrong, wrong
+
+
+def test_every_configuration_example_in_the_documentation_is_valid(tmp_path):
+    """The TOML blocks of the README and docs/ read as configurations, each key known and each
+    value of its kind (a renamed or removed setting breaks its examples here)."""
+    from rspstar.config.schema import load
+    blocks = []
+    for page in [REPO / "README.md"] + sorted((REPO / "docs").rglob("*.md")):
+        blocks += [(page.name, m.group(1)) for m in re.finditer(r"```toml\n(.*?)```", page.read_text(encoding="utf-8"),
+                                                                 re.S)]
+    assert len(blocks) >= 3
+    for k, (page, text) in enumerate(blocks):
+        path = tmp_path / ("%d.toml" % k)
+        path.write_text(text, encoding="utf-8")
+        try:
+            load(path)
+        except Exception as e:
+            raise AssertionError("%s, TOML example %d: %s" % (page, k, e)) from None

@@ -254,3 +254,22 @@ def test_kill_9_of_the_subscriber_and_a_broker_restart_lose_and_duplicate_nothin
         process.send_signal(signal.SIGTERM)
         process.wait(20)
         publisher.loop_stop()
+
+
+def test_a_message_that_breaks_the_reader_is_set_aside_and_the_next_lands(tmp_path, monkeypatch):
+    import rspstar.store.mqtt as module
+    quarantined = []
+    source = MqttSource("s", "mqtt://127.0.0.1:1", {"#": STREAM}, "nquads", tmp_path / "l",
+                        lambda payload, reason, line: quarantined.append((payload.origin, reason)))
+    source.client = Acks()
+    real = module.decode
+
+    def breaks_on_poison(payload):
+        if payload.text == b"poison":
+            raise MemoryError("boom")
+        return real(payload)
+
+    monkeypatch.setattr(module, "decode", breaks_on_poison)
+    source.commit([_Received("s/1", b"poison", 1, 1, False, False, 0), _Received("s/1", reading(5), 2, 1, False, False, 0)])
+    assert quarantined == [("mqtt:s/1", "unexpected: MemoryError: boom")]
+    assert source.client.acked == [1, 2] and landed_graphs(tmp_path / "l") == ["http://example.org/g5"]

@@ -99,7 +99,10 @@ async function refreshSources() {
     const s = sources[name];
     const quarantined = Object.values(s.quarantined || {}).reduce((a, b) => a + b, 0);
     body.append(el("tr"));
-    body.lastChild.append(el("td", name), el("td", s.active ? "running" : "down", { class: s.active ? "" : "down" }),
+    // An MQTT source is down while its broker is: it says so, and why, on hover.
+    const state = s.active ? "running" : s.mqtt && !s.mqtt.connected ? "broker unreachable" : "down";
+    body.lastChild.append(el("td", name, { title: s.mqtt ? `${s.mqtt.broker} ${s.mqtt.topics.join(" ")}` : "" }),
+      el("td", state, { class: s.active ? "" : "down", title: s.last_error || "" }),
       el("td", s.last_batch ?? "–", { class: "num" }), el("td", quarantined, { class: "num" }));
   }
 }
