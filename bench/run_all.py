@@ -27,7 +27,7 @@ def main() -> None:
                 uncertainty_tvs.run([10, 100, 1000]), uncertainty_tvs.run([1000], "simulator"),
                 rsp_js_compare.run(1000, 100), annotated_vs_reified.run(), spark_ingestion.throughput(100_000),
                 tvs_live.run(90), tvs_live.run_sensors(60), partitioned.run(1000, 30),
-                "The soak benchmarks run separately: python bench/spark_ingestion.py soak, python bench/serve_soak.py and python bench/serve_memory.py (see docs/performance.md)."]
+                "The soak benchmarks run separately: python bench/spark_ingestion.py soak, python bench/serve_soak.py, python bench/serve_memory.py and python bench/mqtt_ingestion.py (see docs/performance.md)."]
     text = "\n".join(sections)
     publish("RESULTS", text)
 
