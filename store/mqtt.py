@@ -209,6 +209,7 @@ class MqttSource:
         self._pending_bytes = 0
         self._changed = threading.Condition()
         self._stopping = False
+        self._refused = False
         self._committer: threading.Thread | None = None
         self._sequence = 0
         finish_commits(landing)
@@ -235,9 +236,11 @@ class MqttSource:
 
     def _on_connect(self, client, userdata, flags, reason_code, properties) -> None:
         if reason_code.is_failure:
+            self._refused = True
             self.status.last_error = "the broker refused the connection: %s" % reason_code
             log.error("source %s: %s", self.name, self.status.last_error)
             return
+        self._refused = False
         self.status.connected = True
         self.status.connects += 1
         # The session is kept by the broker, subscriptions with it; subscribing again is harmless
@@ -252,7 +255,7 @@ class MqttSource:
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
         self.status.connected = False
-        if not self._stopping:
+        if not self._stopping and not self._refused:      # a refusal says more than the disconnection after it
             self.status.last_error = "disconnected from %s: %s" % (self.broker.origin, reason_code)
             log.warning("source %s: %s; reconnecting", self.name, self.status.last_error)
 

@@ -26,21 +26,24 @@ def free_port() -> int:
 
 
 class Broker:
-    def __init__(self, directory: Path, port: int | None = None):
+    def __init__(self, directory: Path, port: int | None = None, settings: str = "", tls: bool = False):
+        """`settings`: more lines of mosquitto.conf (for the listener: a password file, TLS)."""
         self.directory = directory
         self.port = port or free_port()
+        self.tls = tls
         self.process: subprocess.Popen | None = None
         directory.mkdir(parents=True, exist_ok=True)
         self.config = directory / "mosquitto.conf"
         # No limit on the messages queued for a client that is away: the tests count every one.
         # As root, mosquitto would switch to its own user, who cannot write the test's folder.
-        self.config.write_text("listener %d 127.0.0.1\nallow_anonymous true\npersistence true\n"
-                               "persistence_location %s/\nmax_queued_messages 0\nautosave_interval 1\nuser %s\n"
-                               % (self.port, directory, getpass.getuser()))
+        self.config.write_text("listener %d 127.0.0.1\npersistence true\n"
+                               "persistence_location %s/\nmax_queued_messages 0\nautosave_interval 1\nuser %s\n%s\n"
+                               % (self.port, directory, getpass.getuser(),
+                                  settings or "allow_anonymous true"))
 
     @property
     def url(self) -> str:
-        return "mqtt://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % ("mqtts" if self.tls else "mqtt", self.port)
 
     def start(self) -> "Broker":
         self.process = subprocess.Popen([mosquitto(), "-c", str(self.config)], stdout=subprocess.DEVNULL,
@@ -48,7 +51,7 @@ class Broker:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()   # TLS or not: it listens
                 return self
             except OSError:
                 assert self.process.poll() is None, (self.directory / "mosquitto.log").read_text()
@@ -84,3 +87,26 @@ def publish_all(c: mqtt.Client, topic: str, payloads: list[bytes], timeout: floa
     for info in infos:
         info.wait_for_publish(max(0.1, deadline - time.monotonic()))
         assert info.is_published(), "the broker did not acknowledge a publication"
+
+
+def certificates(directory: Path) -> dict[str, Path]:
+    """A test CA and a server certificate it signs for 127.0.0.1 (made with openssl)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = {name: directory / name for name in ("ca.crt", "ca.key", "server.key", "server.csr", "server.crt", "san")}
+    files["san"].write_text("subjectAltName=IP:127.0.0.1\n")
+    for command in (
+            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", files["ca.key"], "-out", files["ca.crt"],
+             "-days", "1", "-subj", "/CN=rspstar test CA"],
+            ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", files["server.key"], "-out", files["server.csr"],
+             "-subj", "/CN=127.0.0.1"],
+            ["x509", "-req", "-in", files["server.csr"], "-CA", files["ca.crt"], "-CAkey", files["ca.key"],
+             "-CAcreateserial", "-out", files["server.crt"], "-days", "1", "-extfile", files["san"]]):
+        subprocess.run(["openssl", *map(str, command)], check=True, capture_output=True)
+    return files
+
+
+def password_file(directory: Path, user: str, password: str) -> Path:
+    path = directory / "passwords"
+    directory.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mosquitto_passwd", "-c", "-b", str(path), user, password], check=True, capture_output=True)
+    return path

@@ -273,3 +273,57 @@ def test_a_message_that_breaks_the_reader_is_set_aside_and_the_next_lands(tmp_pa
     source.commit([_Received("s/1", b"poison", 1, 1, False, False, 0), _Received("s/1", reading(5), 2, 1, False, False, 0)])
     assert quarantined == [("mqtt:s/1", "unexpected: MemoryError: boom")]
     assert source.client.acked == [1, 2] and landed_graphs(tmp_path / "l") == ["http://example.org/g5"]
+
+
+def test_a_broker_with_passwords_takes_the_password_from_the_environment(tmp_path):
+    from rspstar.config.schema import Source
+    from rspstar.store.mqtt import from_settings
+    from mqtt_broker import password_file
+    passwords = password_file(tmp_path / "auth", "sensor-gateway", "s3cret-pw")
+    broker = Broker(tmp_path / "broker", settings="allow_anonymous false\npassword_file %s" % passwords).start()
+    settings = Source("s", "mqtt", stream=STREAM, broker=broker.url, topic="sensors/#", username="sensor-gateway",
+                      password_env="RSPSTAR_TEST_MQTT_PASSWORD", path=str(tmp_path / "l"))
+    with pytest.raises(MqttSettingsError, match="RSPSTAR_TEST_MQTT_PASSWORD, which is not set"):
+        from_settings(settings, lambda *a: None, environ={})
+    wrong = from_settings(settings, lambda *a: None, environ={"RSPSTAR_TEST_MQTT_PASSWORD": "wrong"})
+    right = from_settings(settings, lambda *a: None, environ={"RSPSTAR_TEST_MQTT_PASSWORD": "s3cret-pw"})
+    wrong.start()
+    right.start()
+    try:
+        wait_for(lambda: right.status.connected, what="the connection with the right password")
+        wait_for(lambda: wrong.status.last_error is not None, what="the refusal")
+        assert not wrong.status.connected and "refused" in wrong.status.last_error
+    finally:
+        wrong.stop()
+        right.stop()
+        broker.stop()
+
+
+def test_an_mqtts_broker_is_trusted_through_the_configured_ca_file(tmp_path):
+    import ssl
+    from mqtt_broker import certificates
+    files = certificates(tmp_path / "tls")
+    broker = Broker(tmp_path / "broker", tls=True, settings="allow_anonymous true\ncafile %s\ncertfile %s\nkeyfile %s"
+                    % (files["ca.crt"], files["server.crt"], files["server.key"])).start()
+    trusted = MqttSource("s", broker.url, {"sensors/#": STREAM}, "nquads", tmp_path / "l", lambda *a: None,
+                         ca_file=str(files["ca.crt"]))
+    untrusting = MqttSource("u", broker.url, {"sensors/#": STREAM}, "nquads", tmp_path / "u", lambda *a: None)
+    trusted.start()
+    untrusting.start()
+    try:
+        wait_for(lambda: trusted.status.connected, what="the TLS connection")
+        publisher = __import__("paho.mqtt.client", fromlist=["Client"]).Client(
+            __import__("paho.mqtt.client", fromlist=["CallbackAPIVersion"]).CallbackAPIVersion.VERSION2)
+        publisher.tls_set(ca_certs=str(files["ca.crt"]), cert_reqs=ssl.CERT_REQUIRED)
+        publisher.connect("127.0.0.1", broker.port)
+        publisher.loop_start()
+        publish_all(publisher, "sensors/t", [reading(3)])
+        wait_for(lambda: trusted.status.landed == 1, what="a message over TLS")
+        assert landed_graphs(tmp_path / "l") == ["http://example.org/g3"]
+        time.sleep(1)
+        assert not untrusting.status.connected and untrusting.status.connects == 0   # the system's CAs do not sign it
+        publisher.loop_stop()
+    finally:
+        trusted.stop()
+        untrusting.stop()
+        broker.stop()
