@@ -253,7 +253,7 @@ class Engine:
                                                        self.config.history_bytes), start)
             self._queries[query_id] = registered
             if persist:
-                self._save_specs()
+                self.repository.save(spec)
                 self.repository.registered_again(query_id)
         log.info("registered query %s (%s, windows: %s)", query_id, query.form.value,
                  ", ".join(query.windows) or "none")
@@ -276,7 +276,7 @@ class Engine:
             removed.removed = True
             removed.history.discard()
             removed.feed.close()
-            self._save_specs()
+            self.repository.delete(query_id)
             if query_id in self._configured:
                 self.repository.removed_by_user(query_id)
         # Outside the engine's lock: leaving a group waits for a range the group may be evaluating.
@@ -300,9 +300,6 @@ class Engine:
     def queries(self) -> list[RegisteredQuery]:
         with self._lock:
             return list(self._queries.values())
-
-    def _save_specs(self) -> None:
-        self.repository.save([q.spec for q in self._queries.values()])
 
     # -- evaluation ------------------------------------------------------------------------------
     def due(self, registered: RegisteredQuery, instant: int) -> str | None:
@@ -366,7 +363,8 @@ class Engine:
         registered.spec.r2s_previous = registered.evaluator.r2s_state()
         registered.spec.counters = registered.status.saved()
         with self._lock:
-            self._save_specs()
+            if not registered.removed:
+                self.repository.save(registered.spec)
 
     def update_background(self, sparql: str, base_iri: str | None = None) -> int:
         """A SPARQL Update of the background (store.background.update)."""

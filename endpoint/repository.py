@@ -1,18 +1,22 @@
 """The registered queries as the data directory keeps them, so they survive restarts: their
-specs (`engine/queries.json`: text, sinks, options, the last instant evaluated and what IStream /
-DStream remember of it), the ids of configured queries a user deleted (`removed-queries.json`,
+specs (`engine/queries/<id>.json`, one file per query: text, sinks, options, the last instant
+evaluated and what IStream / DStream remember of it, so that registering, removing or
+evaluating one query writes that query's file only, whatever the number of queries), the ids of configured queries a user deleted (`removed-queries.json`,
 so such a query is not registered again at the next start) and the queries that could not be
 restored (`unrestored-queries.json`, set aside for the operator). Without a data directory it
 keeps nothing and reads nothing."""
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rspstar.store.landing import replace_text
 
 UNRESTORED_FILE = "unrestored-queries.json"
+SPECS_FOLDER = "queries"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -32,22 +36,61 @@ class QueryRepository:
     def __init__(self, data_dir: Path | None):
         self.data_dir = data_dir
         self.removed: set[str] = set()
+        self._order = 0                          # the registration order of the newest spec
+        self._orders: dict[str, int] = {}        # each saved spec's
         if data_dir is not None:
             data_dir.mkdir(parents=True, exist_ok=True)
             path = data_dir / "removed-queries.json"
             self.removed = set(json.loads(path.read_text())) if path.exists() else set()
 
     def specs(self) -> list[QuerySpec]:
-        """The specs saved last."""
-        path = self._path("queries.json")
-        if path is None or not path.exists():
+        """The specs saved last, in the order they were registered. A file that cannot be read
+        (cut short by a crash of an earlier version, edited by hand) is set aside with the
+        other unrestorable queries, not dropped."""
+        folder = self._path(SPECS_FOLDER)
+        if folder is None:
             return []
-        return [QuerySpec(**item) for item in json.loads(path.read_text())]
+        self._migrate()
+        found, unreadable = [], []
+        for path in folder.glob("*.json") if folder.is_dir() else []:
+            try:
+                saved = json.loads(path.read_text(encoding="utf-8"))
+                found.append((saved["order"], QuerySpec(**saved["spec"])))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                unreadable.append("%s: %s" % (path.name, e))
+        for problem in unreadable:
+            log.error("a saved query could not be read (%s); it is left where it is", problem)
+        found.sort(key=lambda item: item[0])
+        self._order = max((order for order, _ in found), default=0)
+        self._orders = {spec.id: order for order, spec in found}
+        return [spec for _, spec in found]
 
-    def save(self, specs: list[QuerySpec]) -> None:
-        path = self._path("queries.json")
-        if path is not None:
-            replace_text(path, json.dumps([asdict(spec) for spec in specs], indent=2))
+    def save(self, spec: QuerySpec) -> None:
+        """Keep one query's spec (its registration, or its progress after an evaluation)."""
+        folder = self._path(SPECS_FOLDER)
+        if folder is None:
+            return
+        folder.mkdir(exist_ok=True)
+        order = self._orders.get(spec.id)
+        if order is None:
+            self._order += 1
+            order = self._orders[spec.id] = self._order
+        replace_text(folder / (spec.id + ".json"), json.dumps({"order": order, "spec": asdict(spec)}))
+
+    def delete(self, query_id: str) -> None:
+        folder = self._path(SPECS_FOLDER)
+        self._orders.pop(query_id, None)
+        if folder is not None:
+            (folder / (query_id + ".json")).unlink(missing_ok=True)
+
+    def _migrate(self) -> None:
+        """The single file of all specs that earlier versions wrote becomes a file per query."""
+        old = self._path("queries.json")
+        if old is None or not old.exists():
+            return
+        for item in json.loads(old.read_text(encoding="utf-8")):
+            self.save(QuerySpec(**item))
+        old.unlink()
 
     def removed_by_user(self, query_id: str) -> None:
         self.removed.add(query_id)
@@ -72,6 +115,8 @@ class QueryRepository:
         """Keep queries that could not be restored where the operator finds them."""
         if self.unrestored is not None and specs:
             replace_text(self.unrestored, json.dumps([asdict(spec) for spec in specs], indent=2))
+            for spec in specs:
+                self.delete(spec.id)
 
     def history_file(self, query_id: str) -> Path | None:
         return None if self.data_dir is None else self.data_dir / "history" / (query_id + ".jsonl")

@@ -233,7 +233,7 @@ def test_registration_refuses_bad_queries_sinks_and_ids(tmp_path):
     engine.remove("q")
     with pytest.raises(UnknownQuery):
         engine.remove("q")
-    assert json.loads((tmp_path / "queries.json").read_text()) == []
+    assert not list((tmp_path / "queries").iterdir())
 
 
 def test_a_failing_query_is_marked_failed_and_the_others_keep_running():
@@ -528,3 +528,47 @@ def test_registered_queries_differing_in_constants_form_one_group_until_removed(
     assert not second.evaluator.constants.shared()
     engine.remove("b")
     assert len(engine.constant_groups) == 0
+
+
+def test_registering_removing_and_evaluating_a_query_write_its_own_file_only(tmp_path, monkeypatch):
+    """With a thousand queries, each registration or evaluation rewrote every query's spec
+    (one file for all): registration slowed with their number and every evaluation cost as
+    much as writing them all."""
+    import rspstar.endpoint.repository as repository
+    config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
+    clock = VirtualClock(T0)
+    store = StreamStore()
+    engine = Engine(store, clock, config)
+    query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S STEP PT2S] "
+             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v > %d) } } }")
+    for k in range(5):
+        engine.register(query % k, "q%d" % k)
+    written = []
+    real = repository.replace_text
+    monkeypatch.setattr(repository, "replace_text", lambda path, text: (written.append(path.name), real(path, text)))
+    engine.register(query % 9, "late")
+    engine.remove("q2")
+    assert written == ["late.json"] and not (tmp_path / "data" / "queries" / "q2.json").exists()
+    written.clear()
+    staged = store.documents.stage("http://example.org/s", stream_text(4), ox.RdfFormat.TRIG, "s.trig").staged
+    store.publish("http://example.org/s", staged)
+    store.advance_watermark("http://example.org/s", T0 + 2 * S)
+    clock.set(T0 + 2 * S)
+    assert engine.run_query("q3") == 1
+    assert written == ["q3.json"]
+    # A restart registers them again in the order they were first registered.
+    again = Engine(store, clock, config)
+    assert [q.id for q in again.queries()] == ["q0", "q1", "q3", "q4", "late"]
+    assert again.get("q3").status.evaluations == 1
+
+
+def test_the_single_file_of_earlier_versions_becomes_a_file_per_query(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S STEP PT2S] "
+             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
+    (data / "queries.json").write_text(json.dumps([{"id": "b", "text": query}, {"id": "a", "text": query}]))
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=data))
+    assert [q.id for q in engine.queries()] == ["b", "a"]
+    assert not (data / "queries.json").exists() and sorted(p.name for p in (data / "queries").iterdir()) == [
+        "a.json", "b.json"]
