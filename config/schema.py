@@ -223,6 +223,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine", "min_free_disk", Whole(0, "bytes"), 64 * MIB,
             "free space the data directory's disk keeps: below it writes are refused (507) before the store or a "
             "landing file fails half-way, and /health says degraded"),
+    Setting("engine", "max_queries", Whole(1), 2000, "queries registered at once at most (registrations beyond: 503)"),
+    Setting("engine", "max_load", Number(), 0.8,
+            "share of the machine's cores the queries' evaluations may take together, as measured (each query's "
+            "CPU per evaluation times its evaluations per second): while they take more, registrations get 503"),
     Setting("engine", "key_groups", Whole(1), 64,
             "what a partitioned query's keys are spread over (its Spark state: docs/partitioned-queries.md)"),
     # [http]

@@ -10,8 +10,10 @@ from __future__ import annotations
 import collections
 import json
 import logging
+import os
 import re
 import threading
+import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -41,6 +43,8 @@ from .sinks import (
 log = logging.getLogger(__name__)
 
 QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# How much the latest evaluation counts in a query's moving average of CPU per evaluation.
+COST_SMOOTHING = 0.2
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
@@ -73,6 +77,11 @@ class QueryStatus:
     missed_runs: int = 0                   # scheduler firings coalesced because a run was busy
     behind: int = 0                        # µs from the next due instant to the clock, after a run
     durations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
+    cpu_seconds: float = 0.0               # CPU this run's evaluations took (the evaluating thread's)
+    cpu_per_evaluation: float | None = None   # a moving average of it, seconds
+    rate: float = 0.0                      # evaluations per second its report policy asks for (0: as data comes)
+    # Clock instants of the latest evaluations: the rate of a query that reports as data comes.
+    evaluated_at: collections.deque = field(default_factory=lambda: collections.deque(maxlen=100))
     # Clock time from the instant a result is for to the moment it reached the sinks (µs).
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
 
@@ -87,6 +96,23 @@ class QueryStatus:
             if name in saved:
                 setattr(self, name, saved[name])
 
+    def record_cost(self, cpu: float, now: int) -> None:
+        self.cpu_seconds += cpu
+        self.cpu_per_evaluation = cpu if self.cpu_per_evaluation is None else \
+            COST_SMOOTHING * cpu + (1 - COST_SMOOTHING) * self.cpu_per_evaluation
+        self.evaluated_at.append(now)
+
+    def core_share(self) -> float:
+        """The share of one core the query's evaluations take: CPU per evaluation times the
+        evaluations per second its policy asks for (or, reporting as data comes, has made)."""
+        if self.cpu_per_evaluation is None:
+            return 0.0
+        rate = self.rate
+        if not rate and len(self.evaluated_at) > 1:
+            span = (self.evaluated_at[-1] - self.evaluated_at[0]) / 1e6
+            rate = (len(self.evaluated_at) - 1) / span if span > 0 else 0.0
+        return self.cpu_per_evaluation * rate
+
     def percentiles(self, values=None) -> dict[float, float]:
         """The 50th, 90th and 99th percentiles (nearest rank) of evaluation time in seconds, or
         of `values`."""
@@ -96,7 +122,12 @@ class QueryStatus:
         return {q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9, 0.99)}
 
     def describe(self) -> dict:
-        data = {k: v for k, v in asdict(self).items() if k not in ("durations", "latencies")}
+        data = {k: v for k, v in asdict(self).items()
+                if k not in ("durations", "latencies", "evaluated_at", "cpu_per_evaluation", "rate", "cpu_seconds")}
+        data["cpu_seconds"] = round(self.cpu_seconds, 3)
+        data["cpu_ms_per_evaluation"] = None if self.cpu_per_evaluation is None else \
+            round(1000 * self.cpu_per_evaluation, 3)
+        data["core_share"] = round(self.core_share(), 4)
         for key in ("last_evaluation", "next_close", "failed_at"):
             if data[key] is not None:
                 data[key] = format_instant(data[key])
@@ -119,7 +150,7 @@ class RegisteredQuery:
         self.http_sinks = sinks
         self.history = history
         self.feed = EventFeed()
-        self.status = QueryStatus()
+        self.status = QueryStatus(rate=evaluator.policy.rate())
         self.after = start          # the next evaluation is at the query's first instant after this
         self.status.next_close = evaluator.next_instant(start)
         self.lock = threading.Lock()
@@ -164,6 +195,15 @@ class EngineConfig:
     max_elements: int = default("engine.max_elements")          # the most elements a count window may hold
     partition_keys: dict[str, PartitionKey] = field(default_factory=dict)   # per stream, for partitioned queries
     key_groups: int = default("engine.key_groups")              # what a partitioned query's keys are spread over
+    # Admission (None: no limit, the library's and a replay's default; `rspstar serve` sets both).
+    max_queries: int | None = None        # queries registered at once
+    max_load: float | None = None         # share of the machine's cores the evaluations may use together
+
+
+class EngineAtCapacity(EndpointError):
+    """A registration refused because the engine is at one of its admission limits."""
+
+    retry_after = 60
 
 
 class Engine:
@@ -240,6 +280,8 @@ class Engine:
         with self._lock:
             if query_id in self._queries:
                 raise DuplicateQuery("a query with id %r is already registered" % query_id)
+            if persist:        # restored queries were admitted when they were registered
+                self._admit()
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             history_file = self.repository.history_file(query_id)
             http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post) for url in sinks]
@@ -260,6 +302,30 @@ class Engine:
         for listener in self.listeners:
             listener("registered", query_id)
         return registered
+
+    def load(self) -> float:
+        """Cores the registered queries' evaluations take together, as measured."""
+        return sum(q.status.core_share() for q in self.queries())
+
+    def load_budget(self) -> float | None:
+        return None if self.config.max_load is None else self.config.max_load * (os.cpu_count() or 1)
+
+    def _admit(self) -> None:
+        """EngineAtCapacity when one more query would exceed a limit: the number of queries, or
+        the evaluations' measured load (a new query's own cost is not known before it runs:
+        one is admitted while the others leave room)."""
+        limit = self.config.max_queries
+        if limit is not None and len(self._queries) >= limit:
+            raise EngineAtCapacity("%d queries are registered, the engine's limit ([engine] max_queries): remove "
+                                   "one first" % len(self._queries))
+        budget = self.load_budget()
+        if budget is not None:
+            load = self.load()
+            if load >= budget:
+                raise EngineAtCapacity(
+                    "the registered queries' evaluations take %.2f cores (measured), the engine's budget is %.2f "
+                    "([engine] max_load = %g of %d cores): remove queries, make their windows step less often, or "
+                    "raise the budget" % (load, budget, self.config.max_load, os.cpu_count() or 1))
 
     def _derive_id(self, query: ContinuousQuery) -> str:
         if query.name:
@@ -335,6 +401,7 @@ class Engine:
                 trigger = self.due(registered, instant)
                 if trigger is None:
                     break
+                cpu = time.thread_time()
                 try:
                     evaluation = registered.evaluator.evaluate(instant)
                 except Exception as e:  # any failure of one query must not stop the others
@@ -346,6 +413,7 @@ class Engine:
                     break
                 registered.after = instant
                 self._emit(registered, instant, trigger, evaluation)
+                registered.status.record_cost(time.thread_time() - cpu, self.clock.now())
                 ran += 1
             # A count window's or an arrival's next instant may have become known without an
             # evaluation here: the status says what is next now.

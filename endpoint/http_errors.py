@@ -8,7 +8,7 @@ from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
 
 from .adhoc import QueryCrashed
-from .engine import DuplicateQuery, InvalidQueryId, UnknownQuery
+from .engine import DuplicateQuery, EngineAtCapacity, InvalidQueryId, UnknownQuery
 from .errors import EndpointError, UsageError
 from .sinks import SinkNotAllowed
 
@@ -71,6 +71,7 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (DuplicateElementError, 409),
     (UnsupportedMediaType, 415),
     (QueryTimeout, 503),
+    (EngineAtCapacity, 503),
     (DiskFull, 507),
     (ServiceUnavailable, 503),
     (QuerySyntaxError, 400),

@@ -74,7 +74,7 @@ def shown(setting) -> str:
     value = setting.default
     if getattr(setting.kind, "unit", None) == "bytes":
         return "%d MiB" % (value // MIB)
-    if isinstance(value, float) and setting.key != "max_reports_per_second":
+    if isinstance(value, float) and setting.key not in ("max_reports_per_second", "max_load"):
         return "%g s" % value
     if isinstance(value, (int, float)):
         return "{:,}".format(int(value)) if value == int(value) else "%g" % value

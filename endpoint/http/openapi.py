@@ -76,8 +76,9 @@ def _errors(*statuses: int) -> dict:
                  409: "already exists", 413: "the body is larger than [http] max_body",
                  507: "the data directory's disk is full, or below [engine] min_free_disk",
                  415: "a media type or charset the route does not take",
-                 503: "not now: starting, past the query time limit, every event-stream slot taken, or the "
-                      "bodies processed at once past [http] body_budget"}
+                 503: "not now: starting, past the query time limit, every event-stream slot taken, the "
+                      "bodies processed at once past [http] body_budget, or (registration) the engine at "
+                      "[engine] max_queries or max_load"}
     answers = {}
     for status in statuses:
         answers[str(status)] = {"description": described[status], "content": {"application/json": {"schema": ERROR}}}

@@ -78,7 +78,17 @@ def prometheus_text(engine: Engine, sources: dict, disk: DiskGuard | None = None
     latency = [({"query": q.id, "quantile": str(quantile)}, seconds)
                for q in queries for quantile, seconds in q.status.percentiles().items()]
     metric("rspstar_evaluation_seconds", "summary", "Evaluation time.", latency)
-    metric("rspstar_sink_backlog", "gauge", "Records waiting in HTTP sink outboxes.",
+    metric("rspstar_query_cpu_seconds_total", "counter", "CPU its evaluations took since the engine started.",
+           [({"query": q.id}, q.status.cpu_seconds) for q in queries])
+    metric("rspstar_query_core_share", "gauge", "Share of one core its evaluations take (CPU per evaluation times "
+           "evaluations per second).", [({"query": q.id}, q.status.core_share()) for q in queries])
+    metric("rspstar_evaluation_load_cores", "gauge", "Cores all queries' evaluations take, as measured.",
+           [({}, sum(q.status.core_share() for q in queries))])
+    budget = engine.load_budget()
+    if budget is not None:
+        metric("rspstar_evaluation_load_budget_cores", "gauge", "The load beyond which registrations are refused.",
+               [({}, budget)])
+    metric("rspstar_sink_backlog", "gauge", "Records waiting in sink outboxes.",
            [({"query": q.id, "sink": s.url}, s.state.pending) for q in queries for s in q.http_sinks])
     metric("rspstar_source_up", "gauge", "1 while a source's streaming query runs, 0 when it has stopped.",
            [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])

@@ -130,7 +130,9 @@ async function refreshQueries() {
       el("td", s.missed_runs, { class: "num", title: "scheduler polls folded into the next run (no evaluation is skipped)" }),
       el("td", s.last_evaluation || "–", { class: "time" }),
       el("td", s.next_close || "–", { class: "time" }),
-      el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–", { class: "num" }), el("td", latency, { class: "num" }));
+      el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–", { class: "num" }), el("td", latency, { class: "num" }),
+      el("td", s.cpu_ms_per_evaluation === null ? "–" : `${(100 * s.core_share).toFixed(1)}%`,
+        { class: "num", title: s.cpu_ms_per_evaluation === null ? "" : `${s.cpu_ms_per_evaluation} ms of CPU per evaluation` }));
     row.addEventListener("click", () => select(q.id));
     body.append(row);
   }
