@@ -261,15 +261,18 @@ class Engine:
     # -- registration -----------------------------------------------------------------------
     def register(self, text: str, query_id: str | None = None, sinks: list[str] | tuple = (),
                  options: dict[str, str] | None = None, persist: bool = True,
-                 resume_after: int | None = None, resume_r2s: list | None = None) -> RegisteredQuery:
+                 resume_after: int | None = None, resume_r2s: list | None = None,
+                 compiled: ContinuousQuery | None = None) -> RegisteredQuery:
         """Check and register a query (TranslatorError for a bad query, SinkNotAllowed for a
         sink outside the allow-list, UsageError for a bad option); nothing changes on error.
         Its first evaluation is the first report instant after now (or after `resume_after`,
-        with the IStream/DStream state `resume_r2s` of the evaluation there)."""
+        with the IStream/DStream state `resume_r2s` of the evaluation there). `compiled`: the
+        text as compile_query gave it under the options' dialect and start, when the caller has it."""
         options = dict(options or {})
         evaluation_options = EvaluationOptions.from_pairs(options)
         query = admit(text, self.limits, dialect=evaluation_options.dialect, start=evaluation_options.start,
-                      report=evaluation_options.report, partition=evaluation_options.partition).query
+                      report=evaluation_options.report, partition=evaluation_options.partition,
+                      compiled=compiled).query
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:

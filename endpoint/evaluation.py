@@ -12,6 +12,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field, fields, replace
+from typing import Callable
 
 import pyoxigraph as ox
 
@@ -253,6 +254,9 @@ class RangeResults:
     def __init__(self, capacity: int = 4096):
         self.capacity = capacity
         self._rows: collections.OrderedDict[tuple, tuple[list[dict], int]] = collections.OrderedDict()
+        # Each stream's keys in the order they were put (ranges come in time order, about):
+        # dropping the ranges a window has left looks at the oldest only, not at every key.
+        self._by_stream: dict[str, collections.deque] = {}
         self._lock = threading.Lock()
         self.hits = 0
 
@@ -267,10 +271,13 @@ class RangeResults:
         """Keep `value` for `key` (block, stream, lo, hi, late count), dropping that stream's
         ranges ending at or before `opens`."""
         with self._lock:
-            self._rows[key] = value
             stream = key[1]
-            for old in [k for k in self._rows if k[1] == stream and k[3] <= opens]:
-                del self._rows[old]
+            order = self._by_stream.setdefault(stream, collections.deque())
+            if key not in self._rows:
+                order.append(key)
+            self._rows[key] = value
+            while order and (order[0] not in self._rows or order[0][3] <= opens):
+                self._rows.pop(order.popleft(), None)
             while len(self._rows) > self.capacity:
                 self._rows.popitem(last=False)
 
@@ -285,11 +292,17 @@ class ConstantGroups:
         self._groups: dict[tuple, _ConstantGroup] = {}
         self._lock = threading.Lock()
 
-    def join(self, evaluator: "QueryEvaluator", query: Parameterized, options: RewriteOptions) -> "_ConstantGroup":
+    def join(self, evaluator: "QueryEvaluator", query: Parameterized, options: RewriteOptions,
+             compiles: Callable[[], bool] = lambda: True) -> "_ConstantGroup | None":
+        """The group `evaluator` joins, None when its parameterized query does not compile
+        (`compiles` is asked once per group, not once per member: a member differs from the
+        others in constants only)."""
         key = (query.key, options)
         with self._lock:
             group = self._groups.get(key)
             if group is None:
+                if not compiles():
+                    return None
                 group = self._groups[key] = _ConstantGroup(query, options, lambda: self._forget(key))
             group.add(evaluator, query.constants)
             return group
@@ -317,16 +330,22 @@ class _ConstantGroup:
         self._compiled: tuple[Template, dict[tuple[str, ...], int]] | None = None
         self._unread: dict[tuple, dict[QueryEvaluator, list[dict]]] = {}
         self._uncompiled = False      # the members' query did not compile: each goes alone
+        self._distinct: dict[tuple[str, ...], int] = {}   # members per set of constants
         self._lock = threading.Lock()
 
     def add(self, evaluator: "QueryEvaluator", constants: tuple[str, ...]) -> None:
         with self._lock:
             self.members[evaluator] = constants
+            self._distinct[constants] = self._distinct.get(constants, 0) + 1
             self._compiled, self._uncompiled = None, False
 
     def leave(self, evaluator: "QueryEvaluator") -> None:
         with self._lock:
-            self.members.pop(evaluator, None)
+            constants = self.members.pop(evaluator, None)
+            if constants is not None:
+                self._distinct[constants] -= 1
+                if not self._distinct[constants]:
+                    del self._distinct[constants]
             self._compiled, self._uncompiled = None, False
             for unread in self._unread.values():
                 unread.pop(evaluator, None)
@@ -336,7 +355,7 @@ class _ConstantGroup:
         """Whether the members hold more than one set of constants (equal queries share their
         ranges through RangeResults already)."""
         with self._lock:
-            return not self._uncompiled and len(set(self.members.values())) > 1
+            return not self._uncompiled and len(self._distinct) > 1
 
     def rows(self, evaluator: "QueryEvaluator", key: tuple, elements: list[str],
              window_opens: int) -> list[dict] | None:
@@ -348,7 +367,7 @@ class _ConstantGroup:
         with self._lock:
             unread = self._unread.get(key)
             if unread is not None and evaluator in unread:
-                return unread.pop(evaluator)
+                return unread.pop(evaluator)[0]
             if evaluator not in self.members:
                 return None
             try:
@@ -360,11 +379,18 @@ class _ConstantGroup:
                 return None
             apart = evaluator.store.evaluate(template, {evaluator.incremental_window: elements}, evaluator.functions,
                                              lambda result: select_rows_by(result, self.query.marker))
-            self._unread[key] = {member: apart.get(rows_of[constants], []) for member, constants in self.members.items()
-                                 if member is not evaluator}
+            self._unread[key] = {member: (apart.get(rows_of[constants], []), len(elements))
+                                 for member, constants in self.members.items() if member is not evaluator}
             for old in [k for k in self._unread if k[0] == key[0] and k[2] <= window_opens]:
                 del self._unread[old]
             return apart.get(rows_of[self.members[evaluator]], [])
+
+    def unread(self, evaluator: "QueryEvaluator", key: tuple) -> tuple[list[dict], int] | None:
+        """The rows of `evaluator`'s range `key` and the elements it holds, when an evaluation
+        made for another member left them: read without looking the range's elements up."""
+        with self._lock:
+            unread = self._unread.get(key)
+            return unread.pop(evaluator) if unread is not None and evaluator in unread else None
 
     def _compile(self) -> tuple[Template, dict[tuple[str, ...], int]]:
         if self._compiled is None:
@@ -415,11 +441,14 @@ class QueryEvaluator:
         query = parameterized(self.query)
         if query is None:
             return None
-        try:
-            compile_template(parse_query(query.text([query.constants])), self.rewrite_options)
-        except TranslatorError:
-            return None
-        return groups.join(self, query, self.rewrite_options)
+
+        def compiles() -> bool:
+            try:
+                compile_template(parse_query(query.text([query.constants])), self.rewrite_options)
+                return True
+            except TranslatorError:
+                return False
+        return groups.join(self, query, self.rewrite_options, compiles)
 
     def close(self) -> None:
         """The query is removed: it (or each window of a join) leaves its group."""
@@ -538,6 +567,8 @@ class QueryEvaluator:
         for lo, hi in zip(edges, edges[1:]):
             key = (block, stream, lo, hi, self._late_seen)
             found = self.shared.get(key) if block is not None else None
+            if found is None and self.constants is not None:
+                found = self.constants.unread(self, (stream, lo, hi, self._late_seen))
             if found is None:
                 elements = self.store.elements_in(stream, lo, hi)
                 rows = None if elements else []

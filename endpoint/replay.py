@@ -86,7 +86,8 @@ class Replay:
         self.pending = pending
         self.clock = VirtualClock(spec.start)
         self.engine = Engine(self.store, self.clock, EngineConfig(**_OFFLINE))
-        self.registered = {query_id: self.engine.register(text, query_id, options=spec.options)
+        self.registered = {query_id: self.engine.register(text, query_id, options=spec.options,
+                                                          compiled=self.queries[query_id])
                            for query_id, text in spec.queries.items()}
 
     @property

@@ -333,3 +333,32 @@ def test_joins_of_windows_whose_blocks_differ_in_constants_share_those_blocks_ra
     for evaluator in together:
         evaluator.close()
     assert len(groups) == 0
+
+
+def test_many_queries_of_one_shape_cost_their_group_not_each_member(monkeypatch):
+    """With a thousand queries of one shape, registration checked that each one's group query
+    compiled, each member looked its ranges' elements up although the group's evaluation had
+    left its rows, and every range a member kept scanned the shared cache's keys: 17x one
+    query in a replay where 4x is what their evaluations cost."""
+    import rspstar.endpoint.evaluation as evaluation
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(40)])
+    compiled = []
+    real_compile = evaluation.compile_template
+    monkeypatch.setattr(evaluation, "compile_template", lambda *a: compiled.append(a) or real_compile(*a))
+    groups, shared = ConstantGroups(), RangeResults()
+    members = [QueryEvaluator(compile_query(threshold_query(t)), store, shared=shared, groups=groups) for t in range(30)]
+    checks = len(compiled)
+    assert len(groups) == 1 and checks <= 2 + len(members)    # the group's query checked once
+    looked_up = []
+    real_lookup = store.elements_in
+    store.elements_in = lambda *a: looked_up.append(a) or real_lookup(*a)
+    for second in range(1, 6):
+        store.advance_watermark(STREAM, T0 + second * S)
+        for member in members:
+            member.evaluate(T0 + second * S)
+    # Each one-second range holding elements once, by the member that evaluated it (ranges
+    # before the stream's first element hold none, and each member sees that for itself).
+    assert len([a for a in looked_up if a[1] >= T0]) == 5
+    # The cache keeps only ranges a window can still reach (the last opens at T0 + 1 s), as it goes.
+    assert shared._rows and all(lo >= T0 + S for _, _, lo, _, _ in shared._rows)

@@ -40,9 +40,11 @@ class Admitted:
 
 
 def admit(text: str, limits: Limits, *, dialect: str | None = None, start: str | None = None,
-          report: str | None = None, partition: str | None = None) -> Admitted:
-    """The query of `text` with its report policy, if the engine may run it under `limits`."""
-    query = compile_query(text, dialect=dialect, start=start)
+          report: str | None = None, partition: str | None = None,
+          compiled: ContinuousQuery | None = None) -> Admitted:
+    """The query of `text` with its report policy, if the engine may run it under `limits`
+    (`compiled`: `text` as compile_query gave it with this dialect and start, not compiled again)."""
+    query = compiled if compiled is not None else compile_query(text, dialect=dialect, start=start)
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed)
     policy = report_policy(query, report)
