@@ -1,95 +1,217 @@
-"""The live scheduler: APScheduler jobs that drive an `Engine` in wall-clock time.
+"""The live scheduler: drives an `Engine` in wall-clock time.
 
-One job per registered query (id `query:<id>`), one for sink delivery and one for retention;
-no job overlaps itself (max_instances=1) and firings missed while a run was busy are
-coalesced into one and counted in the query's status. A query's job polls (for `max_delay`)
-and is also run at once when a watermark it waits for passes its next close. The jobs only
-ask the engine to do what is due, so the semantics stay in `Engine` (tested on a virtual
-clock) and this layer only decides how often to ask.
+Each registered query is asked to evaluate when it can have something to do: at its next close
+plus `max_delay` (the latest it may wait for complete input), or at once when a watermark it
+waits for passes its next close. A dispatcher thread keeps those wake-ups in one heap and hands
+the queries that are due to a small pool of evaluation workers, in the order they became due;
+the semantics stay in `Engine` (tested on a virtual clock), this layer only decides when to ask.
+
+With a thousand queries, one polling job per query (ten firings a second each) cost the
+scheduler more than the evaluations; a query now costs nothing between its closes. A query
+behind the clock evaluates at most `MAX_EVALUATIONS_PER_RUN` instants per turn and is then put
+behind the queries already due, so one slow query delays the others by one turn at most. A query
+asked while its evaluation runs is asked again when it ends (counted as a folded poll,
+`missed_runs`). Delivery to sinks, retention and the engine's other periodic work are
+APScheduler interval jobs (`scheduler`).
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
-from datetime import datetime, timezone
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
-from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_MISSED, JobExecutionEvent
-from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 
 from rspstar.store.stream_store import WatermarkAdvanced
 
-from .engine import Engine, UnknownQuery
+from .engine import MAX_EVALUATIONS_PER_RUN, Engine, UnknownQuery
 
 log = logging.getLogger(__name__)
 
-QUERY_JOB_PREFIX = "query:"
 DELIVERY_JOB = "sinks:deliver"
 RETENTION_JOB = "store:retention"
 _NO_OVERLAP = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
+# Evaluations at once: Oxigraph evaluates without the interpreter lock, so two or more use both
+# cores; more would only queue inside the store.
+WORKERS = 4
+# A query whose next instant is not known yet (a count window, content change) is asked this
+# often as well as at every watermark of its streams.
+UNKNOWN_NEXT_SECONDS = 1.0
+
+
+class _Inline:
+    """Runs each task at once, in the caller's thread (tests step the scheduler by hand)."""
+
+    def submit(self, task, *args):
+        task(*args)
+
+    def shutdown(self, wait: bool = True) -> None:
+        pass
+
+
+INLINE = _Inline()
 
 
 class LiveScheduler:
-    def __init__(self, engine: Engine, interval: float = 0.1, housekeeping_interval: float = 1.0):
+    def __init__(self, engine: Engine, interval: float = 0.1, housekeeping_interval: float = 1.0,
+                 workers: int = WORKERS, monotonic: Callable[[], float] = time.monotonic, executor=None):
         self.engine = engine
-        self.interval = interval
+        self.interval = interval                 # the shortest wait between two asks of one query
+        self.monotonic = monotonic
         self.scheduler = BackgroundScheduler()
-        self.scheduler.add_listener(self._missed, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
         self.scheduler.add_job(engine.deliver, "interval", seconds=housekeeping_interval / 2, id=DELIVERY_JOB,
                                **_NO_OVERLAP)
         self.scheduler.add_job(engine.evict, "interval", seconds=housekeeping_interval, id=RETENTION_JOB,
                                **_NO_OVERLAP)
+        self._executor = executor if executor is not None else ThreadPoolExecutor(workers, "evaluation")
+        self._wakes: list[tuple[float, int, str]] = []      # (when, order, query id): a heap
+        self._planned: dict[str, float] = {}                # each query's earliest wake in the heap
+        self._running: set[str] = set()
+        self._asked_while_running: set[str] = set()
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
         for registered in engine.queries():
-            self._add_query_job(registered.id)
+            self.plan(registered.id, self.monotonic())
         engine.listeners.append(self._on_change)
         engine.store.subscribe(self._on_watermark)
 
-    def _add_query_job(self, query_id: str) -> None:
-        self.scheduler.add_job(self._run, "interval", seconds=self.interval, args=[query_id],
-                               id=QUERY_JOB_PREFIX + query_id, replace_existing=True, **_NO_OVERLAP)
+    # -- when each query is asked ---------------------------------------------------------------
+    def plan(self, query_id: str, when: float) -> None:
+        """Ask `query_id` at `when` (monotonic seconds), unless it is asked earlier already."""
+        with self._changed:
+            if self._stopping:
+                return
+            planned = self._planned.get(query_id)
+            if planned is not None and planned <= when:
+                return
+            self._planned[query_id] = when
+            heapq.heappush(self._wakes, (when, next(self._order), query_id))
+            self._changed.notify()
+
+    def planned(self, query_id: str) -> float | None:
+        with self._changed:
+            return self._planned.get(query_id)
+
+    def next_wake(self, query_id: str) -> float | None:
+        """When a query is next worth asking: now if it is due, else at its next close plus
+        `max_delay` (or in UNKNOWN_NEXT_SECONDS when its next close is not known yet); None for
+        a query that is gone, failed or evaluated on Spark's executors."""
+        try:
+            registered = self.engine.get(query_id)
+        except UnknownQuery:
+            return None
+        if registered.removed or registered.partitioned or registered.status.state != "running":
+            return None
+        now = self.monotonic()
+        instant = registered.next_instant()
+        if instant is None:
+            return now + UNKNOWN_NEXT_SECONDS
+        if self.engine.due(registered, instant) is not None:
+            return now
+        wait = (instant + self.engine.config.max_delay - self.engine.clock.now()) / 1e6
+        return now + max(self.interval, wait)
+
+    def step(self) -> list[str]:
+        """Hand every query due now to the workers; returns their ids."""
+        now = self.monotonic()
+        due = []
+        with self._changed:
+            while self._wakes and self._wakes[0][0] <= now:
+                when, _, query_id = heapq.heappop(self._wakes)
+                if self._planned.get(query_id) != when:
+                    continue             # planned earlier since; that entry decided
+                del self._planned[query_id]
+                if query_id in self._running:
+                    self._asked_while_running.add(query_id)
+                    self._count_folded(query_id)
+                    continue
+                self._running.add(query_id)
+                due.append(query_id)
+        for query_id in due:
+            self._executor.submit(self._run, query_id)
+        return due
 
     def _run(self, query_id: str) -> None:
-        # Evaluations of a CONSTRUCT query feed other queries: let those run at once.
-        if self.engine.run_query(query_id) and self.engine.get(query_id).query.output_stream:
-            for registered in self.engine.queries():
-                if registered.id != query_id:
-                    self.engine.run_query(registered.id)
+        ran = 0
+        try:
+            ran = self.engine.run_query(query_id)
+            # Evaluations of a CONSTRUCT query feed other queries: ask them at once.
+            if ran and self.engine.get(query_id).query.output_stream:
+                now = self.monotonic()
+                for registered in self.engine.queries():
+                    if registered.id != query_id:
+                        self.plan(registered.id, now)
+        except UnknownQuery:
+            pass
+        except Exception:   # a worker must survive any query
+            log.exception("query %s: the scheduler's run failed", query_id)
+        finally:
+            with self._changed:
+                self._running.discard(query_id)
+                again = query_id in self._asked_while_running
+                self._asked_while_running.discard(query_id)
+            # Behind the clock (a full turn ran), or asked meanwhile: again, after those due now.
+            when = self.monotonic() if again or ran >= MAX_EVALUATIONS_PER_RUN else self.next_wake(query_id)
+            if when is not None:
+                self.plan(query_id, when)
+
+    def _count_folded(self, query_id: str) -> None:
+        try:
+            self.engine.get(query_id).status.missed_runs += 1
+        except UnknownQuery:
+            pass
 
     def _on_change(self, event: str, query_id: str) -> None:
         if event == "registered":
-            self._add_query_job(query_id)
-        elif event == "removed" and self.scheduler.get_job(QUERY_JOB_PREFIX + query_id) is not None:
-            self.scheduler.remove_job(QUERY_JOB_PREFIX + query_id)
+            self.plan(query_id, self.monotonic())
+        elif event == "removed":
+            with self._changed:
+                self._planned.pop(query_id, None)     # its heap entry is skipped when it comes up
 
     def _on_watermark(self, event: WatermarkAdvanced) -> None:
-        if not self.scheduler.running:
-            return
-        stream, watermark = event.stream, event.watermark
-        now = datetime.now(timezone.utc)
+        now = self.monotonic()
         for registered in self.engine.queries():
-            if stream not in registered.query.streams:
+            if event.stream not in registered.query.streams:
                 continue
             due = registered.next_instant()
-            if due is not None and registered.evaluator.policy.complete_through(due) <= watermark:
-                try:
-                    self.scheduler.modify_job(QUERY_JOB_PREFIX + registered.id, next_run_time=now)
-                except JobLookupError:
-                    pass    # removed meanwhile
+            if due is not None and registered.evaluator.policy.complete_through(due) <= event.watermark:
+                self.plan(registered.id, now)
 
-    def _missed(self, event: JobExecutionEvent) -> None:
-        if event.job_id.startswith(QUERY_JOB_PREFIX):
-            try:
-                self.engine.get(event.job_id[len(QUERY_JOB_PREFIX):]).status.missed_runs += 1
-            except UnknownQuery:
-                pass
-
-    def job_ids(self) -> list[str]:
-        return sorted(job.id for job in self.scheduler.get_jobs())
+    # -- the dispatcher thread ------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        while True:
+            with self._changed:
+                if self._stopping:
+                    return
+                wait = self._wakes[0][0] - self.monotonic() if self._wakes else 1.0
+                if wait > 0:
+                    self._changed.wait(min(wait, 1.0))
+                    continue
+            self.step()
 
     def start(self) -> None:
         self.scheduler.start()
+        self._thread = threading.Thread(target=self._dispatch, name="scheduler", daemon=True)
+        self._thread.start()
 
     def shutdown(self) -> None:
         self.engine.listeners.remove(self._on_change)
         self.engine.store.unsubscribe(self._on_watermark)
+        with self._changed:
+            self._stopping = True
+            self._changed.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        self._executor.shutdown(wait=True)
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
+
+    def job_ids(self) -> list[str]:
+        """The periodic jobs (queries are not jobs: see `planned`)."""
+        return sorted(job.id for job in self.scheduler.get_jobs())
