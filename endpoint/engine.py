@@ -358,6 +358,7 @@ class Engine:
         close = getattr(self.post, "close", None)
         if close is not None:
             close()
+        self.repository.close()
 
     def get(self, query_id: str) -> RegisteredQuery:
         with self._lock:
@@ -433,9 +434,8 @@ class Engine:
         registered.spec.last_evaluation = registered.status.last_evaluation
         registered.spec.r2s_previous = registered.evaluator.r2s_state()
         registered.spec.counters = registered.status.saved()
-        with self._lock:
-            if not registered.removed:
-                self.repository.save(registered.spec)
+        if not registered.removed:
+            self.repository.save_progress(registered.spec)
 
     def update_background(self, sparql: str, base_iri: str | None = None) -> int:
         """A SPARQL Update of the background (store.background.update)."""

@@ -1,7 +1,10 @@
 """The registered queries as the data directory keeps them, so they survive restarts: their
-specs (`engine/queries/<id>.json`, one file per query: text, sinks, options, the last instant
-evaluated and what IStream / DStream remember of it, so that registering, removing or
-evaluating one query writes that query's file only, whatever the number of queries), the ids of configured queries a user deleted (`removed-queries.json`,
+specs (`engine/queries/<id>.json`, one file per query: text, sinks, options; so registering or
+removing one query writes that query's file only, whatever the number of queries), their
+progress (`engine/progress.jsonl`: after each evaluation a line with the last instant evaluated,
+what IStream / DStream remember of it and the status counters, appended to one open file: a
+thousand queries closing together cost a thousand short appends, not a thousand files
+replaced; the log is rewritten with each query's latest line when it grows past a bound), the ids of configured queries a user deleted (`removed-queries.json`,
 so such a query is not registered again at the next start) and the queries that could not be
 restored (`unrestored-queries.json`, set aside for the operator). Without a data directory it
 keeps nothing and reads nothing."""
@@ -9,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -16,6 +20,10 @@ from rspstar.store.landing import replace_text
 
 UNRESTORED_FILE = "unrestored-queries.json"
 SPECS_FOLDER = "queries"
+PROGRESS_FILE = "progress.jsonl"
+# The progress log is compacted (each query's latest line kept) beyond this many lines, or four
+# lines per query if that is more.
+PROGRESS_LINES = 10_000
 log = logging.getLogger(__name__)
 
 
@@ -38,6 +46,10 @@ class QueryRepository:
         self.removed: set[str] = set()
         self._order = 0                          # the registration order of the newest spec
         self._orders: dict[str, int] = {}        # each saved spec's
+        self._progress: dict[str, str] = {}      # each query's latest progress line
+        self._progress_lines = 0                 # lines in the log
+        self._progress_file = None               # the log, open for appending
+        self._lock = threading.Lock()
         if data_dir is not None:
             data_dir.mkdir(parents=True, exist_ok=True)
             path = data_dir / "removed-queries.json"
@@ -63,23 +75,87 @@ class QueryRepository:
         found.sort(key=lambda item: item[0])
         self._order = max((order for order, _ in found), default=0)
         self._orders = {spec.id: order for order, spec in found}
-        return [spec for _, spec in found]
+        specs = [spec for _, spec in found]
+        progress = self._read_progress()
+        self._progress = {}
+        for spec in specs:
+            if spec.id in progress:
+                line, saved = progress[spec.id]
+                spec.last_evaluation, spec.r2s_previous, spec.counters = (
+                    saved.get("last_evaluation"), saved.get("r2s_previous"), saved.get("counters"))
+                self._progress[spec.id] = line
+        with self._lock:
+            self._compact()        # only the restored queries' latest lines
+        return specs
+
+    def save_progress(self, spec: QuerySpec) -> None:
+        """Keep a query's progress after an evaluation: one line appended to the log."""
+        path = self._path(PROGRESS_FILE)
+        if path is None:
+            return
+        line = json.dumps({"id": spec.id, "last_evaluation": spec.last_evaluation,
+                           "r2s_previous": spec.r2s_previous, "counters": spec.counters}) + "\n"
+        with self._lock:
+            if spec.id not in self._orders:
+                return                  # removed meanwhile
+            self._progress[spec.id] = line
+            if self._progress_lines >= max(PROGRESS_LINES, 4 * len(self._progress)):
+                self._compact()
+                return
+            if self._progress_file is None:
+                self._progress_file = path.open("a", encoding="utf-8")
+            self._progress_file.write(line)
+            self._progress_file.flush()       # in the kernel's hands: a crash of the process loses nothing
+            self._progress_lines += 1
+
+    def _read_progress(self) -> dict[str, tuple[str, dict]]:
+        path = self._path(PROGRESS_FILE)
+        latest: dict[str, tuple[str, dict]] = {}
+        if path is None or not path.exists():
+            return latest
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                saved = json.loads(line)
+                latest[saved["id"]] = (line + "\n", saved)
+            except (ValueError, KeyError, TypeError):
+                continue            # a line cut short by a crash: the one before it stands
+        return latest
+
+    def _compact(self) -> None:
+        """Rewrite the log with each query's latest line (under the lock)."""
+        path = self._path(PROGRESS_FILE)
+        if path is None:
+            return
+        if self._progress_file is not None:
+            self._progress_file.close()
+            self._progress_file = None
+        replace_text(path, "".join(self._progress.values()))
+        self._progress_lines = len(self._progress)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._progress_file is not None:
+                self._progress_file.close()
+                self._progress_file = None
 
     def save(self, spec: QuerySpec) -> None:
-        """Keep one query's spec (its registration, or its progress after an evaluation)."""
+        """Keep one query's spec (at its registration; its progress goes to `save_progress`)."""
         folder = self._path(SPECS_FOLDER)
         if folder is None:
             return
         folder.mkdir(exist_ok=True)
-        order = self._orders.get(spec.id)
-        if order is None:
-            self._order += 1
-            order = self._orders[spec.id] = self._order
+        with self._lock:
+            order = self._orders.get(spec.id)
+            if order is None:
+                self._order += 1
+                order = self._orders[spec.id] = self._order
         replace_text(folder / (spec.id + ".json"), json.dumps({"order": order, "spec": asdict(spec)}))
 
     def delete(self, query_id: str) -> None:
         folder = self._path(SPECS_FOLDER)
-        self._orders.pop(query_id, None)
+        with self._lock:
+            self._orders.pop(query_id, None)
+            self._progress.pop(query_id, None)     # its lines in the log go at the next compaction
         if folder is not None:
             (folder / (query_id + ".json")).unlink(missing_ok=True)
 

@@ -533,7 +533,8 @@ def test_registered_queries_differing_in_constants_form_one_group_until_removed(
 def test_registering_removing_and_evaluating_a_query_write_its_own_file_only(tmp_path, monkeypatch):
     """With a thousand queries, each registration or evaluation rewrote every query's spec
     (one file for all): registration slowed with their number and every evaluation cost as
-    much as writing them all."""
+    much as writing them all; then a thousand queries closing together replaced a thousand
+    files."""
     import rspstar.endpoint.repository as repository
     config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
     clock = VirtualClock(T0)
@@ -555,7 +556,10 @@ def test_registering_removing_and_evaluating_a_query_write_its_own_file_only(tmp
     store.advance_watermark("http://example.org/s", T0 + 2 * S)
     clock.set(T0 + 2 * S)
     assert engine.run_query("q3") == 1
-    assert written == ["q3.json"]
+    # Its progress is one line appended to the log, no file replaced.
+    assert written == []
+    progress = (tmp_path / "data" / "progress.jsonl").read_text().splitlines()
+    assert [json.loads(line)["id"] for line in progress] == ["q3"]
     # A restart registers them again in the order they were first registered.
     again = Engine(store, clock, config)
     assert [q.id for q in again.queries()] == ["q0", "q1", "q3", "q4", "late"]
@@ -572,3 +576,29 @@ def test_the_single_file_of_earlier_versions_becomes_a_file_per_query(tmp_path):
     assert [q.id for q in engine.queries()] == ["b", "a"]
     assert not (data / "queries.json").exists() and sorted(p.name for p in (data / "queries").iterdir()) == [
         "a.json", "b.json"]
+
+
+def test_the_progress_log_keeps_each_querys_latest_line_and_survives_a_cut_line(tmp_path, monkeypatch):
+    import rspstar.endpoint.repository as repository
+    monkeypatch.setattr(repository, "PROGRESS_LINES", 6)
+    config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
+    clock, store = VirtualClock(T0), StreamStore()
+    engine = Engine(store, clock, config)
+    query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S STEP PT1S] "
+             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
+    engine.register(query, "a")
+    engine.register(query, "b")
+    for second in range(1, 10):
+        clock.set(T0 + second * S)
+        engine.tick()
+    log = tmp_path / "data" / "progress.jsonl"
+    assert len(log.read_text().splitlines()) <= 6 + 1      # compacted as it grew
+    engine.remove("b")
+    with log.open("a") as f:
+        f.write('{"id": "a", "last_evalu')               # a crash in the middle of a line
+    engine.close()
+    again = Engine(store, clock, config)
+    assert [q.id for q in again.queries()] == ["a"]
+    assert again.get("a").status.evaluations == 9
+    assert again.get("a").status.last_evaluation == T0 + 9 * S
+    assert [json.loads(line)["id"] for line in log.read_text().splitlines()] == ["a"]
