@@ -222,6 +222,7 @@ class Engine:
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed/background
         self.repository = QueryRepository(config.data_dir)
         self._configured: set[str] = set()      # ids of the configuration's queries (`configured`)
+        self.removals = 0                       # queries removed since the engine started
         self.limits = Limits(config.max_range, config.max_reports_per_second, config.max_elements,
                              config.federation_allowed, config.partition_keys)
         self._restore()
@@ -342,6 +343,7 @@ class Engine:
             if query_id not in self._queries:
                 raise UnknownQuery("no query with id %r" % query_id)
             removed = self._queries.pop(query_id)
+            self.removals += 1
             removed.removed = True
             removed.history.discard()
             removed.feed.close()

@@ -6,7 +6,7 @@ from rspstar.endpoint.clock import VirtualClock
 from rspstar.endpoint.config import DEFAULT_CONFIG, ConfigError, load_config, register_configured
 from rspstar.endpoint.engine import Engine, EngineConfig
 from rspstar.endpoint import serve as serve_module
-from rspstar.endpoint.serve import progress_line, write_token
+from rspstar.endpoint.serve import progress_line, progress_reporter, write_token
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
 
@@ -30,6 +30,34 @@ def test_the_progress_line_is_short_and_names_failed_queries():
     line = progress_line(engine)
     assert len(line) < 160, line
     assert line.endswith("oxygen-warning 0/0, tvs-warning 0/0 FAILED, homecare-low-emergency 0/0")
+
+
+def test_with_many_queries_the_progress_line_gives_totals_and_the_failed_ones():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
+    query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT10S] "
+             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v > %d) } } }")
+    for k in range(300):
+        engine.register(query % k, "q%d" % k)
+    for k in (7, 8):
+        engine.get("q%d" % k).status.state = "failed"
+    line = progress_line(engine)
+    assert len(line) < 160, line
+    assert line.endswith("300 queries, 0/0 in all; FAILED: q7, q8")
+
+
+def test_memory_is_given_back_at_the_progress_line_after_queries_were_removed():
+    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
+    query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT10S] "
+             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
+    trims = []
+    report = progress_reporter(engine, lambda: trims.append(1))
+    engine.register(query, "a")
+    report()
+    assert trims == []
+    engine.remove("a")
+    report()
+    report()
+    assert trims == [1]
 
 
 def configured(tmp_path, text):
