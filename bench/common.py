@@ -5,6 +5,9 @@ import os
 import platform
 import random
 import resource
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -132,3 +135,32 @@ class Table:
                  "|" + "---|" * len(self.columns)]
         lines += ["| " + " | ".join(r) + " |" for r in self.rows]
         return "\n".join(lines) + "\n"
+
+
+def start_serve(directory: Path, port: int, config: Path | None = None, timeout: float = 180) -> subprocess.Popen:
+    """`rspstar serve` on `port` with its data in directory/data and its log in
+    directory/serve.log, in a process group of its own (Spark's JVM with it), once its /health
+    says ok."""
+    import requests
+    command = [sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--port", str(port), "--data",
+               str(directory / "data")] + (["--config", str(config)] if config is not None else [])
+    log = directory / "serve.log"
+    process = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1], stdout=log.open("w"),
+                               stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if requests.get("http://127.0.0.1:%d/health" % port, timeout=2).json()["status"] == "ok":
+                return process
+        except (requests.RequestException, ValueError):
+            pass
+        if time.monotonic() > deadline or process.poll() is not None:
+            stop_serve(process)
+            raise RuntimeError("rspstar serve did not become healthy:\n" + log.read_text()[-3000:])
+        time.sleep(0.5)
+
+
+def stop_serve(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGINT)
+        process.wait(120)

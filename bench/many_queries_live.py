@@ -13,10 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +23,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from common import Table, machine, process_tree_by_kind, publish  # noqa: E402
+from common import Table, machine, process_tree_by_kind, publish, start_serve, stop_serve  # noqa: E402
 from mqtt_broker import free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -71,20 +68,8 @@ def run(queries: int, seconds: int) -> str:
         tmp = Path(tmp)
         port = free_port()
         base = "http://127.0.0.1:%d" % port
-        log = (tmp / "serve.log").open("w")
-        process = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--port", str(port), "--data",
-                                    str(tmp / "data")], cwd=REPO, stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = start_serve(tmp, port)
         try:
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    if requests.get(base + "/health", timeout=2).json()["status"] == "ok":
-                        break
-                except (requests.RequestException, ValueError):
-                    pass
-                assert time.monotonic() < deadline and process.poll() is None, (tmp / "serve.log").read_text()[-3000:]
-                time.sleep(0.5)
             token = (tmp / "data" / "token").read_text().strip()     # made at the first start
             time.sleep(20)                    # the first windows close: not measured
             alone = measure(base, process.pid, seconds)
@@ -115,8 +100,7 @@ def run(queries: int, seconds: int) -> str:
                       "%.2f; %.2f" % (after["cores"], after["jvm"]), "%.0f" % after["rss"],
                       "delete: %.1f / %.1f / %.1f" % (statistics.median(delete), percentile(delete, 0.99), max(delete)))
         finally:
-            os.killpg(process.pid, signal.SIGINT)
-            process.wait(120)
+            stop_serve(process)
     return table.markdown()
 
 

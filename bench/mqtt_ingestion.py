@@ -13,9 +13,6 @@ Needs Debian's mosquitto (tools/system-setup test installs it).
 from __future__ import annotations
 
 import argparse
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +23,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from common import Table, machine, process_tree_by_kind, publish  # noqa: E402
+from common import Table, machine, process_tree_by_kind, publish, start_serve, stop_serve  # noqa: E402
 from mqtt_broker import Broker, free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,20 +103,8 @@ topic = "bench/#"
 stream = "%s"
 trigger_seconds = 0.5
 """ % (TOKEN, streams["post"], broker.url, streams["mqtt"]))
-        process = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config",
-                                    str(tmp / "engine.toml"), "--port", str(port), "--data", str(tmp / "data")],
-                                   cwd=REPO, stdout=(tmp / "serve.log").open("w"), stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = start_serve(tmp, port, tmp / "engine.toml")
         try:
-            deadline = time.monotonic() + 180
-            while True:
-                try:
-                    if requests.get(base + "/health", timeout=2).json()["status"] == "ok":
-                        break
-                except (requests.RequestException, ValueError):
-                    pass
-                assert time.monotonic() < deadline and process.poll() is None, (tmp / "serve.log").read_text()[-2000:]
-                time.sleep(0.5)
             for run_number in range(1, runs + 1):
                 for per in (1, 100):
                     n = count if per == 1 else count * 10
@@ -139,8 +124,7 @@ trigger_seconds = 0.5
                                   str(len(payloads)), acknowledged, seconds, len(payloads) / seconds, n / seconds,
                                   1000 * used / n)
         finally:
-            os.killpg(process.pid, signal.SIGINT)
-            process.wait(60)
+            stop_serve(process)
             broker.stop()
     return table.markdown()
 
