@@ -75,10 +75,25 @@ def single_store(streams: dict[str, Path], seconds: int) -> dict:
             "cpu": {k: after[k]["cpu"] - before[k]["cpu"] for k in after}, "rss": after["root"]["rss"]}
 
 
+CLUSTER = "standalone cluster"     # master and two 1-core workers on this machine
+
+
 def partitioned(master: str, root: Path, seconds: int) -> dict:
     from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session
-    spark = spark_session(master)
-    cores = int(master[len("local["):-1])
+    cluster = None
+    if master == CLUSTER:
+        # A standalone master and two one-core workers from the installed pyspark, on loopback.
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+        from spark_cluster import Cluster
+        cluster = Cluster(root / "cluster").start()
+        spark = spark_session(cluster.master, {"spark.executor.memory": "1g", "spark.executor.cores": "1",
+                                               "spark.cores.max": "2", "spark.pyspark.python": sys.executable})
+        while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3:     # the driver and two executors
+            time.sleep(0.5)
+        cores = 2
+    else:
+        spark = spark_session(master)
+        cores = int(master[len("local["):-1])
     spark.conf.set("spark.sql.shuffle.partitions", str(cores))
     store = StreamStore()
     engine = Engine(store, VirtualClock(START), EngineConfig(partition_keys=KEYS, max_delay=YEARS))
@@ -86,7 +101,7 @@ def partitioned(master: str, root: Path, seconds: int) -> dict:
     sources = [SourceConfig("s%d" % k, "files", stream=stream, path=str(root / ("landing%d" % k)),
                             trigger_seconds=0.5, options={"maxFilesPerTrigger": "2"})
                for k, stream in enumerate((OXYGEN, TEMPERATURE))]
-    run = root / ("run-" + master.strip("[]").replace("[", "-"))
+    run = root / ("run-" + master.strip("[]").replace("[", "-").replace(" ", "-"))
     ingestion = SparkIngestion(spark, store, sources, run / "checkpoints", run / "quarantine")
     last = registered.evaluator.policy.fixed_instants(START, START + seconds * 1_000_000)[-1]
     peak_workers = [0.0]
@@ -108,6 +123,8 @@ def partitioned(master: str, root: Path, seconds: int) -> dict:
     done.set()
     ingestion.stop()
     spark.stop()
+    if cluster is not None:
+        cluster.stop()
     return {"seconds": elapsed, "records": registered.history.since(),
             "cpu": {k: after[k]["cpu"] - before[k]["cpu"] for k in after}, "rss": after["root"]["rss"],
             "java_rss": after["java"]["rss"], "workers_peak_rss": peak_workers[0]}
@@ -125,7 +142,7 @@ def run(sectors: int, seconds: int) -> str:
         streams = write_streams(root, sectors, seconds)
         elements = 2 * 2 * sectors * seconds
         results = {"single store (rspstar replay)": single_store(streams, seconds)}
-        for master in ("local[1]", "local[2]"):
+        for master in ("local[1]", "local[2]", CLUSTER):
             out = root / ("%s.json" % master)
             subprocess.run([sys.executable, __file__, "--one", master, "--root", str(root), "--seconds", str(seconds),
                             "--out", str(out)], check=True)
