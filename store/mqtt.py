@@ -49,6 +49,10 @@ _JOURNAL_FILES = 2000              # landing files read back at start at most
 # Messages received and not yet committed, at most (bytes): beyond it the network thread waits,
 # and the broker holds what is not yet sent.
 MAX_PENDING_BYTES = 64 * 1024 * 1024
+# The largest message read (the default of [http] max_body, the largest posted body); a larger
+# one is set aside with its first QUARANTINED_PREFIX bytes.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+QUARANTINED_PREFIX = 64 * 1024
 RETRY_FIRST_SECONDS = 1.0
 RETRY_MAX_SECONDS = 60.0
 _COMMIT = ".commit"                # a group's list of hidden files, while they are revealed
@@ -331,6 +335,16 @@ class MqttSource:
     def _decode(self, received: _Received) -> dict[str, list[Element]]:
         stream = self._stream_of(received.topic)
         origin = "mqtt:%s" % received.topic
+        if len(received.payload) > MAX_MESSAGE_BYTES:
+            # Read into elements a message costs about ten times its size: one this large is set
+            # aside (its beginning kept) rather than read.
+            self.quarantine(Payload(stream, self.format.name, origin, received.payload[:QUARANTINED_PREFIX],
+                                    received.arrived),
+                            "a message of %d bytes, larger than the %d an MQTT message may have (cut to its first %d "
+                            "bytes here); limit it at the broker (mosquitto: message_size_limit)"
+                            % (len(received.payload), MAX_MESSAGE_BYTES, QUARANTINED_PREFIX), None)
+            self.status.quarantined += 1
+            return {}
         # A message's own name for elements that carry none (envelopes without "graph"):
         # unique per message, so equal readings sent twice are two elements.
         payload = Payload(stream, self.format.name, "%s#%d.%d" % (origin, received.arrived, received.mid),

@@ -327,3 +327,16 @@ def test_an_mqtts_broker_is_trusted_through_the_configured_ca_file(tmp_path):
         trusted.stop()
         untrusting.stop()
         broker.stop()
+
+
+def test_a_message_larger_than_the_limit_is_set_aside_unread_with_its_beginning(tmp_path):
+    from rspstar.store.mqtt import MAX_MESSAGE_BYTES, QUARANTINED_PREFIX
+    quarantined = []
+    source = MqttSource("s", "mqtt://127.0.0.1:1", {"#": STREAM}, "nquads", tmp_path / "l",
+                        lambda payload, reason, line: quarantined.append((payload.text, reason)))
+    source.client = Acks()
+    huge = reading(1) * (MAX_MESSAGE_BYTES // len(reading(1)) + 1)
+    source.commit([_Received("s/1", huge, 1, 1, False, False, 0), _Received("s/1", reading(2), 2, 1, False, False, 0)])
+    [(kept, reason)] = quarantined
+    assert kept == huge[:QUARANTINED_PREFIX] and "a message of %d bytes, larger than" % len(huge) in reason
+    assert source.client.acked == [1, 2] and landed_graphs(tmp_path / "l") == ["http://example.org/g2"]
