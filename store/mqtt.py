@@ -49,6 +49,7 @@ _JOURNAL_FILES = 2000              # landing files read back at start at most
 # Messages received and not yet committed, at most (bytes): beyond it the network thread waits,
 # and the broker holds what is not yet sent.
 MAX_PENDING_BYTES = 64 * 1024 * 1024
+MAX_PENDING_MESSAGES = 100_000     # and messages (a flood of tiny QoS 0 ones costs memory per message)
 # The largest message read (the default of [http] max_body, the largest posted body); a larger
 # one is set aside with its first QUARANTINED_PREFIX bytes.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
@@ -269,7 +270,8 @@ class MqttSource:
         with self._changed:
             # Back-pressure: the network thread waits while too much is uncommitted (the broker
             # keeps the rest; a QoS 1 message not yet acknowledged is sent again).
-            self._changed.wait_for(lambda: self._pending_bytes < MAX_PENDING_BYTES or self._stopping)
+            self._changed.wait_for(lambda: (self._pending_bytes < MAX_PENDING_BYTES
+                                            and len(self._pending) < MAX_PENDING_MESSAGES) or self._stopping)
             self._pending.append(received)
             self._pending_bytes += len(received.payload)
             self.status.received += 1

@@ -77,6 +77,12 @@ class Acks:
     def ack(self, mid, qos):
         self.acked.append(mid)
 
+    def disconnect(self):
+        pass
+
+    def loop_stop(self):
+        pass
+
 
 def test_a_redelivered_landed_message_is_acknowledged_and_not_landed_again(tmp_path):
     landing = tmp_path / "landing"
@@ -340,3 +346,32 @@ def test_a_message_larger_than_the_limit_is_set_aside_unread_with_its_beginning(
     [(kept, reason)] = quarantined
     assert kept == huge[:QUARANTINED_PREFIX] and "a message of %d bytes, larger than" % len(huge) in reason
     assert source.client.acked == [1, 2] and landed_graphs(tmp_path / "l") == ["http://example.org/g2"]
+
+
+def test_the_network_thread_waits_while_too_many_messages_are_uncommitted(tmp_path, monkeypatch):
+    import rspstar.store.mqtt as module
+    monkeypatch.setattr(module, "MAX_PENDING_MESSAGES", 3)
+    source = MqttSource("s", "mqtt://127.0.0.1:1", {"#": STREAM}, "nquads", tmp_path / "l", lambda *a: None)
+    source.client = Acks()
+
+    class Message:
+        def __init__(self, k):
+            self.topic, self.payload, self.mid, self.qos, self.dup, self.retain = "s/1", reading(k), k, 1, False, False
+
+    arrived = threading.Event()
+
+    def network_thread():
+        for k in range(1, 6):
+            source._on_message(None, None, Message(k))
+        arrived.set()
+
+    receiving = threading.Thread(target=network_thread, daemon=True)
+    receiving.start()
+    receiving.join(0.5)
+    assert not arrived.is_set() and source.status.received == 3      # held back at the bound
+    source._committer = threading.Thread(target=source._commit_loop, daemon=True)
+    source._committer.start()                                        # committing makes room
+    assert arrived.wait(10)
+    wait_for(lambda: source.status.landed == 5, what="all five landed")
+    source.stop()
+    assert source.client.acked == [1, 2, 3, 4, 5]
