@@ -24,7 +24,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path

@@ -117,6 +117,7 @@ class _Received:
 @dataclass
 class MqttStatus:
     connected: bool = False
+    subscribed: bool = False        # the broker confirmed the subscriptions of this connection
     received: int = 0               # messages
     landed: int = 0                 # messages written to the landing directory and acknowledged
     elements: int = 0
@@ -230,6 +231,7 @@ class MqttSource:
         self.client.on_connect_fail = self._on_connect_fail
         self.client.on_disconnect = self._on_disconnect
         self.client.on_message = self._on_message
+        self.client.on_subscribe = self._on_subscribe
 
     # -- the network thread ---------------------------------------------------------------------
     def start(self) -> None:
@@ -254,12 +256,20 @@ class MqttSource:
         log.info("source %s: connected to %s%s", self.name, self.broker.origin,
                  " (session resumed)" if flags.session_present else "")
 
+    def _on_subscribe(self, client, userdata, mid, reason_codes, properties) -> None:
+        refused = [str(code) for code in reason_codes if code.is_failure]
+        if refused:
+            self.status.last_error = "the broker refused the subscription: %s" % ", ".join(refused)
+            log.error("source %s: %s", self.name, self.status.last_error)
+        else:
+            self.status.subscribed = True
+
     def _on_connect_fail(self, client, userdata) -> None:
         self.status.connected = False
         self.status.last_error = "cannot reach the broker at %s" % self.broker.origin
 
     def _on_disconnect(self, client, userdata, flags, reason_code, properties) -> None:
-        self.status.connected = False
+        self.status.connected = self.status.subscribed = False
         if not self._stopping and not self._refused:      # a refusal says more than the disconnection after it
             self.status.last_error = "disconnected from %s: %s" % (self.broker.origin, reason_code)
             log.warning("source %s: %s; reconnecting", self.name, self.status.last_error)

@@ -7,6 +7,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -73,8 +74,10 @@ def client(broker: Broker, client_id: str = "", on_message=None, clean: bool = T
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id, clean_session=clean if client_id else True)
     if on_message is not None:
         c.on_message = on_message
+    c.subscribed = threading.Event()        # set once the broker confirmed the subscription
     if subscribe is not None:
         c.on_connect = lambda c, userdata, flags, reason, properties: c.subscribe(subscribe, qos=1)
+        c.on_subscribe = lambda c, userdata, mid, reasons, properties: c.subscribed.set()
     c.connect("127.0.0.1", broker.port, keepalive=30)
     c.loop_start()
     return c

@@ -4,7 +4,6 @@ leaves no partial file behind, /health and /metrics say how much is free, and on
 back writes are taken again."""
 import os
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -86,6 +86,7 @@ sinks = ["%(broker)s/results/count"]
     results: list[dict] = []
     reader = client(broker, on_message=lambda c, u, message: results.append(json.loads(message.payload)),
                     subscribe="results/count")
+    assert reader.subscribed.wait(10)
     publisher = client(broker, client_id="sensor-1", clean=False)
     acknowledged: set[int] = set()
     publisher.on_publish = lambda c, userdata, mid, reason, properties: acknowledged.add(mid)

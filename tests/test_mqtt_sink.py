@@ -40,7 +40,7 @@ def test_records_reach_the_topic_in_order_and_wait_out_a_broker_outage(tmp_path)
     delivery = Delivery()
     sink = HttpSink("q", "%s/results/q" % broker.url, tmp_path / "outbox", delivery)
     try:
-        time.sleep(0.3)
+        assert reader.subscribed.wait(10)
         for k in range(3):
             sink.enqueue({"time": "2026-01-01T00:00:0%dZ" % k, "bindings": [{"k": str(k)}]})
         assert sink.deliver(now=0) == 3
