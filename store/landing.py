@@ -39,11 +39,10 @@ def stream_of_landing_file(root: Path, path: Path, default: str) -> str:
     return unquote(folder)
 
 
-def drop_file(root: Path, stream: str, data: bytes, suffix: str, name: str | None = None) -> Path:
+def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
     """Write `data` for `stream` durably and atomically: a hidden temporary file (Spark ignores
-    names starting with '.'), fsync, then rename into place. `name` (without `suffix`) orders
-    files where their order matters; a random one by default."""
-    tmp, final = write_hidden(root, stream, data, (name or uuid.uuid4().hex) + suffix)
+    names starting with '.'), fsync, then rename into place."""
+    tmp, final = write_hidden(root, stream, data, uuid.uuid4().hex + suffix)
     reveal(tmp, final)
     return final
 
