@@ -365,9 +365,9 @@ class _ConstantGroup:
         (it then evaluates the range alone). Ranges ending at or before `window_opens` are
         dropped for the stream."""
         with self._lock:
-            unread = self._unread.get(key)
-            if unread is not None and evaluator in unread:
-                return unread.pop(evaluator)[0]
+            taken = self._take_unread(evaluator, key)
+            if taken is not None:     # another member's evaluation came between `unread` and here
+                return taken[0]
             if evaluator not in self.members:
                 return None
             try:
@@ -389,8 +389,11 @@ class _ConstantGroup:
         """The rows of `evaluator`'s range `key` and the elements it holds, when an evaluation
         made for another member left them: read without looking the range's elements up."""
         with self._lock:
-            unread = self._unread.get(key)
-            return unread.pop(evaluator) if unread is not None and evaluator in unread else None
+            return self._take_unread(evaluator, key)
+
+    def _take_unread(self, evaluator: "QueryEvaluator", key: tuple) -> tuple[list[dict], int] | None:
+        unread = self._unread.get(key)
+        return unread.pop(evaluator) if unread is not None and evaluator in unread else None
 
     def _compile(self) -> tuple[Template, dict[tuple[str, ...], int]]:
         if self._compiled is None:
