@@ -350,13 +350,10 @@ class MqttSource:
         if len(received.payload) > MAX_MESSAGE_BYTES:
             # Read into elements a message costs about ten times its size: one this large is set
             # aside (its beginning kept) rather than read.
-            self.quarantine(Payload(stream, self.format.name, origin, received.payload[:QUARANTINED_PREFIX],
-                                    received.arrived),
-                            "a message of %d bytes, larger than the %d an MQTT message may have (cut to its first %d "
-                            "bytes here); limit it at the broker (mosquitto: message_size_limit)"
-                            % (len(received.payload), MAX_MESSAGE_BYTES, QUARANTINED_PREFIX), None)
-            self.status.quarantined += 1
-            return {}
+            return self._set_aside(received, stream, received.payload[:QUARANTINED_PREFIX],
+                                   "a message of %d bytes, larger than the %d an MQTT message may have (cut to its "
+                                   "first %d bytes here); limit it at the broker (mosquitto: message_size_limit)"
+                                   % (len(received.payload), MAX_MESSAGE_BYTES, QUARANTINED_PREFIX))
         # A message's own name for elements that carry none (envelopes without "graph"):
         # unique per message, so equal readings sent twice are two elements.
         payload = Payload(stream, self.format.name, "%s#%d.%d" % (origin, received.arrived, received.mid),
@@ -365,10 +362,7 @@ class MqttSource:
             decoded = decode(payload)
         except Exception as e:  # no message may stop the source: set it aside, go on
             log.exception("source %s: unexpected failure reading a message on %s", self.name, received.topic)
-            self.quarantine(Payload(stream, self.format.name, origin, received.payload, received.arrived),
-                            "unexpected: %s: %s" % (type(e).__name__, e), None)
-            self.status.quarantined += 1
-            return {}
+            return self._set_aside(received, stream, received.payload, "unexpected: %s: %s" % (type(e).__name__, e))
         for rejected in decoded.rejected:
             self.quarantine(Payload(rejected.payload.stream, rejected.payload.format, origin, rejected.payload.text,
                                     received.arrived), rejected.reason, rejected.line)
@@ -383,6 +377,13 @@ class MqttSource:
         if decoded.rejected or len(elements) < len(decoded.elements):
             self.status.quarantined += 1
         return elements
+
+    def _set_aside(self, received: _Received, stream: str, kept: bytes, reason: str) -> dict[str, list[Element]]:
+        """A whole message set aside unread: no elements from it."""
+        self.quarantine(Payload(stream, self.format.name, "mqtt:%s" % received.topic, kept, received.arrived), reason,
+                        None)
+        self.status.quarantined += 1
+        return {}
 
     def _stream_of(self, topic: str) -> str:
         for topic_filter, stream in self.routes.items():
@@ -434,7 +435,6 @@ class MqttSource:
 
     def describe(self) -> dict:
         return {"broker": self.broker.origin, "topics": list(self.routes), **self.status.describe()}
-
 
 
 def routes_of(name: str, topic, stream: str | None, fmt: str) -> dict[str, str]:
