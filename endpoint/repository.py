@@ -1,12 +1,13 @@
 """The registered queries as the data directory keeps them, so they survive restarts: their
 specs (`engine/queries/<id>.json`, one file per query: text, sinks, options; so registering or
 removing one query writes that query's file only, whatever the number of queries), their
-progress (`engine/progress.jsonl`: after each evaluation a line with the last instant evaluated,
-what IStream / DStream remember of it and the status counters, appended to one open file: a
-thousand queries closing together cost a thousand short appends, not a thousand files
-replaced; the log is rewritten with each query's latest line when it grows past a bound), the ids of configured queries a user deleted (`removed-queries.json`,
-so such a query is not registered again at the next start) and the queries that could not be
-restored (`unrestored-queries.json`, set aside for the operator). Without a data directory it
+progress (`engine/progress.jsonl`: after each evaluation a line with the last instant
+evaluated, what IStream / DStream remember of it and the status counters, appended to one open
+file: a thousand queries closing together cost a thousand short appends, not a thousand files
+replaced; the log is rewritten with each query's latest line when it grows past a bound), the
+ids of configured queries a user deleted (`removed-queries.json`, so such a query is not
+registered again at the next start) and the queries that could not be restored
+(`unrestored-queries.json`, set aside for the operator). Without a data directory it
 keeps nothing and reads nothing."""
 from __future__ import annotations
 
@@ -56,9 +57,9 @@ class QueryRepository:
             self.removed = set(json.loads(path.read_text())) if path.exists() else set()
 
     def specs(self) -> list[QuerySpec]:
-        """The specs saved last, in the order they were registered. A file that cannot be read
-        (cut short by a crash of an earlier version, edited by hand) is set aside with the
-        other unrestorable queries, not dropped."""
+        """The specs saved last, in the order they were registered, each with its latest
+        progress. A file that cannot be read (edited by hand, say) is logged and left where it
+        is, not deleted."""
         folder = self._path(SPECS_FOLDER)
         if folder is None:
             return []

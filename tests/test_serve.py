@@ -32,12 +32,14 @@ def test_the_progress_line_is_short_and_names_failed_queries():
     assert line.endswith("oxygen-warning 0/0, tvs-warning 0/0 FAILED, homecare-low-emergency 0/0")
 
 
+THRESHOLD_QUERY = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP "
+                   "PT10S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v > %d) } } }")
+
+
 def test_with_many_queries_the_progress_line_gives_totals_and_the_failed_ones():
     engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
-    query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT10S] "
-             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v > %d) } } }")
     for k in range(300):
-        engine.register(query % k, "q%d" % k)
+        engine.register(THRESHOLD_QUERY % k, "q%d" % k)
     for k in (7, 8):
         engine.get("q%d" % k).status.state = "failed"
     line = progress_line(engine)
@@ -47,11 +49,9 @@ def test_with_many_queries_the_progress_line_gives_totals_and_the_failed_ones():
 
 def test_memory_is_given_back_at_the_progress_line_after_queries_were_removed():
     engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
-    query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT10S] "
-             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
     trims = []
     report = progress_reporter(engine, lambda: trims.append(1))
-    engine.register(query, "a")
+    engine.register(THRESHOLD_QUERY % 0, "a")
     report()
     assert trims == []
     engine.remove("a")
