@@ -320,7 +320,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("queries", "id", Text(optional=True), None, "its id (unset: from REGISTER's name, else generated)"),
     Setting("queries", "sinks", Texts(), [], "sinks its results go to: http(s) URLs, or mqtt(s)://host:port/topic "
                                                "(under [sinks] allowed)"),
-    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, ...)"),
+    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, overrun = catch-up | skip, ...)"),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 ARRAYS = ("sources", "queries")          # arrays of tables: [[sources]], [[queries]]

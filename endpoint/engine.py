@@ -48,6 +48,8 @@ COST_SMOOTHING = 0.2
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
+# Due instants a query under overrun = skip passes over in one run (the rest at its next run).
+MAX_SKIPPED_PER_RUN = 100_000
 
 
 class UnknownQuery(EndpointError):
@@ -76,6 +78,7 @@ class QueryStatus:
     failed_at: int | None = None           # the instant whose evaluation failed
     missed_runs: int = 0                   # scheduler firings coalesced because a run was busy
     behind: int = 0                        # µs from the next due instant to the clock, after a run
+    skipped_instants: int = 0              # due instants passed over under the option overrun = skip
     durations: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
     cpu_seconds: float = 0.0               # CPU this run's evaluations took (the evaluating thread's)
     cpu_per_evaluation: float | None = None   # a moving average of it, seconds
@@ -86,7 +89,8 @@ class QueryStatus:
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
 
     # What a restart restores of the status (the rest describes this run: timings, the next close).
-    SAVED = ("evaluations", "results_emitted", "failures", "late_elements", "last_trigger", "last_evaluation")
+    SAVED = ("evaluations", "results_emitted", "failures", "late_elements", "last_trigger", "last_evaluation",
+             "skipped_instants")
 
     def saved(self) -> dict:
         return {name: getattr(self, name) for name in self.SAVED}
@@ -399,6 +403,8 @@ class Engine:
             return 0
         ran = 0
         try:
+            if registered.evaluator.options.overrun == "skip" and registered.status.state == "running":
+                self._skip_overrun(registered)
             while registered.status.state == "running" and not registered.removed \
                     and ran < MAX_EVALUATIONS_PER_RUN:
                 instant = registered.next_instant()
@@ -430,6 +436,25 @@ class Engine:
         finally:
             registered.lock.release()
         return ran
+
+    def _skip_overrun(self, registered: RegisteredQuery) -> None:
+        """Under overrun = skip: when more than one instant is due, the query goes on from the
+        latest of them; the ones before are counted, not evaluated (at most MAX_SKIPPED_PER_RUN
+        looked at per run, so a query far behind costs its run a bounded walk)."""
+        instant = registered.next_instant()
+        if instant is None or self.due(registered, instant) is None:
+            return
+        skipped = 0
+        while skipped < MAX_SKIPPED_PER_RUN:
+            following = registered.evaluator.next_instant(instant)
+            if following is None or self.due(registered, following) is None:
+                break
+            registered.after, instant = instant, following
+            skipped += 1
+        if skipped:
+            registered.status.skipped_instants += skipped
+            log.warning("query %s: %d instants skipped (overrun = skip), evaluating %s", registered.id, skipped,
+                        format_instant(instant))
 
     def _save_progress(self, registered: RegisteredQuery) -> None:
         """One write keeps the last instant and the R2S state it produced together."""

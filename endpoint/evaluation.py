@@ -34,7 +34,7 @@ from .r2s import R2SOperator
 
 log = logging.getLogger(__name__)
 _TRUE = ("true", "on", "yes", "1")
-_CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS}
+_CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS, "overrun": ("catch-up", "skip")}
 _FALSE = ("false", "off", "no", "0")
 _VARIABLE = re.compile(r"[?$][A-Za-z_][A-Za-z0-9_]*")
 
@@ -52,7 +52,9 @@ class EvaluationOptions:
     their merged content, spec §3); unset, the dialect's, else `timestamps`. dialect: the
     language the query is written in (spec §6.5; unset: recognized from the text); start: t0
     of a dialect query's windows (an xsd:dateTime); partition: the variable a partitioned query
-    is evaluated per key of (docs/partitioned-queries.md). The switches exist to measure the
+    is evaluated per key of (docs/partitioned-queries.md); overrun: what a query behind the
+    clock does, `catch-up` (every due instant, in order: the spec's semantics) or `skip` (only
+    the latest due instant, the ones before counted as skipped). The switches exist to measure the
     optimizations (the RSPU paper's cache, lazy variables and H4, fusing nested rspu: calls,
     incremental evaluation of sliding windows, and evaluating together the queries that differ
     only in constants); they never change results."""
@@ -68,6 +70,7 @@ class EvaluationOptions:
     incremental: bool = True
     share_constants: bool = True
     partition: str | None = None
+    overrun: str = "catch-up"
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "EvaluationOptions":

@@ -49,6 +49,9 @@ def server():
     engine.register("PREFIX ex: <http://example.org/> CONSTRUCT { ?o ex:pairedWith ?v2 . ?o ex:level ?v } "
                     "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } "
                     "GRAPH ?h { ?o2 ex:v ?v2 } } }", "oxygen-warning-constructed")
+    # A query that goes on from the latest due instant: the dashboard counts what it skipped.
+    engine.register("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] "
+                    "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "freshest", options={"overrun": "skip"})
     sources = {name: {"active": True, "last_batch": 3, "quarantined": {}} for name in ("tvs", "homecare", "landing")}
     app = create_app(engine, ingestion_status=lambda: sources)
     app.add_url_rule("/layout-check", "layout_check", lambda: LAYOUT_PAGE)
@@ -114,6 +117,7 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
     page = chromium(tmp_path, "--dump-dom", url)
     assert page.count('class="result"') == 4   # the latest window [6 s, 10 s) holds four observations
     assert "2026-03-01T08:00:10Z" in page
+    assert '<td class="num">0.0 (4 skipped)</td>' in page       # "freshest": :10 evaluated, :02-:08 not
     assert "<td>N(μ=13, σ²=0.25)</td>" in page and "rspu#distribution" not in page   # o6: 10 + 42 mod 13
     values = re.search(r'<div id="chart-values"[^>]*>', page).group(0)
     # ?d comes first among the numeric variables: 2 + 4 + 4 + 4 + 4 distributions, with bands.
@@ -137,7 +141,7 @@ def test_words_stay_whole_and_a_construct_query_shows_its_triples_and_chart(serv
     base = url.split("/?")[0]
     layout = chromium(tmp_path, "--dump-dom", base + "/layout-check")
     report = json.loads(re.search(r'<pre id="out">([^<]*)</pre>', layout).group(1))
-    assert report["rows"] == 3 and report["broken"] == [], report
+    assert report["rows"] == 4 and report["broken"] == [], report
     page = chromium(tmp_path, "--dump-dom", base + "/?refresh=poll&query=oxygen-warning-constructed")
     # The header counts sources and the streams they feed; the folded polls column says what it counts.
     assert "3 sources feeding 1 streams" in page

@@ -16,6 +16,7 @@ from rspstar.endpoint.engine import (
     MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, UnknownQuery,
 )
 from rspstar.endpoint.sinks import ResultHistory, SinkNotAllowed
+from rspstar.endpoint.errors import UsageError
 from rspstar.store.rdf_input import Element, format_for_path, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import QuerySyntaxError
@@ -602,3 +603,55 @@ def test_the_progress_log_keeps_each_querys_latest_line_and_survives_a_cut_line(
     assert again.get("a").status.evaluations == 9
     assert again.get("a").status.last_evaluation == T0 + 9 * S
     assert [json.loads(line)["id"] for line in log.read_text().splitlines()] == ["a"]
+
+
+SLIDING = """PREFIX ex: <http://example.org/>
+SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:s [RANGE PT6S STEP PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"""
+
+
+def _publish_until(store: StreamStore, staged: list, watermark: int) -> None:
+    store.publish("http://example.org/s", [e for e in staged if e.timestamp <= watermark])
+    store.advance_watermark("http://example.org/s", watermark)
+
+
+@pytest.mark.parametrize("text", [QUERY, SLIDING])
+def test_overrun_skip_evaluates_only_the_latest_due_instant_with_the_rows_of_catching_up(text):
+    # Issue 34: a query that cannot keep up may be told to skip (option overrun = skip); the
+    # default, catch-up, evaluates every instant (the spec's semantics).
+    store = StreamStore()
+    staged = store.documents.stage("http://example.org/s", stream_text(50), ox.RdfFormat.TRIG, "s.trig").staged
+    _publish_until(store, staged, T0 + 40 * S)
+    engine = Engine(store, VirtualClock(T0), EngineConfig(max_delay=0))
+    skipping = engine.register(text, "skipping", options={"overrun": "skip"})
+    catching_up = engine.register(text, "catching-up")
+    engine.clock.set(T0 + 40 * S)                          # twenty instants due
+    assert engine.run_query("skipping") == 1
+    status = skipping.describe()["status"]
+    assert status["skipped_instants"] == 19 and status["behind_ms"] == 0
+    [record] = skipping.history.since()
+    assert record["time"] == "2026-03-01T08:00:40Z"
+    while engine.run_query("catching-up"):
+        pass
+    caught_up = catching_up.history.since()
+    assert len(caught_up) == 20 and catching_up.describe()["status"]["skipped_instants"] == 0
+    assert record["bindings"] == caught_up[-1]["bindings"] and len(record["bindings"]) == (2 if text == QUERY else 6)
+    _publish_until(store, [e for e in staged if e.timestamp > T0 + 40 * S], T0 + 42 * S)
+    engine.clock.set(T0 + 42 * S)                          # keeping up again: nothing more is skipped
+    assert engine.run_query("skipping") == 1
+    assert skipping.describe()["status"]["skipped_instants"] == 19
+    assert skipping.history.since()[-1]["bindings"] == [
+        {"o": "<http://example.org/o%d>" % i, "v": '"%d"^^<http://www.w3.org/2001/XMLSchema#integer>' % i}
+        for i in ((40, 41) if text == QUERY else range(36, 42))]
+
+
+def test_overrun_is_an_option_with_two_values_and_its_skips_survive_a_restart(tmp_path):
+    config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
+    engine = Engine(StreamStore(), VirtualClock(T0), config)
+    with pytest.raises(UsageError, match="overrun takes catch-up or skip, not 'drop'"):
+        engine.register(QUERY, "q", options={"overrun": "drop"})
+    engine.register(QUERY, "q", options={"overrun": "skip"})
+    engine.clock.set(T0 + 10 * S)
+    engine.run_query("q")
+    again = Engine(StreamStore(), VirtualClock(T0 + 10 * S), config)
+    assert again.get("q").describe()["status"]["skipped_instants"] == 4

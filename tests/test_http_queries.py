@@ -114,3 +114,17 @@ def test_a_slow_subscriber_loses_its_oldest_records_counted_and_a_closed_feed_en
         subscription.get(0)
     with pytest.raises(FeedClosed):
         feed.subscribe().get(0)                     # a subscriber after the close hears of it at once
+
+
+def test_a_query_that_skips_its_overrun_says_so_in_its_status_and_the_metrics(client, engine):
+    created = client.post("/queries", json={"id": "q1", "query": RSPQL, "options": {"overrun": "skip"}}, headers=AUTH)
+    assert created.status_code == 201
+    engine.clock.set(T0 + 10 * S)                  # five instants due at once: the latest runs
+    engine.tick()
+    status = client.get("/queries/q1").get_json()["status"]
+    assert status["evaluations"] == 1 and status["skipped_instants"] == 4
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert 'rspstar_query_skipped_instants_total{query="q1"} 4.0' in metrics
+    assert 'rspstar_query_behind_seconds{query="q1"} 0.0' in metrics
+    refused = client.post("/queries", json={"id": "q2", "query": RSPQL, "options": {"overrun": "later"}}, headers=AUTH)
+    assert refused.status_code == 400 and "overrun takes catch-up or skip" in refused.get_json()["message"]

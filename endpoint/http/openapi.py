@@ -45,7 +45,8 @@ OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
     "window_default_graph": {"type": "string", "enum": ["timestamps", "union"]},
     "rspu_cache": {"type": "string", "enum": ["true", "false"]},
     "incremental": {"type": "string", "enum": ["true", "false"]},
-    "share_constants": {"type": "string", "enum": ["true", "false"]}}}
+    "share_constants": {"type": "string", "enum": ["true", "false"]},
+    "overrun": {"type": "string", "enum": ["catch-up", "skip"]}}}
 
 
 def _trig(second: int) -> str:

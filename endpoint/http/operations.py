@@ -75,6 +75,11 @@ def prometheus_text(engine: Engine, sources: dict, disk: DiskGuard | None = None
            [({"query": q.id}, q.status.evaluations) for q in queries])
     metric("rspstar_evaluation_failures_total", "counter", "Evaluations that raised.",
            [({"query": q.id}, q.status.failures) for q in queries])
+    metric("rspstar_query_behind_seconds", "gauge", "How far the query's next due instant is behind the clock "
+           "after its latest run.", [({"query": q.id}, q.status.behind / 1e6) for q in queries])
+    metric("rspstar_query_skipped_instants_total", "counter", "Due instants passed over under the option "
+           "overrun = skip (none under the default, catch-up).", [({"query": q.id}, q.status.skipped_instants)
+                                                                 for q in queries])
     latency = [({"query": q.id, "quantile": str(quantile)}, seconds)
                for q in queries for quantile, seconds in q.status.percentiles().items()]
     metric("rspstar_evaluation_seconds", "summary", "Evaluation time.", latency)

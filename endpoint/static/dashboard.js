@@ -128,6 +128,8 @@ async function refreshQueries() {
       el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" }),
       el("td", s.evaluations, { class: "num" }), el("td", s.results_emitted, { class: "num" }),
       el("td", s.missed_runs, { class: "num", title: "scheduler polls folded into the next run (no evaluation is skipped)" }),
+      el("td", (s.behind_ms / 1000).toFixed(1) + (s.skipped_instants ? ` (${s.skipped_instants} skipped)` : ""),
+        { class: "num" + (s.behind_ms > 0 ? " behind" : "") }),
       el("td", s.last_evaluation || "–", { class: "time" }),
       el("td", s.next_close || "–", { class: "time" }),
       el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–", { class: "num" }), el("td", latency, { class: "num" }),
