@@ -46,9 +46,10 @@ def peak_rss_mib() -> float:
 
 
 def process_tree_by_kind(root: int | None = None) -> dict[str, dict[str, float]]:
-    """Resident memory (MiB, "rss") and CPU time used so far (seconds, "cpu") of a process (this
-    one by default) and its live descendants now, by kind: the root process itself ("root"),
-    Java processes (Spark's JVM) and every other descendant."""
+    """Resident memory (MiB, "rss") and CPU time used so far (seconds, "cpu", with that of the
+    children each has reaped) of a process (this one by default) and its live descendants now,
+    by kind: the root process itself ("root"), Java processes (Spark's JVM) and every other
+    descendant."""
     parents: dict[int, int] = {}
     rss: dict[int, int] = {}
     cpu: dict[int, float] = {}
@@ -68,7 +69,9 @@ def process_tree_by_kind(root: int | None = None) -> dict[str, dict[str, float]]
         rss[pid] = int(fields.get("VmRSS", "0 kB").split()[0])
         names[pid] = fields.get("Name", "").strip()
         times = stat.rsplit(")", 1)[1].split()
-        cpu[pid] = (int(times[11]) + int(times[12])) / tick      # utime, stime
+        # utime, stime, and cutime, cstime: the children it has reaped, such as the short
+        # commands Hadoop's local file system runs for Spark's checkpoints.
+        cpu[pid] = sum(int(t) for t in times[11:15]) / tick
     top = os.getpid() if root is None else root
     tree = {top}
     grew = True
