@@ -100,6 +100,20 @@ logger.dag.level = error
 logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = error
 """
+# Spark's checkpoints through Hadoop's FileSystem, on its raw local file system: the default
+# (FileContext over the checksummed local file system) ran a `chmod` or `readlink` command for
+# every checkpoint file, without Hadoop's native library, and wrote a checksum file beside each:
+# about a quarter of the JVM's CPU per micro-batch of a small stream
+# (bench/out/NOTES.md#spark-checkpoint-files). Renames on a local disk are atomic either way.
+_LOCAL_CHECKPOINTS = {
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.RawLocalFs",
+}
+# A simulator's rows per partition before a second partition (task) pays for itself: each task
+# costs the JVM a fixed share of every micro-batch.
+SIMULATOR_ROWS_PER_PARTITION = 2000
 KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:spark-sql-kafka-0-10_2.13 "
               "matching your Spark version, with its kafka-clients dependency). Put the jars in a folder and "
               "set spark.jars to them in [spark] of the configuration, or set spark.jars.packages where the "
@@ -180,6 +194,7 @@ def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) 
                .config("spark.sql.codegen.wholeStage", "false")
                .config("spark.sql.codegen.factoryMode", "NO_CODEGEN")
                .config(map={key: str(value) for key, value in _STATUS_LIMITS.items()})
+               .config(map=_LOCAL_CHECKPOINTS)
                .config("spark.driver.extraJavaOptions", java_options)
                .config("spark.executor.extraJavaOptions", java_options))
     for key, value in (conf or {}).items():
@@ -264,7 +279,10 @@ class SparkIngestion:
             # with each micro-batch; the `rate` source releases whole seconds only, which held
             # every window close back by a second (bench/out/live_tvs.md).
             per_batch = source.options.get("rowsPerBatch") or str(max(1, round(source.rate * source.trigger_seconds)))
-            rate = reader.format("rate-micro-batch").option("rowsPerBatch", per_batch)
+            # One task per batch at small rates (Spark would make one per core).
+            partitions = source.options.get("numPartitions") or str(min(
+                self.spark.sparkContext.defaultParallelism, -(-int(per_batch) // SIMULATOR_ROWS_PER_PARTITION)))
+            rate = reader.format("rate-micro-batch").option("rowsPerBatch", per_batch).option("numPartitions", partitions)
             fixed_clock = "startTimestamp" in source.options
             if fixed_clock:
                 rate = rate.option("startTimestamp", source.options["startTimestamp"]).option(

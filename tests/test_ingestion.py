@@ -136,6 +136,11 @@ def test_a_source_that_stops_is_restarted_after_a_back_off_and_goes_on_from_its_
         assert ingestion.supervise(201.5) == [] and ingestion.supervise(202.0) == ["landing"]   # two seconds now
     finally:
         ingestion.stop()
+    # The checkpoint is written through the raw local file system: no checksum file beside each
+    # log file (and no command run per file to set its permissions).
+    checkpoint = tmp_path / "checkpoints" / "landing"
+    assert {"0", "1"} <= {p.name for p in (checkpoint / "commits").iterdir()}
+    assert list(checkpoint.rglob("*.crc")) == []
 
 
 def wait_for(condition, seconds: float = 60.0) -> None:
