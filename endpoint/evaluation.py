@@ -607,7 +607,16 @@ class QueryEvaluator:
         contents = self.policy.contents(instant, self.store)
         evaluation = Evaluation(instant, {w: content.shown for w, content in contents.items()}, self.query.form,
                                 elements=count)
-        evaluation.rows = self.r2s.apply(rows)
+        if self.query.form is QueryForm.SELECT:
+            evaluation.rows = self.r2s.apply(rows)
+        elif self.query.form is QueryForm.CONSTRUCT:     # N-Triples lines: a line two keys made is one triple
+            lines = list(dict.fromkeys(rows))
+            triples = [quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES)]
+            emitted = self.r2s.apply(list(zip(lines, triples)))
+            evaluation.rows = [line for line, _ in emitted]
+            evaluation.triples = [triple for _, triple in emitted]
+        else:
+            evaluation.boolean = bool(rows)
         return evaluation
 
     def r2s_state(self) -> list | None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import pyoxigraph as ox
 
 from rspstar.config.schema import default
+from rspstar.translator.model import QueryForm
 from rspstar.translator.partition import PartitionKey
 from rspstar.translator.policy import report_policy
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
@@ -29,7 +30,7 @@ from rspstar.translator.validate import compile_query
 from .codec import Payload, canonical, decode
 from .rdf_input import Element
 from .stream_store import StreamStore
-from .terms import select_rows, term_to_ntriples
+from .terms import select_rows, term_to_ntriples, triple_to_ntriples
 
 # What a key group emits: an instant's rows, the watermark it saw at a micro-batch (with how
 # many of its new elements came in late), an element without a key (set aside).
@@ -221,13 +222,21 @@ class PlanRunner:
                 store.add_elements(found, items)
         return store
 
-    def _evaluate(self, store: StreamStore, instant: int) -> tuple[list[dict], int]:
+    def _evaluate(self, store: StreamStore, instant: int) -> tuple[list, int]:
+        """What the group's keys give at `instant` (SELECT: rows; CONSTRUCT: the triples as
+        N-Triples lines; ASK: [true] or nothing), and the elements their windows hold."""
         contents = self.policy.contents(instant, store)
         elements = {w: content.select(self.query.windows[w].stream, store) for w, content in contents.items()}
         count = sum(len(e) for e in elements.values())
         if not count:
             return [], 0
-        return store.evaluate(self.template, elements, self.functions, select_rows), count
+        return store.evaluate(self.template, elements, self.functions, _RESULTS[self.query.form]), count
+
+
+# A group's results as JSON-ready lists, per query form; the driver unites the groups' lists.
+_RESULTS = {QueryForm.SELECT: select_rows,
+            QueryForm.CONSTRUCT: lambda triples: sorted({triple_to_ntriples(t) for t in triples}),
+            QueryForm.ASK: lambda answer: [True] if bool(answer) else []}
 
 
 # Spark's side of a partition, as applyInPandasWithState and mapInPandas call it (pandas frames

@@ -41,6 +41,10 @@ def refused(text, rule, **kwargs):
 
 
 def test_listing_2_with_background_runs_partitioned():
+    # Every form: CONSTRUCT triples and ASK answers unite over the keys as SELECT solutions do.
+    check(PROLOGUE + "CONSTRUCT { ?location ex:reading ?v } FROM NAMED WINDOW ex:w ON ex:oxygen "
+          "[RANGE PT10S STEP PT2S] WHERE { " + BLOCK + " }")
+    check(PROLOGUE + "ASK FROM NAMED WINDOW ex:w ON ex:oxygen [RANGE PT10S STEP PT2S] WHERE { " + BLOCK + " }")
     check(LISTING_2, report="periodic(PT5S)")
     check(LISTING_2, report="close(ex:w2)")
     check(ONE % ("?location (AVG(?v) AS ?mean)", BLOCK, "GROUP BY ?location HAVING (AVG(?v) > 0.1)"))
@@ -60,8 +64,10 @@ def test_each_rule_names_itself():
     refused(ONE % ("?location ?v", BLOCK, "LIMIT 3"), "modifiers")
     refused(ONE % ("?location", BLOCK, ""), "report", report="content-change")
     refused(LISTING_2, "report", report="close(ex:w1) and non-empty(ex:w2)")
-    refused(PROLOGUE + "CONSTRUCT { ?o ?p ?v } FROM NAMED WINDOW ex:w ON ex:oxygen [RANGE PT10S STEP PT2S] "
-            "WHERE { " + BLOCK + " }", "form")
+    refused(PROLOGUE + "CONSTRUCT { ?location ex:reading ?v } FROM NAMED WINDOW ex:w ON ex:oxygen "
+            "[RANGE PT10S STEP PT2S] WHERE { " + BLOCK + " } LIMIT 5", "modifiers")
+    refused(PROLOGUE + "ASK FROM NAMED WINDOW ex:w ON ex:oxygen [RANGE PT10S STEP PT2S] "
+            "WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v } } }", "binds")
     refused(PROLOGUE + "SELECT ?location FROM NAMED WINDOW ex:w ON ex:oxygen [ELEMS 10] WHERE { " + BLOCK + " }",
             "window")
     assert "has no partition key" in refused(ONE % ("?location", BLOCK, ""), "window", keys={TEMP: KEYS[TEMP]})

@@ -7,9 +7,10 @@ elements with none or several are set aside where they are read.
 
 A query asking to run partitioned on `?v` (option `partition = ?v`) is accepted when, for every
 element any of its solutions reads, `?v` is bound to that element's key, so solutions never mix
-keys and the union of the per-key results is the query's result:
+keys and the union of the per-key results is the query's result (SELECT solutions; CONSTRUCT
+triples, since each solution instantiates the template on its own, a triple that several keys
+make kept once; ASK, true when some key's is):
 
-- `form`: a SELECT query;
 - `window`: every window a time window of an RSP-QL* query (no count window, no dialect
   bounds), on a stream that has a partition key;
 - `binds`: every WINDOW block has triple patterns only inside GRAPH ?g blocks, and
@@ -32,12 +33,12 @@ from dataclasses import dataclass
 
 from .errors import TranslatorError
 from .incremental import _AGGREGATES, _words
-from .model import ContinuousQuery, QueryForm, TimeWindow
+from .model import ContinuousQuery, TimeWindow
 from .policy import ReportPolicy
 from .syntax import GraphPattern, Group, ParsedBody, Span, Term, TriplesBlock, nested_groups
 from .tokens import NAME, VAR
 
-RULES = ("form", "window", "binds", "joins", "aggregates", "distinct", "modifiers", "service", "report")
+RULES = ("window", "binds", "joins", "aggregates", "distinct", "modifiers", "service", "report")
 
 
 class PartitionError(TranslatorError):
@@ -81,8 +82,6 @@ def check_partitioned(query: ContinuousQuery, variable: str, keys: dict[str, Par
     name = variable.lstrip("?$")
     body = query.body
     tokens = body.tokens
-    if query.form is not QueryForm.SELECT:
-        raise PartitionError("form", "only SELECT queries run partitioned")
     if query.dialect != "rspql" or query.merged_windows is not None:
         raise PartitionError("window", "a %s query's windows read merged content; write it in RSP-QL*"
                              % query.dialect)
