@@ -23,7 +23,7 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from rspstar.config.schema import default
-from rspstar.store.partitions import FAILED, MARK, ROWS, PartitionPlan
+from rspstar.store.partitions import FAILED, HOLDS, MARK, ROWS, PartitionPlan
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TranslatorError
@@ -507,10 +507,13 @@ class Engine:
             through = min(through, failed[1] - 1)
         rows: dict[int, list[dict]] = {}
         counts: dict[int, int] = {}
+        holding: dict[int, set[str]] = {}
         for kind, instant, _, payload, count in emitted:
             if kind == ROWS:
                 rows.setdefault(instant, []).extend(json.loads(payload))
                 counts[instant] = counts.get(instant, 0) + count
+            elif kind == HOLDS:
+                holding.setdefault(instant, set()).update(json.loads(payload))
         with registered.lock:
             if registered.status.state != "running":
                 return 0
@@ -519,7 +522,8 @@ class Engine:
                 log.warning("query %s: %d late element(s), kept for the windows still open", query_id, late)
             instants = registered.evaluator.policy.fixed_instants(registered.after, through) if through >= 0 else []
             for instant in instants:
-                evaluation = registered.evaluator.evaluation_of(instant, rows.get(instant, []), counts.get(instant, 0))
+                evaluation = registered.evaluator.evaluation_of(instant, rows.get(instant, []), counts.get(instant, 0),
+                                                                holding.get(instant, set()))
                 registered.after = instant
                 self._emit(registered, instant, "watermark", evaluation)
             registered.status.next_close = registered.next_instant()

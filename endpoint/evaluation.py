@@ -601,9 +601,12 @@ class QueryEvaluator:
             template = self._templates[options] = compile_template(self.query, options)
         return template
 
-    def evaluation_of(self, instant: int, rows: list[dict], count: int) -> Evaluation:
-        """The evaluation at `instant` from rows found elsewhere (a partitioned query's keys,
-        evaluated on Spark's executors), after R2S."""
+    def evaluation_of(self, instant: int, rows: list, count: int, holding: set[str] = frozenset()) -> Evaluation | None:
+        """The evaluation at `instant` from results found elsewhere (a partitioned query's keys,
+        evaluated on Spark's executors, `holding` the windows where they found elements), after
+        R2S; None when the report policy's non-empty strategies skip it."""
+        if not self.policy.report_holding(set(holding)):
+            return None
         contents = self.policy.contents(instant, self.store)
         evaluation = Evaluation(instant, {w: content.shown for w, content in contents.items()}, self.query.form,
                                 elements=count)

@@ -37,6 +37,9 @@ from .terms import select_rows, term_to_ntriples, triple_to_ntriples
 ROWS, MARK, KEYLESS = "rows", "mark", "keyless"
 # An evaluation that raised, with the error: the driver fails the query, as the single store does.
 FAILED = "failed"
+# The windows that held elements of a group at an instant (a query with non-empty strategies
+# reports there when the groups' windows together satisfy them).
+HOLDS = "holds"
 # Elements without a key are grouped under this one (no key value is empty: keys are terms).
 NO_KEY = ""
 # Keys are spread over key groups, each one Spark state: evaluating a group's keys together
@@ -188,7 +191,7 @@ class PlanRunner:
             try:
                 for instant in instants:
                     try:
-                        rows, count = self._evaluate(store, instant)
+                        rows, count, holding = self._evaluate(store, instant)
                     except Exception as e:  # the driver fails the query; the group keeps what it had
                         emitted += [(FAILED, instant, group, "%s: %s" % (type(e).__name__, e), 0),
                                     (MARK, through, group, "", late)]
@@ -196,6 +199,8 @@ class PlanRunner:
                         return emitted, kept.row()
                     if rows:
                         emitted.append((ROWS, instant, group, json.dumps(rows), count))
+                    if holding and self.policy.non_empty:
+                        emitted.append((HOLDS, instant, group, json.dumps(sorted(holding)), 0))
             finally:
                 store.close()
         if through is not None:
@@ -222,15 +227,17 @@ class PlanRunner:
                 store.add_elements(found, items)
         return store
 
-    def _evaluate(self, store: StreamStore, instant: int) -> tuple[list, int]:
+    def _evaluate(self, store: StreamStore, instant: int) -> tuple[list, int, set[str]]:
         """What the group's keys give at `instant` (SELECT: rows; CONSTRUCT: the triples as
-        N-Triples lines; ASK: [true] or nothing), and the elements their windows hold."""
+        N-Triples lines; ASK: [true] or nothing), the elements their windows hold, and which
+        windows hold some."""
         contents = self.policy.contents(instant, store)
         elements = {w: content.select(self.query.windows[w].stream, store) for w, content in contents.items()}
         count = sum(len(e) for e in elements.values())
         if not count:
-            return [], 0
-        return store.evaluate(self.template, elements, self.functions, _RESULTS[self.query.form]), count
+            return [], 0, set()
+        holding = {w for w, found in elements.items() if found}
+        return store.evaluate(self.template, elements, self.functions, _RESULTS[self.query.form]), count, holding
 
 
 # A group's results as JSON-ready lists, per query form; the driver unites the groups' lists.

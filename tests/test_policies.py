@@ -112,7 +112,7 @@ def test_content_change_of_one_window_follows_its_stream_alone():
     assert instants(policy(EXAMPLE_10, "content-change"), store, 10 * S) == [2 * S, 3 * S, 5 * S, 8 * S]
     # Under content change every window slides (spec §6.3): W1 holds t - 5 s < τ <= t.
     assert p.contents(8 * S, store)["http://example.org/w1"].shown == (3 * S, 8 * S)
-    assert p.arrivals and not p.at_closes and not p.data_independent
+    assert p.arrivals and not p.at_closes and not p.fixed
 
 
 def test_a_strategy_written_without_a_window_keeps_its_meaning():

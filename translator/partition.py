@@ -22,8 +22,9 @@ make kept once; ASK, true when some key's is):
 - `distinct`: DISTINCT or REDUCED projects `?v`;
 - `modifiers`: no ORDER BY, LIMIT or OFFSET (they would apply per key);
 - `service`: no SERVICE (executors do not call out);
-- `report`: reported at window closes (of any window or of named ones) or periodically: the
-  instants do not depend on the data.
+- `report`: reported at window closes (of any window or of named ones) or periodically, so
+  that the instants do not depend on the data; `non-empty` strategies may join them (each key
+  group says which windows held elements).
 
 Triple patterns outside the windows read the background, which every partition has whole.
 """
@@ -94,9 +95,9 @@ def check_partitioned(query: ContinuousQuery, variable: str, keys: dict[str, Par
         if window.stream not in keys:
             raise PartitionError("window", "stream <%s> (window <%s>) has no partition key configured"
                                  % (window.stream, window.iri))
-    if not policy.data_independent:
-        raise PartitionError("report", "report policy %r depends on the whole windows' content; use close, "
-                                       "close(<w>) or periodic strategies" % policy.show())
+    if not policy.fixed:
+        raise PartitionError("report", "report policy %r takes its instants from the elements; use close, "
+                                       "close(<w>), periodic and non-empty strategies" % policy.show())
     head = _words(body.form_head, tokens)
     modifiers = _words(body.modifiers, tokens)
     if any(t.kind == NAME and t.text.upper() == "SERVICE" for t in tokens):

@@ -298,16 +298,17 @@ class ReportPolicy:
         """Whether the non-empty strategies hold for these contents."""
         if not self.non_empty:
             return True
+        return self.report_holding(self.holding(contents, view))
 
-        def held(iri: str) -> bool:
-            content = contents.get(iri)
-            if content is None:
-                return False
-            window = next(w for w in self.windows if w.iri == iri)
-            return bool(content.select(window.stream, view))
+    def holding(self, contents: dict[str, WindowContent], view: StreamView) -> set[str]:
+        """The windows whose contents hold at least one element."""
+        return {window.iri for window in self.windows
+                if window.iri in contents and contents[window.iri].select(window.stream, view)}
 
-        return all(held(iri) if iri is not None else any(held(w.iri) for w in self.windows)
-                   for iri in self.non_empty)
+    def report_holding(self, holding: set[str]) -> bool:
+        """Whether the non-empty strategies hold when the windows in `holding` hold elements
+        and the others none (a partitioned query's keys tell which windows held some)."""
+        return all(iri in holding if iri is not None else bool(holding) for iri in self.non_empty)
 
     def complete_through(self, instant: int) -> int:
         """The watermark every input stream must reach before the evaluation at `instant`:
@@ -332,9 +333,10 @@ class ReportPolicy:
         return sum(1_000_000 / term.progression.step for term in self.terms if term.progression is not None)
 
     @property
-    def data_independent(self) -> bool:
-        """Whether the instants and the decision to report do not depend on the data."""
-        return not self.arrivals and not self.non_empty and not self.content_change
+    def fixed(self) -> bool:
+        """Whether the instants do not depend on the data (whether to report at one may: the
+        non-empty strategies)."""
+        return not self.arrivals and not self.content_change
 
     def show(self) -> str:
         """The policy as the `report` option writes it, windows as full IRIs."""
