@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, process_tree_by_kind, publish  # noqa: E402
+from rspstar.config.schema import default  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULTS = REPO / "config" / "default.toml"
@@ -110,7 +111,7 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
         server.wait(timeout=120)
         log.close()
     steady = [s for s in samples if s[0] >= warmup and s[9] is not None]
-    budget = tomllib.loads(DEFAULTS.read_text())["recording"]["max_bytes"] / 2**20
+    budget = default("recording.max_bytes") / 2**20
     table = Table("rspstar serve soak: %.0f min, defaults' rates x %g%s, warm-up %.0f min (%s)"
                   % (minutes, scale, "".join(", " + setting for setting in spark), warmup, machine()),
                   ["measure", "after warm-up", "at the end", "slope after warm-up (MiB/min)"])
