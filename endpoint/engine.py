@@ -452,9 +452,12 @@ class Engine:
             registered.after, instant = instant, following
             skipped += 1
         if skipped:
+            # Warned once; a query that stays behind skips at every run, which its status and
+            # /metrics count.
+            level = logging.WARNING if not registered.status.skipped_instants else logging.INFO
             registered.status.skipped_instants += skipped
-            log.warning("query %s: %d instants skipped (overrun = skip), evaluating %s", registered.id, skipped,
-                        format_instant(instant))
+            log.log(level, "query %s: %d instants skipped (overrun = skip), evaluating %s", registered.id, skipped,
+                    format_instant(instant))
 
     def _save_progress(self, registered: RegisteredQuery) -> None:
         """One write keeps the last instant and the R2S state it produced together."""
