@@ -125,12 +125,12 @@ def main() -> None:
     parser.add_argument("--workload", choices=["tvs", "sensors"], default="tvs")
     parser.add_argument("--rate", type=int, help="observations/s (default 4000 for tvs, 1000 for sensors)")
     args = parser.parse_args()
-    if args.workload == "tvs":
-        body = run(args.seconds, rate=args.rate or 4000)
-    else:
-        body = run_sensors(args.seconds, rate=args.rate or 1000)
+    default_rate = 4000 if args.workload == "tvs" else 1000
+    rate = args.rate or default_rate
+    body = run(args.seconds, rate=rate) if args.workload == "tvs" else run_sensors(args.seconds, rate=rate)
     text = "Machine: %s\n\n%s" % (machine(), body)
-    publish("live_%s" % args.workload, text)
+    # Each rate keeps its own table: live_tvs.md at the default, live_tvs_8000.md at 8,000/s.
+    publish("live_%s%s" % (args.workload, "" if rate == default_rate else "_%d" % rate), text)
 
 
 if __name__ == "__main__":
