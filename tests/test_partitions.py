@@ -108,6 +108,25 @@ def play(runner, elements, through, batch_micros):
             return batches, states
 
 
+def partitioned_and_replayed(name: str, text: str, options: dict | None = None, **config):
+    """A query run partitioned (keyed on the observation, its keys' micro-batches played) over
+    a conformance case's oxygen stream, and the same query replayed on the single store: (the
+    registered partitioned query, its records, the replay's records)."""
+    from rspstar.endpoint.replay import Replay, ReplayInput
+    directory, manifest = case(name)
+    engine = engine_for(manifest, directory, {OXYGEN: RESULT_OF}, **config)
+    registered = engine.register(text, "q", options={**(options or {}), "partition": "?o"})
+    batches, _ = play(PlanRunner(engine.partition_plan("q")),
+                      keyed_elements(stream_payloads(directory, manifest), {OXYGEN: RESULT_OF}),
+                      parse_instant(manifest["to"]), 2_000_000)
+    for emitted in batches:
+        engine.accept_partitions("q", emitted)
+    partitioned = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
+    replay = Replay(ReplayInput.single(text, [(OXYGEN, directory / "oxygen.trig")], parse_instant(manifest["from"]),
+                                       parse_instant(manifest["to"]), options=options))
+    return registered, partitioned, [record for _, record in replay.run()]
+
+
 @pytest.mark.parametrize("name", sorted(SAFE))
 @pytest.mark.parametrize("batch_seconds, key_groups", [(1, 64), (4, 64), (2, 3)])
 def test_partitioned_evaluation_gives_the_single_store_results(name, batch_seconds, key_groups):
@@ -238,8 +257,6 @@ def test_a_policy_per_window_runs_partitioned_and_gives_the_single_store_results
     # Two windows closing at different instants (STEP 2 s from :01, STEP 5 s from :00), the
     # query evaluated only at the closes of the second (spec 6.6): the instants do not depend
     # on the data, so the partition rules allow it.
-    from rspstar.endpoint.replay import Replay, ReplayInput
-    directory, manifest = case("istream-new-results")
     text = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
 PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
 PREFIX ex: <http://example.org/>
@@ -250,21 +267,12 @@ WHERE {
   WINDOW ex:w1 { GRAPH ?g1 { ?o sosa:hasSimpleResult ?v FILTER(?v > 0.2) } }
   WINDOW ex:w2 { GRAPH ?g2 { ?o sosa:hasSimpleResult ?v2 } }
 }"""
-    options = {"report": "close(ex:w2)"}
-    engine = engine_for(manifest, directory, {OXYGEN: RESULT_OF})
-    registered = engine.register(text, "q", options={**options, "partition": "?o"})
-    batches, _ = play(PlanRunner(engine.partition_plan("q")),
-                      keyed_elements(stream_payloads(directory, manifest), {OXYGEN: RESULT_OF}),
-                      parse_instant(manifest["to"]), 2_000_000)
-    for emitted in batches:
-        engine.accept_partitions("q", emitted)
-    partitioned = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
-    replay = Replay(ReplayInput.single(text, [(OXYGEN, directory / "oxygen.trig")], parse_instant(manifest["from"]),
-                                       parse_instant(manifest["to"]), options=options))
-    single = [record for _, record in replay.run()]
+    _, partitioned, single = partitioned_and_replayed("istream-new-results", text, {"report": "close(ex:w2)"})
     assert [r["time"][-3:-1] for r in single[:3]] == ["05", "10", "15"]
     assert sum(len(r["bindings"]) for r in single) > 0
     assert not compare_lines(single, partitioned, ordered=False)
+    directory, manifest = case("istream-new-results")
+    engine = engine_for(manifest, directory, {OXYGEN: RESULT_OF})
     with pytest.raises(PartitionError, match="content-change"):
         engine.register(text, "q2", options={"report": "close(ex:w2) and content-change(ex:w1)", "partition": "?o"})
 
@@ -274,8 +282,6 @@ def test_non_empty_strategies_run_partitioned_and_skip_the_instants_the_single_s
     # Seed 001's Example 10 shape: report at W2's closes only when W1 holds elements. Each key
     # group says which windows held elements of its keys; the driver reports where together
     # they satisfy the policy, as the single store does with the whole windows.
-    from rspstar.endpoint.replay import Replay, ReplayInput
-    directory, manifest = case("empty-windows-rstream")          # an element every 7 s
     text = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
 PREFIX ex: <http://example.org/>
 SELECT ?o ?v
@@ -285,18 +291,9 @@ WHERE {
   WINDOW ex:w1 { GRAPH ?g1 { ?o sosa:hasSimpleResult ?v } }
   WINDOW ex:w2 { GRAPH ?g2 { ?o sosa:hasSimpleResult ?v } }
 }"""
-    options = {"report": report}
-    engine = engine_for(manifest, directory, {OXYGEN: RESULT_OF}, key_groups=3)
-    registered = engine.register(text, "q", options={**options, "partition": "?o"})
-    batches, _ = play(PlanRunner(engine.partition_plan("q")),
-                      keyed_elements(stream_payloads(directory, manifest), {OXYGEN: RESULT_OF}),
-                      parse_instant(manifest["to"]), 2_000_000)
-    for emitted in batches:
-        engine.accept_partitions("q", emitted)
-    partitioned = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
-    replay = Replay(ReplayInput.single(text, [(OXYGEN, directory / "oxygen.trig")], parse_instant(manifest["from"]),
-                                       parse_instant(manifest["to"]), options=options))
-    single = [record for _, record in replay.run()]
+    registered, partitioned, single = partitioned_and_replayed("empty-windows-rstream",   # an element every 7 s
+                                                               text, {"report": report}, key_groups=3)
+    _, manifest = case("empty-windows-rstream")
     every = registered.evaluator.policy.fixed_instants(parse_instant(manifest["from"]), parse_instant(manifest["to"]))
     assert 0 < len(single) < len(every)                         # some instants skipped, some not
     assert [r["time"] for r in partitioned] == [r["time"] for r in single]
@@ -319,19 +316,7 @@ WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v FILTER(?v < 0.175) }
 def test_ask_and_construct_run_partitioned_and_give_the_single_store_results(text):
     # The union of the keys' CONSTRUCT triples is the query's (a triple several keys make is
     # one), and ASK is true when some key's is: both forms are partition-safe under the rules.
-    from rspstar.endpoint.replay import Replay, ReplayInput
-    directory, manifest = case("construct-output-stream")
-    engine = engine_for(manifest, directory, {OXYGEN: RESULT_OF})
-    registered = engine.register(text, "q", options={"partition": "?o"})
-    batches, _ = play(PlanRunner(engine.partition_plan("q")),
-                      keyed_elements(stream_payloads(directory, manifest), {OXYGEN: RESULT_OF}),
-                      parse_instant(manifest["to"]), 2_000_000)
-    for emitted in batches:
-        engine.accept_partitions("q", emitted)
-    partitioned = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
-    replay = Replay(ReplayInput.single(text, [(OXYGEN, directory / "oxygen.trig")], parse_instant(manifest["from"]),
-                                       parse_instant(manifest["to"])))
-    single = [record for _, record in replay.run()]
+    _, partitioned, single = partitioned_and_replayed("construct-output-stream", text)
     assert len(single) == len(partitioned) == 30
     if text is ASK_LOW:
         assert [r["boolean"] for r in partitioned] == [r["boolean"] for r in single]
