@@ -217,6 +217,11 @@ def _distinct_triples(result) -> dict:
     return distinct
 
 
+def _lines_with_triples(lines: list[str]) -> list[tuple[str, ox.Triple]]:
+    """N-Triples lines, each with the triple it reads as (CONSTRUCT results kept or sent as text)."""
+    return list(zip(lines, (quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES))))
+
+
 def _join_all(sides: list[list[dict]]) -> list[dict]:
     """The SPARQL join of bags of rows (compatible rows merged), smallest side first."""
     sides = sorted(sides, key=len)
@@ -605,7 +610,7 @@ class QueryEvaluator:
         """The evaluation at `instant` from results found elsewhere (a partitioned query's keys,
         evaluated on Spark's executors, `holding` the windows where they found elements), after
         R2S; None when the report policy's non-empty strategies skip it."""
-        if not self.policy.report_holding(set(holding)):
+        if not self.policy.report_where(holding.__contains__):
             return None
         contents = self.policy.contents(instant, self.store)
         evaluation = Evaluation(instant, {w: content.shown for w, content in contents.items()}, self.query.form,
@@ -613,9 +618,7 @@ class QueryEvaluator:
         if self.query.form is QueryForm.SELECT:
             evaluation.rows = self.r2s.apply(rows)
         elif self.query.form is QueryForm.CONSTRUCT:     # N-Triples lines: a line two keys made is one triple
-            lines = list(dict.fromkeys(rows))
-            triples = [quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES)]
-            emitted = self.r2s.apply(list(zip(lines, triples)))
+            emitted = self.r2s.apply(_lines_with_triples(list(dict.fromkeys(rows))))
             evaluation.rows = [line for line, _ in emitted]
             evaluation.triples = [triple for _, triple in emitted]
         else:
@@ -633,8 +636,7 @@ class QueryEvaluator:
 
     def restore_r2s_state(self, state: list) -> None:
         if self.query.form is QueryForm.CONSTRUCT:
-            triples = [quad.triple for quad in ox.parse("\n".join(state), format=ox.RdfFormat.N_TRIPLES)]
-            self.r2s.restore(list(zip(state, triples)))
+            self.r2s.restore(_lines_with_triples(state))
         else:
             self.r2s.restore(state)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 from .errors import TemporalValueError, TranslatorError
 from .model import ContinuousQuery, CountWindow, StreamView, TimeWindow, Window, WindowContent
@@ -295,20 +296,22 @@ class ReportPolicy:
         return found
 
     def report_at(self, contents: dict[str, WindowContent], view: StreamView) -> bool:
-        """Whether the non-empty strategies hold for these contents."""
-        if not self.non_empty:
-            return True
-        return self.report_holding(self.holding(contents, view))
+        """Whether the non-empty strategies hold for these contents (each window read only
+        when a strategy asks about it)."""
+        def held(iri: str) -> bool:
+            content = contents.get(iri)
+            if content is None:
+                return False
+            window = next(w for w in self.windows if w.iri == iri)
+            return bool(content.select(window.stream, view))
 
-    def holding(self, contents: dict[str, WindowContent], view: StreamView) -> set[str]:
-        """The windows whose contents hold at least one element."""
-        return {window.iri for window in self.windows
-                if window.iri in contents and contents[window.iri].select(window.stream, view)}
+        return self.report_where(held)
 
-    def report_holding(self, holding: set[str]) -> bool:
-        """Whether the non-empty strategies hold when the windows in `holding` hold elements
-        and the others none (a partitioned query's keys tell which windows held some)."""
-        return all(iri in holding if iri is not None else bool(holding) for iri in self.non_empty)
+    def report_where(self, held: Callable[[str], bool]) -> bool:
+        """Whether the non-empty strategies hold when `held(iri)` says whether a window holds
+        elements (read from its contents, or from what a partitioned query's keys found)."""
+        return all(held(iri) if iri is not None else any(held(w.iri) for w in self.windows)
+                   for iri in self.non_empty)
 
     def complete_through(self, instant: int) -> int:
         """The watermark every input stream must reach before the evaluation at `instant`:
