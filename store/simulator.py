@@ -1,10 +1,13 @@
-"""Built-in sensor scenarios for the simulator source, as Spark SQL over the
-`rate-micro-batch` source.
+"""Built-in sensor scenarios for the simulator source.
 
-Each rate row (`timestamp`, `value`) becomes one observation, written as a one-element TriG
-document in Spark SQL (no Python UDF, so it runs where Spark runs). Values are derived from
-`hash(value, k)`, so the same row always gives the same observation; the row's timestamp (the
-micro-batch's trigger time, or a fixed clock) is the observation's event time.
+Spark's `rate-micro-batch` source releases rows (`value`, `timestamp`); each row becomes one
+observation, a one-element TriG document, written here where the micro-batch is read (the
+driver for the store, the executors for a partitioned query). Spark SQL wrote them before: its
+planning and interpreting of the expressions cost the JVM about 30 of the ~100 ms of every
+micro-batch of the main job's simulators (bench/out/NOTES.md#simulator-documents); here a row
+costs a few microseconds. Values are derived from a 64-bit mix of (value, k), so the same row
+always gives the same observation; the row's timestamp (the micro-batch's trigger time, or a
+fixed clock) is the observation's event time.
 
 - `tvs` (the RSPU paper): tunnel sectors, each with an oxygen sensor (fraction, annotated with its
   measurement uncertainty `N(0, σ²)` as `rspu:distribution`) and a temperature sensor (°C);
@@ -17,112 +20,108 @@ micro-batch's trigger time, or a fixed clock) is the observation's event time.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from rspstar.translator.temporal import MICROS, format_instant
 
 SIM = "http://rspstar.example/sim/"
 STREAMS = "http://rspstar.example/stream/"
-XSD = "http://www.w3.org/2001/XMLSchema#"
-PROV_TIME = "<http://www.w3.org/ns/prov#generatedAtTime>"
 SOSA = "http://www.w3.org/ns/sosa/"
-_TS = "date_format(timestamp, \"yyyy-MM-dd'T'HH:mm:ss.SSSSSS'Z'\")"
+RSPU = "http://w3id.org/rsp/rspu#"
+_HEAD = ('<%s> <http://www.w3.org/ns/prov#generatedAtTime> "%s"^^<http://www.w3.org/2001/XMLSchema#dateTime> .\n'
+         "<%s> { %s }")
+_M64 = (1 << 64) - 1
+
+
+def mix(value: int, k: int) -> int:
+    """A non-negative 64-bit number that looks random in (value, k) and is the same every time:
+    SplitMix64's finaliser over both."""
+    x = (value * 0x9E3779B97F4A7C15 + k * 0xD1B54A32D192ED03) & _M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
+    return x ^ (x >> 31)
+
+
+# (value, size, event time µs, source name) -> (index into the scenario's streams, graph IRI, graph body)
+Observation = Callable[[int, int, int, str], tuple[int, str, str]]
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
     streams: tuple[str, ...]
-    kind: str       # SQL: which of `streams` a row feeds (0-based index)
-    document: str   # SQL: the TriG text of the row's element; may use `k` (the kind) and {size}
+    observation: Observation
 
-    def expressions(self, size: int, source: str) -> list[str]:
-        """selectExpr arguments giving (stream, origin, text)."""
-        cases = " ".join("WHEN %d THEN '%s'" % (i, s) for i, s in enumerate(self.streams))
-        kind = self.kind.format(size=size)
-        document = self.document.format(size=size, source=source, kind=kind)
-        return ["CASE %s %s END AS stream" % (kind, cases), "'simulator:%s' AS origin" % source,
-                "%s AS text" % document]
-
-
-def _element(graph: str, body: str, args: str) -> str:
-    """format_string building `<g> prov:generatedAtTime "ts" . <g> { body }`."""
-    return ("format_string('<%s> " + PROV_TIME + " \"%s\"^^<" + XSD + "dateTime> .\\n<%s> {{ " + body + " }}', "
-            + graph + ", " + _TS + ", " + graph + ", " + args + ")")
+    def documents(self, rows: Iterable[tuple[int, int]], size: int, source: str) -> dict[str, list[str]]:
+        """Rows (value, event time µs) as TriG documents of one element each, per stream, in
+        row order."""
+        documents: dict[str, list[str]] = {}
+        stamped_at, stamp = None, ""
+        for value, time in rows:
+            if time != stamped_at:      # a micro-batch's rows share their time
+                stamped_at, stamp = time, format_instant(time)
+            kind, graph, body = self.observation(value, size, time, source)
+            documents.setdefault(self.streams[kind], []).append(_HEAD % (graph, stamp, graph, body))
+        return documents
 
 
-_TVS_GRAPH = "concat('" + SIM + "{source}/', CASE {kind} WHEN 0 THEN 'oxygen/' ELSE 'temperature/' END, value)"
-_TVS_SECTOR = "pmod(value DIV 2, {size})"
-TVS = Scenario(
-    "tvs",
-    (STREAMS + "tvs/oxygen", STREAMS + "tvs/temperature"),
-    "pmod(value, 2)",
-    "CASE {kind} WHEN 0 THEN "
-    + _element(_TVS_GRAPH,
-               "<" + SIM + "{source}/obs/%s> <" + SOSA + "hasSimpleResult> %.4f {{| <http://w3id.org/rsp/rspu#uncertainty> "
-               "\"N(0, %.1e)\"^^<http://w3id.org/rsp/rspu#distribution> |}} ; <" + SOSA + "hasFeatureOfInterest> <"
-               + SIM + "tvs/sector%s> ; <" + SOSA + "madeBySensor> <" + SIM + "tvs/oxygen-sensor%s> .",
-               "value, cast(0.176 + pmod(hash(value, 1), 400) / 10000.0 AS double), (1 + pmod(hash(value, 2), 20)) * 1e-6, "
-               + _TVS_SECTOR + ", " + _TVS_SECTOR)
-    + " ELSE "
-    + _element(_TVS_GRAPH,
-               "<" + SIM + "{source}/obs/%s> <" + SOSA + "hasSimpleResult> %.2f ; <" + SOSA
-               + "hasFeatureOfInterest> <" + SIM + "tvs/sector%s> ; <" + SOSA + "madeBySensor> <"
-               + SIM + "tvs/temperature-sensor%s> .",
-               "value, cast(15 + pmod(hash(value, 3), 1650) / 100.0 AS double), " + _TVS_SECTOR + ", " + _TVS_SECTOR)
-    + " END",
-)
+def _tvs(value: int, size: int, time: int, source: str) -> tuple[int, str, str]:
+    sector = (value // 2) % size
+    if value % 2 == 0:
+        return 0, "%s%s/oxygen/%d" % (SIM, source, value), (
+            '<%s%s/obs/%d> <%shasSimpleResult> %.4f {| <%suncertainty> "N(0, %.1e)"^^<%sdistribution> |} ; '
+            "<%shasFeatureOfInterest> <%stvs/sector%d> ; <%smadeBySensor> <%stvs/oxygen-sensor%d> ."
+            % (SIM, source, value, SOSA, 0.176 + mix(value, 1) % 400 / 10000.0, RSPU,
+               (1 + mix(value, 2) % 20) * 1e-6, RSPU, SOSA, SIM, sector, SOSA, SIM, sector))
+    return 1, "%s%s/temperature/%d" % (SIM, source, value), (
+        "<%s%s/obs/%d> <%shasSimpleResult> %.2f ; <%shasFeatureOfInterest> <%stvs/sector%d> ; "
+        "<%smadeBySensor> <%stvs/temperature-sensor%d> ."
+        % (SIM, source, value, SOSA, 15 + mix(value, 3) % 1650 / 100.0, SOSA, SIM, sector, SOSA, SIM, sector))
+
+
+TVS = Scenario("tvs", (STREAMS + "tvs/oxygen", STREAMS + "tvs/temperature"), _tvs)
 
 _HC_KINDS = ("heartrate", "breathingrate", "oxygensaturation", "location", "activity")
-_HC_GRAPH = ("concat('" + SIM + "{source}/', element_at(array(" + ", ".join("'%s'" % k for k in _HC_KINDS)
-             + "), cast({kind} AS int) + 1), '/', value)")
-_HC_PATIENT = "pmod(value, {size})"
+_HC_PREDICATES = ("heartRate", "breathingRate", "oxygenSaturation", "location", "activity")
+_HC_ROOMS = ("livingroom", "kitchen", "bedroom", "bathroom", "outside")
+_HC_ACTIVITIES = ("sitting", "walking", "sleeping", "cooking")
 # the RSP-QL* paper's scenario, played now and then so the low-emergency example query has something to
 # find: patient 0 sits, with a high heart rate and slow breathing read with high confidence,
 # for the first EPISODE_SECONDS of every EPISODE_CYCLE_SECONDS of event time (UTC).
 EPISODE_CYCLE_SECONDS = 120
 EPISODE_SECONDS = 50
-_HC_EPISODE = "(pmod(value, {size}) = 0 AND pmod(unix_seconds(timestamp), %d) < %d)" % (
-    EPISODE_CYCLE_SECONDS, EPISODE_SECONDS)
 
 
-def _episode(during: str, otherwise: str) -> str:
-    return "CASE WHEN %s THEN %s ELSE %s END" % (_HC_EPISODE, during, otherwise)
+def _homecare_value(kind: int, value: int, episode: bool) -> str:
+    if kind == 0:
+        return str(95 + mix(value, 4) % 20 if episode else 55 + mix(value, 4) % 70)
+    if kind == 1:
+        return str(8 + mix(value, 5) % (4 if episode else 20))
+    if kind == 2:
+        return str(86 + mix(value, 6) % 14)
+    if kind == 3:
+        return "<%shomecare/%s>" % (SIM, "livingroom" if episode else _HC_ROOMS[mix(value, 7) % 5])
+    return "<%shomecare/%s>" % (SIM, "sitting" if episode else _HC_ACTIVITIES[mix(value, 8) % 4])
 
 
-_HC_CONFIDENCE = "cast(%s AS double)" % _episode("0.8 + pmod(hash(value, 9), 20) / 100.0",
-                                                  "0.5 + pmod(hash(value, 9), 50) / 100.0")
-_HC_VALUES = [
-    ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/heartRate> %s {{| <" + SIM
-     + "homecare/confidence> %.2f |}} .", _episode("95 + pmod(hash(value, 4), 20)", "55 + pmod(hash(value, 4), 70)")),
-    ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/breathingRate> %s {{| <" + SIM
-     + "homecare/confidence> %.2f |}} .", _episode("8 + pmod(hash(value, 5), 4)", "8 + pmod(hash(value, 5), 20)")),
-    ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/oxygenSaturation> %s {{| <" + SIM
-     + "homecare/confidence> %.2f |}} .", "86 + pmod(hash(value, 6), 14)"),
-    ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/location> <" + SIM + "homecare/%s> {{| <" + SIM
-     + "homecare/confidence> %.2f |}} .",
-     _episode("'livingroom'",
-              "element_at(array('livingroom', 'kitchen', 'bedroom', 'bathroom', 'outside'), 1 + pmod(hash(value, 7), 5))")),
-    ("<" + SIM + "homecare/patient%s> <" + SIM + "homecare/activity> <" + SIM + "homecare/%s> {{| <" + SIM
-     + "homecare/confidence> %.2f |}} .",
-     _episode("'sitting'", "element_at(array('sitting', 'walking', 'sleeping', 'cooking'), 1 + pmod(hash(value, 8), 4))")),
-]
-HOMECARE = Scenario(
-    "homecare",
-    tuple(STREAMS + "homecare/" + k for k in _HC_KINDS),
-    "pmod(value DIV {size}, 5)",
-    "CASE {kind} "
-    + " ".join("WHEN %d THEN %s" % (i, _element(_HC_GRAPH, body, _HC_PATIENT + ", " + value + ", " + _HC_CONFIDENCE))
-               for i, (body, value) in enumerate(_HC_VALUES))
-    + " END",
-)
+def _homecare(value: int, size: int, time: int, source: str) -> tuple[int, str, str]:
+    kind, patient = (value // size) % 5, value % size
+    episode = patient == 0 and (time // MICROS) % EPISODE_CYCLE_SECONDS < EPISODE_SECONDS
+    confidence = 0.8 + mix(value, 9) % 20 / 100.0 if episode else 0.5 + mix(value, 9) % 50 / 100.0
+    return kind, "%s%s/%s/%d" % (SIM, source, _HC_KINDS[kind], value), (
+        "<%shomecare/patient%d> <%shomecare/%s> %s {| <%shomecare/confidence> %.2f |} ."
+        % (SIM, patient, SIM, _HC_PREDICATES[kind], _homecare_value(kind, value, episode), SIM, confidence))
 
-_SENSOR_GRAPH = "concat('" + SIM + "{source}/', value)"
-SENSORS = Scenario(
-    "sensors",
-    (STREAMS + "sensors",),
-    "0",
-    _element(_SENSOR_GRAPH,
-             "<" + SIM + "{source}/obs/%s> <" + SOSA + "madeBySensor> <" + SIM + "sensors/s%s> ; <" + SOSA
-             + "hasSimpleResult> %.3f .",
-             "value, pmod(value, {size}), cast(0.16 + pmod(hash(value, 10), 50) / 1000.0 AS double)"),
-)
+
+HOMECARE = Scenario("homecare", tuple(STREAMS + "homecare/" + k for k in _HC_KINDS), _homecare)
+
+
+def _sensors(value: int, size: int, time: int, source: str) -> tuple[int, str, str]:
+    return 0, "%s%s/%d" % (SIM, source, value), (
+        "<%s%s/obs/%d> <%smadeBySensor> <%ssensors/s%d> ; <%shasSimpleResult> %.3f ."
+        % (SIM, source, value, SOSA, SIM, value % size, SOSA, 0.16 + mix(value, 10) % 50 / 1000.0))
+
+
+SENSORS = Scenario("sensors", (STREAMS + "sensors",), _sensors)
 
 SCENARIOS = {s.name: s for s in (TVS, HOMECARE, SENSORS)}
