@@ -55,6 +55,18 @@ def test_what_does_not_nest_is_not_counted():
     check_nesting("SELECT * WHERE { %s }" % " ".join("<< ?s ?p ?o%d >> ?q ?z ." % k for k in range(1000)))
 
 
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_many_shallow_elements_pass_and_a_deep_one_after_them_is_found_on_its_line(as_bytes):
+    shallow = "".join('<http://g%d> { <http://s> <http://p> "é" {| <http://q> "(" |} }\n' % k for k in range(2000))
+    deep = '<http://x> { <http://s> <http://p> %s }\n' % ("<< <http://a> <http://b> " * 200 + "<http://c>" + " >>" * 200)
+    encode = (lambda t: t.encode()) if as_bytes else (lambda t: t)
+    check_nesting(encode(shallow))
+    with pytest.raises(QuerySyntaxError, match="nested deeper") as e:
+        check_nesting(encode(shallow + deep + shallow))
+    # The deep line's `{` is the first level: its 128th `<<` the 129th.
+    assert (e.value.line, e.value.column) == (2001, nth(deep, "<<", MAX_NESTING))
+
+
 def test_a_dialect_query_is_refused_before_it_is_translated(monkeypatch):
     import rspstar.translator.validate as validate
 

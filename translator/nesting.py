@@ -9,6 +9,7 @@ the construct that goes past it."""
 from __future__ import annotations
 
 import re
+from itertools import accumulate, repeat
 
 from .errors import QuerySyntaxError
 
@@ -22,6 +23,9 @@ _TOKEN = re.compile(_PATTERN, re.S)
 _TOKEN_BYTES = re.compile(_PATTERN.encode(), re.S)
 _OPENERS = {"(", "{", "[", "<<(", "<<", "{|"}
 _CLOSERS = {")", "}", "]", ")>>", ">>", "|}"}
+# What each token does to the depth (strings, comments and IRIs nothing).
+_STEP = {**dict.fromkeys(_OPENERS, 1), **dict.fromkeys(_CLOSERS, -1)}
+_STEP_BYTES = {token.encode(): step for token, step in _STEP.items()}
 
 
 def check_nesting(text: str | bytes, limit: int = MAX_NESTING) -> None:
@@ -32,6 +36,11 @@ def check_nesting(text: str | bytes, limit: int = MAX_NESTING) -> None:
     # Fewer openers than the limit anywhere (quoted ones counted too) cannot nest past it: most
     # texts are let through on these counts alone, in C.
     if sum(text.count(o) for o in openers) <= limit:
+        return
+    pattern, steps = (_TOKEN_BYTES, _STEP_BYTES) if binary else (_TOKEN, _STEP)
+    # The deepest point, found without a Python step per token (a quarter faster on documents
+    # of many small elements); only text that goes too deep is walked again for the position.
+    if max(accumulate(map(steps.get, map(re.Match.group, pattern.finditer(text)), repeat(0))), default=0) <= limit:
         return
     depth = 0
     for token in (_TOKEN_BYTES if binary else _TOKEN).finditer(text):
