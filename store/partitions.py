@@ -13,9 +13,12 @@ come out of one micro-batch.
 """
 from __future__ import annotations
 
+import hashlib
 import json
+import struct
 import zlib
-from dataclasses import dataclass, field, replace
+from collections import OrderedDict
+from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
@@ -114,13 +117,23 @@ def keyed_elements(payloads: list[Payload], keys: dict[str, PartitionKey]) -> li
     return found
 
 
+# A state's blob: chunks of elements, each appended by one micro-batch (older states are one
+# zlib stream of them all, still read).
+_CHUNKED = b"RSP\x02"
+_CHUNK_HEAD = struct.Struct(">qqI")      # the chunk's oldest and newest timestamps, its length
+# Past this many chunks a state is rewritten as one (what has expired dropped element by element).
+MAX_CHUNKS = 32
+
+
 @dataclass
 class PartitionState:
     """A key group's state: the last instant evaluated for it (`after`), and the elements that
-    instants after it can still read, as compressed JSON (`blob`), with their oldest and newest
-    timestamps beside it: a micro-batch with nothing to add, evaluate or drop leaves the blob
-    as it is (Spark rewrites every group's state at every micro-batch: compressed, a thousand
-    sectors' ten-second windows are 12x smaller)."""
+    instants after it can still read (`blob`: compressed JSON, in chunks), with their oldest and
+    newest timestamps beside it. A micro-batch appends its new elements as a chunk and drops the
+    chunks every window has passed, without reading the others (Spark rewrites every group's
+    state at every micro-batch: compressed, a thousand sectors' ten-second windows are 12x
+    smaller). A dropped chunk's elements are all expired; a kept one may hold some that are,
+    which no window reads."""
 
     after: int
     oldest: int
@@ -130,23 +143,100 @@ class PartitionState:
     @classmethod
     def of(cls, after: int, elements: list[tuple[str, int, str]]) -> "PartitionState | None":
         """(stream, timestamp, N-Quads) elements as a state (None when there are none)."""
-        if not elements:
+        return cls(after, 0, 0, _CHUNKED).appended(elements) if elements else None
+
+    def _chunks(self) -> list[tuple[int, int, bytes]]:
+        if not self.blob.startswith(_CHUNKED):      # an older state: its blob is one chunk's data
+            return [(self.oldest, self.newest, bytes(self.blob))]
+        chunks, at = [], len(_CHUNKED)
+        while at < len(self.blob):
+            oldest, newest, length = _CHUNK_HEAD.unpack_from(self.blob, at)
+            at += _CHUNK_HEAD.size
+            chunks.append((oldest, newest, bytes(self.blob[at:at + length])))
+            at += length
+        return chunks
+
+    @classmethod
+    def _joined(cls, after: int, chunks: list[tuple[int, int, bytes]]) -> "PartitionState | None":
+        if not chunks:
             return None
-        return cls(after, min(e[1] for e in elements), max(e[1] for e in elements),
-                   zlib.compress(json.dumps(elements).encode("utf-8"), 1))
+        return cls(after, min(c[0] for c in chunks), max(c[1] for c in chunks),
+                   _CHUNKED + b"".join(_CHUNK_HEAD.pack(o, n, len(data)) + data for o, n, data in chunks))
+
+    def appended(self, elements: list[tuple[str, int, str]]) -> "PartitionState":
+        if not elements:
+            return self
+        chunk = (min(e[1] for e in elements), max(e[1] for e in elements),
+                 zlib.compress(json.dumps(elements).encode("utf-8"), 1))
+        chunks = (self._chunks() if len(self.blob) > len(_CHUNKED) else []) + [chunk]
+        return PartitionState._joined(self.after, chunks)
+
+    def expired(self, after: int, bounds: dict[str, int]) -> "PartitionState | None":
+        """The state at `after`: the chunks holding an element some window after it can read
+        (`bounds`: per stream, the earliest such timestamp); past MAX_CHUNKS, one chunk of
+        exactly the elements still readable."""
+        floor = min(bounds.values()) if bounds else self.oldest
+        chunks = [c for c in self._chunks() if c[1] >= floor]
+        if len(chunks) > MAX_CHUNKS:
+            kept = [e for e in PartitionState._joined(after, chunks).elements() if e[1] >= bounds.get(e[0], e[1])]
+            return PartitionState.of(after, kept)
+        return PartitionState._joined(after, chunks)
 
     def elements(self) -> list[tuple[str, int, str]]:
-        return [tuple(e) for e in json.loads(zlib.decompress(self.blob))]
+        return [tuple(e) for _, _, data in self._chunks() for e in json.loads(zlib.decompress(data))]
 
     def row(self) -> tuple:
         return self.after, self.oldest, self.newest, self.blob
 
 
-class PlanRunner:
-    """A plan compiled for one task; evaluates a key's instants over its elements."""
+class KeptStores:
+    """The key groups' stores a Python worker keeps from one micro-batch to the next, each with
+    the state row it was left at: Spark reuses its Python workers, so a group's next micro-batch
+    here finds its elements already parsed and loaded, and adds only the new ones. Spark's state
+    stays the durable copy: a group whose state is not the row its kept store was left at (it
+    ran on another worker meanwhile, or after a restart) is rebuilt from the state, as one met
+    the first time. At most `limit` stores, the least recently used closed first."""
 
-    def __init__(self, plan: PartitionPlan):
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._stores: OrderedDict[tuple, tuple[tuple, StreamStore]] = OrderedDict()
+        self.hits = 0
+        self.stale = 0       # found, but left at another state than the one given
+
+    def take(self, key: tuple, saved: tuple | None) -> StreamStore | None:
+        """The store kept for `key` if it was left at state row `saved` (it is no longer kept:
+        give it back with `keep`)."""
+        found = self._stores.pop(key, None)
+        if found is not None and saved is not None and found[0] == tuple(saved):
+            self.hits += 1
+            return found[1]
+        if found is not None:
+            self.stale += 1
+            found[1].close()
+        return None
+
+    def keep(self, key: tuple, row: tuple, store: StreamStore) -> None:
+        self._stores[key] = (row, store)
+        while len(self._stores) > self.limit:
+            self._stores.popitem(last=False)[1][1].close()
+
+    def __len__(self) -> int:
+        return len(self._stores)
+
+
+# The stores this Python worker process keeps (the one state that outlives a task in a
+# worker; PartitionFunction passes it to the plan's runner). Enough for every key group of a
+# few queries at the default number of groups.
+WORKER_STORES = KeptStores(4 * default("engine.key_groups"))
+
+
+class PlanRunner:
+    """A plan compiled for one task; evaluates a key's instants over its elements, in the
+    group's store kept by `kept` when there is one."""
+
+    def __init__(self, plan: PartitionPlan, kept: KeptStores | None = None):
         self.plan = plan
+        self.kept = kept
         self.query = compile_query(plan.text, dialect=plan.dialect, start=plan.start)
         self.policy = report_policy(self.query, plan.report)
         self.template: Template = compile_template(self.query, plan.rewrite)
@@ -155,6 +245,11 @@ class PlanRunner:
         # periodic instant reading a close up to a period later.
         period = self.query.computed_every or 0
         self.reach = max(w.range + w.step for w in self.query.windows.values()) + period
+        # A kept store serves the same plan only (another text or background under the same
+        # query id is another store).
+        self.identity = hashlib.blake2b(repr((plan.query_id, plan.text, plan.keys, plan.dialect, plan.start,
+                                              plan.report, plan.rewrite, plan.key_groups)).encode()
+                                        + plan.background, digest_size=16).digest()
 
     def due_through(self, watermark: int | None, processing_time: int) -> int | None:
         """The latest instant due: every stream complete through it (the watermark), or
@@ -171,6 +266,7 @@ class PlanRunner:
             return [(KEYLESS, e.timestamp, e.stream, json.dumps({"graph": e.graph, "reason": e.reason,
                                                                    "nquads": e.nquads}), 1) for e in new], None
         state = PartitionState(*saved) if saved is not None else None
+        store = self.kept.take((self.identity, group), saved) if self.kept is not None else None
         if state is None and not new:
             return [(MARK, -1, group, "", 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
@@ -181,50 +277,47 @@ class PlanRunner:
         # Past its newest element's reach a group's windows are empty: no rows to find there
         # (a group idle for a day must not walk every instant of it).
         instants = self.policy.fixed_instants(after, min(through, newest + self.reach)) if through is not None else []
-        elements = None
-        if new or instants:
-            elements = (state.elements() if state is not None else []) + \
-                [(e.stream, e.timestamp, e.nquads) for e in new]
+        arrived = [(e.stream, e.timestamp, e.nquads) for e in new]
+        if store is None and (new or instants):
+            store = self._store(state.elements() if state is not None else [])
+        if new:
+            _add(store, arrived)
         emitted: list[tuple] = []
-        if instants:
-            store = self._store(elements)
+        for instant in instants:
             try:
-                for instant in instants:
-                    try:
-                        rows, count, holding = self._evaluate(store, instant)
-                    except Exception as e:  # the driver fails the query; the group keeps what it had
-                        emitted += [(FAILED, instant, group, "%s: %s" % (type(e).__name__, e), 0),
-                                    (MARK, through, group, "", late)]
-                        kept = state if state is not None else PartitionState.of(after, elements)
-                        return emitted, kept.row()
-                    if rows:
-                        emitted.append((ROWS, instant, group, json.dumps(rows), count))
-                    if holding and self.policy.non_empty:
-                        emitted.append((HOLDS, instant, group, json.dumps(sorted(holding)), 0))
-            finally:
+                rows, count, holding = self._evaluate(store, instant)
+            except Exception as e:  # the driver fails the query; the group keeps what it had
                 store.close()
+                emitted += [(FAILED, instant, group, "%s: %s" % (type(e).__name__, e), 0),
+                            (MARK, through, group, "", late)]
+                kept = state if state is not None else PartitionState.of(after, arrived)
+                return emitted, kept.row()
+            if rows:
+                emitted.append((ROWS, instant, group, json.dumps(rows), count))
+            if holding and self.policy.non_empty:
+                emitted.append((HOLDS, instant, group, json.dumps(sorted(holding)), 0))
         if through is not None:
             after = max(after, through)
         emitted.append((MARK, through if through is not None else -1, group, "", late))
         bounds = self.policy.retention(after, None)
-        if elements is None and state.oldest >= max(bounds.values()):
-            return emitted, replace(state, after=after).row()
-        if elements is None:
-            elements = state.elements()
-        kept = PartitionState.of(after, [e for e in elements if e[1] >= bounds.get(e[0], e[1])])
-        return emitted, (kept.row() if kept is not None else None)
+        state = state.appended(arrived) if state is not None else PartitionState.of(after, arrived)
+        state = state.expired(after, bounds)
+        if store is None:
+            return emitted, (state.row() if state is not None else None)
+        if state is None or self.kept is None:
+            store.close()
+            return emitted, (state.row() if state is not None else None)
+        for stream, bound in bounds.items():
+            store.evict_before(stream, bound)
+        store.maybe_compact()
+        self.kept.keep((self.identity, group), state.row(), store)
+        return emitted, state.row()
 
     def _store(self, elements: list[tuple[str, int, str]]) -> StreamStore:
         store = StreamStore()
         if self.plan.background:
             store.background.load(self.plan.background, ox.RdfFormat.N_QUADS, "background")
-        by_stream: dict[str, list[str]] = {}
-        for stream, _, text in elements:
-            by_stream.setdefault(stream, []).append(text)
-        for stream, texts in by_stream.items():
-            decoded = decode(Payload(stream, "nquads", "partition", "".join(texts), 0))
-            for found, items in decoded.elements.items():
-                store.add_elements(found, items)
+        _add(store, elements)
         return store
 
     def _evaluate(self, store: StreamStore, instant: int) -> tuple[list, int, set[str]]:
@@ -238,6 +331,17 @@ class PlanRunner:
             return [], 0, set()
         holding = {w for w, found in elements.items() if found}
         return store.evaluate(self.template, elements, self.functions, _RESULTS[self.query.form]), count, holding
+
+
+def _add(store: StreamStore, elements: list[tuple[str, int, str]]) -> None:
+    """Load (stream, timestamp, N-Quads) elements into a key group's store."""
+    by_stream: dict[str, list[str]] = {}
+    for stream, _, text in elements:
+        by_stream.setdefault(stream, []).append(text)
+    for stream, texts in by_stream.items():
+        decoded = decode(Payload(stream, "nquads", "partition", "".join(texts), 0))
+        for found, items in decoded.elements.items():
+            store.add_elements(found, items)
 
 
 # A group's results as JSON-ready lists, per query form; the driver unites the groups' lists.
@@ -292,7 +396,7 @@ class PartitionFunction:
     def __call__(self, key, frames, state):
         import pandas as pd
         if self._runner is None:
-            self._runner = PlanRunner(self.plan)
+            self._runner = PlanRunner(self.plan, WORKER_STORES)
         new = [KeyedElement(row["key"], row["stream"], int(row["timestamp"]), row["graph"], row["nquads"],
                             row["reason"]) for frame in frames for row in frame.to_dict("records")]
         watermark_ms = state.getCurrentWatermarkMs()

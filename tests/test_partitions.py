@@ -3,6 +3,7 @@ own by the executors' code (store/partitions.py), the keys' rows joined per inst
 engine, give exactly the single store's results. Here the micro-batches are played in Python;
 tests/test_partitions_spark.py runs the same through Spark."""
 import json
+import zlib
 
 import pyoxigraph as ox
 import pytest
@@ -11,7 +12,9 @@ from conftest import CONFORMANCE, compare_lines
 from rspstar.endpoint.clock import VirtualClock
 from rspstar.endpoint.engine import Engine, EngineConfig
 from rspstar.store.codec import Payload
-from rspstar.store.partitions import KEYLESS, NO_KEY, PartitionPlan, PartitionState, PlanRunner, key_group, keyed_elements
+from rspstar.store.partitions import (
+    KEYLESS, NO_KEY, KeptStores, PartitionPlan, PartitionState, PlanRunner, key_group, keyed_elements,
+)
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.partition import PartitionError, PartitionKey
 from rspstar.translator.temporal import parse_instant
@@ -78,7 +81,11 @@ def stream_payloads(directory, manifest):
 
 def play(runner, elements, through, batch_micros):
     """The keys' micro-batches as Spark runs them: elements in event-time slices, each batch
-    seeing the watermark the previous ones made (the newest timestamp), the last one `through`."""
+    seeing the watermark the previous ones made (the newest timestamp), the last one `through`.
+    `runner` may be a list: Python workers, each with its own kept stores, a group's batches
+    going now to one, now to another, as Spark's tasks do."""
+    runners = runner if isinstance(runner, list) else [runner]
+    runner = runners[0]
     elements = sorted(elements, key=lambda e: e.timestamp)
     states: dict[str, str] = {}
     watermark = None
@@ -96,8 +103,9 @@ def play(runner, elements, through, batch_micros):
         by_key: dict[str, list] = {}
         for e in new:
             by_key.setdefault(key_group(e.key, runner.plan.key_groups), []).append(e)
-        for key in set(by_key) | set(states):
-            out, keep = runner.step(key, by_key.get(key, []), states.pop(key, None), watermark, 0)
+        for key in sorted(set(by_key) | set(states)):
+            worker = runners[(len(batches) + zlib.crc32(key.encode())) // 2 % len(runners)]
+            out, keep = worker.step(key, by_key.get(key, []), states.pop(key, None), watermark, 0)
             emitted += out
             if keep is not None:
                 states[key] = keep
@@ -127,15 +135,25 @@ def partitioned_and_replayed(name: str, text: str, options: dict | None = None, 
     return registered, partitioned, [record for _, record in replay.run()]
 
 
+# Python workers keeping the groups' stores between micro-batches: none (each batch rebuilds
+# from the state), one, or two that the groups move between (each finds its store stale at
+# times, rebuilt from the state).
+WORKERS = {"rebuilt": 0, "kept": 1, "moving": 2}
+
+
 @pytest.mark.parametrize("name", sorted(SAFE))
-@pytest.mark.parametrize("batch_seconds, key_groups", [(1, 64), (4, 64), (2, 3)])
-def test_partitioned_evaluation_gives_the_single_store_results(name, batch_seconds, key_groups):
+@pytest.mark.parametrize("batch_seconds, key_groups, workers", [(1, 64, "kept"), (4, 64, "rebuilt"), (2, 3, "moving"),
+                                                                (1, 3, "rebuilt")])
+def test_partitioned_evaluation_gives_the_single_store_results(name, batch_seconds, key_groups, workers):
     directory, manifest, keys, engine, registered = registered_case(name, key_groups=key_groups)
     assert registered.partitioned and engine.tick() == 0      # not evaluated by the runner
-    runner = PlanRunner(engine.partition_plan("q"))
+    plan = engine.partition_plan("q")
+    runner = [PlanRunner(plan, KeptStores(8)) for _ in range(WORKERS[workers])] or PlanRunner(plan)
     elements = keyed_elements(stream_payloads(directory, manifest), keys)
     assert elements and all(e.key != NO_KEY for e in elements)
     batches, left = play(runner, elements, parse_instant(manifest["to"]), batch_seconds * 1_000_000)
+    if workers != "rebuilt":
+        assert sum(r.kept.hits for r in runner) > 0
     for emitted in batches:
         engine.accept_partitions("q", emitted)
     expected = [json.loads(line) for line in (directory / manifest["expected"]).read_text().splitlines() if line]
@@ -143,6 +161,62 @@ def test_partitioned_evaluation_gives_the_single_store_results(name, batch_secon
     assert not compare_lines(expected, actual, manifest.get("ordered", False))
     # Nothing is kept past the windows that can still read it.
     assert all(PartitionState(*row).elements() for row in left.values())
+
+
+def test_a_kept_store_left_at_another_state_is_rebuilt_from_the_state_not_used():
+    # Two workers, the one group moving between them every two batches: each time it comes
+    # back, the store its worker kept is stale (the other worker moved the state on).
+    directory, manifest, keys, engine, registered = registered_case("sliding-window-count", key_groups=1)
+    plan = engine.partition_plan("q")
+    workers = [PlanRunner(plan, KeptStores(8)), PlanRunner(plan, KeptStores(8))]
+    batches, _ = play(workers, keyed_elements(stream_payloads(directory, manifest), keys),
+                      parse_instant(manifest["to"]), 1_000_000)
+    assert all(w.kept.stale > 0 and w.kept.hits > 0 for w in workers)
+    for emitted in batches:
+        engine.accept_partitions("q", emitted)
+    expected = [json.loads(line) for line in (directory / manifest["expected"]).read_text().splitlines() if line]
+    actual = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
+    assert not compare_lines(expected, actual, manifest.get("ordered", False))
+
+
+def test_kept_stores_are_bounded_and_serve_only_their_plan():
+    directory, manifest, keys, engine, _ = registered_case("sliding-window-count", key_groups=64)
+    plan = engine.partition_plan("q")
+    kept = KeptStores(2)
+    runner = PlanRunner(plan, kept)
+    play(runner, keyed_elements(stream_payloads(directory, manifest), keys), parse_instant(manifest["to"]), 1_000_000)
+    assert len(kept) <= 2
+    # Another background under the same query id: another plan, so nothing kept is taken.
+    other = PlanRunner(PartitionPlan(plan.query_id, plan.text, plan.keys, plan.background + b"\n", key_groups=64), kept)
+    assert other.identity != runner.identity
+    hits = kept.hits
+    play(other, keyed_elements(stream_payloads(directory, manifest), keys), parse_instant(manifest["to"]), 1_000_000)
+    assert kept.hits > hits and len(kept) <= 2       # its own stores, kept from its own batches
+
+
+def test_a_state_written_before_chunks_is_read_appended_and_expired():
+    elements = [("s", 10, "a"), ("s", 20, "b"), ("t", 30, "c")]
+    old = PartitionState(5, 10, 30, zlib.compress(json.dumps(elements).encode(), 1))
+    assert old.elements() == elements
+    grown = old.appended([("s", 40, "d")])
+    assert grown.elements() == elements + [("s", 40, "d")] and (grown.oldest, grown.newest) == (10, 40)
+    # A chunk goes once every window has passed its newest element; a kept chunk keeps all of it.
+    assert grown.expired(35, {"s": 31, "t": 31}).elements() == [("s", 40, "d")]
+    assert grown.expired(35, {"s": 15, "t": 15}).elements() == grown.elements()
+    assert grown.expired(99, {"s": 41, "t": 41}) is None
+
+
+def test_a_state_of_many_chunks_is_rewritten_as_one_of_what_windows_can_still_read():
+    from rspstar.store.partitions import MAX_CHUNKS
+    chunks = MAX_CHUNKS + 5          # each of two elements
+    state = PartitionState.of(0, [("s", 0, "x0"), ("s", 1, "x1")])
+    for k in range(1, chunks):
+        state = state.appended([("s", 2 * k, "x%d" % (2 * k)), ("s", 2 * k + 1, "x%d" % (2 * k + 1))])
+    assert state.expired(1, {"s": 0}).elements() == state.elements()       # 37 chunks, nothing expired
+    # Past the limit once the passed chunks are gone: one chunk, element by element.
+    state = state.expired(9, {"s": 5})
+    assert state.elements() == [("s", t, "x%d" % t) for t in range(5, 2 * chunks)]
+    assert state.oldest == 5 and state.newest == 2 * chunks - 1 and state.after == 9
 
 
 @pytest.mark.parametrize("name", sorted(UNSAFE))
