@@ -278,9 +278,11 @@ class PlanRunner:
         # (a group idle for a day must not walk every instant of it).
         instants = self.policy.fixed_instants(after, min(through, newest + self.reach)) if through is not None else []
         arrived = [(e.stream, e.timestamp, e.nquads) for e in new]
-        if store is None and (new or instants):
-            store = self._store(state.elements() if state is not None else [])
-        if new:
+        # A store is built when an instant is due (the state holds the elements until then);
+        # a kept one takes the new elements at once.
+        if store is None and instants:
+            store = self._store((state.elements() if state is not None else []) + arrived)
+        elif store is not None and arrived:
             _add(store, arrived)
         emitted: list[tuple] = []
         for instant in instants:

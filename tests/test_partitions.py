@@ -152,8 +152,6 @@ def test_partitioned_evaluation_gives_the_single_store_results(name, batch_secon
     elements = keyed_elements(stream_payloads(directory, manifest), keys)
     assert elements and all(e.key != NO_KEY for e in elements)
     batches, left = play(runner, elements, parse_instant(manifest["to"]), batch_seconds * 1_000_000)
-    if workers != "rebuilt":
-        assert sum(r.kept.hits for r in runner) > 0
     for emitted in batches:
         engine.accept_partitions("q", emitted)
     expected = [json.loads(line) for line in (directory / manifest["expected"]).read_text().splitlines() if line]
