@@ -12,6 +12,7 @@ setting to the configuration's [spark] table, to compare one against the default
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, process_tree_by_kind, publish  # noqa: E402
 from rspstar.config.schema import default  # noqa: E402
+from rspstar.endpoint.allocator import ALLOCATOR_VARIABLE, JEMALLOC_PATTERNS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULTS = REPO / "config" / "default.toml"
@@ -77,6 +79,8 @@ def ingested(port: int) -> int:
 
 
 def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
+    allocator = "jemalloc" if any("libjemalloc" in p for pattern in JEMALLOC_PATTERNS for p in glob.glob(pattern)) \
+        and os.environ.get(ALLOCATOR_VARIABLE) != "system" else "glibc malloc"
     work = Path(tempfile.mkdtemp(prefix="rspstar-soak-"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -112,8 +116,8 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
         log.close()
     steady = [s for s in samples if s[0] >= warmup and s[9] is not None]
     budget = default("recording.max_bytes") / 2**20
-    table = Table("rspstar serve soak: %.0f min, defaults' rates x %g%s, warm-up %.0f min (%s)"
-                  % (minutes, scale, "".join(", " + setting for setting in spark), warmup, machine()),
+    table = Table("rspstar serve soak: %.0f min, defaults' rates x %g%s, warm-up %.0f min, %s (%s)"
+                  % (minutes, scale, "".join(", " + setting for setting in spark), warmup, allocator, machine()),
                   ["measure", "after warm-up", "at the end", "slope after warm-up (MiB/min)"])
     for k, name in ((1, "RSS of the process tree (MiB)"), (2, "  of it the Python server (MiB)"),
                     (3, "  of it Spark's JVM (MiB)"), (4, "  of it query workers (MiB)"),
@@ -122,9 +126,12 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
         table.add(name, "%.1f" % steady[0][k], "%.1f" % steady[-1][k],
                   "%.2f" % slope([(s[0], s[k]) for s in steady]))
     elements = steady[-1][9] - steady[0][9]
-    for k, name in ((7, "CPU s per 1,000 elements, whole tree"), (8, "CPU s per 1,000 elements, Spark's JVM")):
-        table.add(name, "", "%.2f" % (1000 * (steady[-1][k] - steady[0][k]) / max(elements, 1)), "")
-    table.add("elements per second after warm-up", "", "%.0f" % (elements / (60 * (steady[-1][0] - steady[0][0]))), "")
+    seconds = 60 * (steady[-1][0] - steady[0][0])
+    for k, name in ((7, "whole tree"), (8, "Spark's JVM")):
+        table.add("CPU s per 1,000 elements, " + name, "",
+                  "%.2f" % (1000 * (steady[-1][k] - steady[0][k]) / max(elements, 1)), "")
+        table.add("share of a core after warm-up, " + name, "", "%.3f" % ((steady[-1][k] - steady[0][k]) / seconds), "")
+    table.add("elements per second after warm-up", "", "%.0f" % (elements / seconds), "")
     return table
 
 
