@@ -43,15 +43,11 @@ def check_nesting(text: str | bytes, limit: int = MAX_NESTING) -> None:
     if max(accumulate(map(steps.get, map(re.Match.group, pattern.finditer(text)), repeat(0))), default=0) <= limit:
         return
     depth = 0
-    for token in (_TOKEN_BYTES if binary else _TOKEN).finditer(text):
-        kind = token.group().decode("latin-1") if binary else token.group()
-        if kind in _OPENERS:
-            depth += 1
-            if depth > limit:
-                at = token.start()
-                newline = b"\n" if binary else "\n"
-                line = text.count(newline, 0, at) + 1
-                raise QuerySyntaxError("nested deeper than %d levels (brackets, << >>, {| |}): not parsed" % limit,
-                                       line, at - text.rfind(newline, 0, at))
-        elif kind in _CLOSERS:
-            depth -= 1
+    for token in pattern.finditer(text):
+        depth += steps.get(token.group(), 0)
+        if depth > limit:
+            at = token.start()
+            newline = b"\n" if binary else "\n"
+            line = text.count(newline, 0, at) + 1
+            raise QuerySyntaxError("nested deeper than %d levels (brackets, << >>, {| |}): not parsed" % limit,
+                                   line, at - text.rfind(newline, 0, at))
