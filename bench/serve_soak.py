@@ -12,7 +12,6 @@ setting to the configuration's [spark] table, to compare one against the default
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import signal
@@ -28,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, process_tree_by_kind, publish  # noqa: E402
 from rspstar.config.schema import default  # noqa: E402
-from rspstar.endpoint.allocator import ALLOCATOR_VARIABLE, JEMALLOC_PATTERNS  # noqa: E402
+from rspstar.endpoint.allocator import allocator_environment  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULTS = REPO / "config" / "default.toml"
@@ -79,8 +78,8 @@ def ingested(port: int) -> int:
 
 
 def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
-    allocator = "jemalloc" if any("libjemalloc" in p for pattern in JEMALLOC_PATTERNS for p in glob.glob(pattern)) \
-        and os.environ.get(ALLOCATOR_VARIABLE) != "system" else "glibc malloc"
+    # What `rspstar serve` will run under: it runs itself again under jemalloc when this says so.
+    allocator = "jemalloc" if allocator_environment(dict(os.environ), "") is not None else "glibc malloc"
     work = Path(tempfile.mkdtemp(prefix="rspstar-soak-"))
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
