@@ -183,7 +183,7 @@ class PartitionState:
     def appended(self, elements: list[tuple[str, int, str]]) -> "PartitionState":
         if not elements:
             return self
-        chunks = self.chunks() if len(self.blob) > len(_CHUNKED) else []
+        chunks = self.chunks()
         return PartitionState._joined(self.after, chunks + [self._next(chunks, elements)])
 
     def expired(self, after: int, bounds: dict[str, int]) -> "PartitionState | None":
@@ -208,11 +208,10 @@ class PartitionState:
 @dataclass
 class Kept:
     """A key group's store as a micro-batch left it: at state `row`, holding the elements of
-    that state's chunks (`chunks`: number -> newest timestamp)."""
+    that state's chunks."""
 
     row: tuple
     store: StreamStore
-    chunks: dict[int, int]
 
 
 class KeptStores:
@@ -337,7 +336,7 @@ class PlanRunner:
         for stream, bound in bounds.items():
             store.evict_before(stream, bound)
         store.maybe_compact()
-        self.kept.keep((self.identity, group), Kept(state.row(), store, {c.number: c.newest for c in state.chunks()}))
+        self.kept.keep((self.identity, group), Kept(state.row(), store))
         return emitted, state.row()
 
     def _kept_store(self, group: str, saved: tuple | None, state: PartitionState | None) -> tuple[StreamStore | None, list[Chunk]]:
@@ -353,11 +352,12 @@ class PlanRunner:
         if state is not None:
             chunks = state.chunks()
             numbers = {c.number for c in chunks}
-            last = max(kept.chunks, default=0)
+            held = {c.number: c.newest for c in PartitionState(*kept.row).chunks()}
+            last = max(held, default=0)
             bounds = self.policy.retention(state.after, None)
             floor = min(bounds.values()) if bounds else state.oldest
-            if all(c.number in kept.chunks for c in chunks if c.number <= last) and \
-                    all(n in numbers or newest < floor for n, newest in kept.chunks.items()):
+            if all(c.number in held for c in chunks if c.number <= last) and \
+                    all(n in numbers or newest < floor for n, newest in held.items()):
                 self.kept.caught_up += 1
                 return kept.store, [c for c in chunks if c.number > last]
         self.kept.stale += 1
