@@ -31,7 +31,6 @@ from rspstar.translator.uncertainty import FunctionLibrary
 from rspstar.translator.validate import compile_query
 
 from .codec import Payload, canonical, decode
-from .errors import StoreError
 from .rdf_input import Element
 from .stream_store import StreamStore
 from .terms import select_rows, term_to_ntriples, triple_to_ntriples
@@ -118,34 +117,23 @@ def keyed_elements(payloads: list[Payload], keys: dict[str, PartitionKey]) -> li
     return found
 
 
-# A state's blob: chunks of elements, each appended by one micro-batch and numbered in order
-# (older states are one zlib stream of them all, read as chunk 0).
-_CHUNKED = b"RSP\x03"
-_CHUNK_HEAD = struct.Struct(">qqqI")      # the chunk's number, oldest and newest timestamps, length
+# A state's blob: chunks of elements, each appended by one micro-batch (older states are one
+# zlib stream of them all, still read).
+_CHUNKED = b"RSP\x02"
+_CHUNK_HEAD = struct.Struct(">qqI")      # the chunk's oldest and newest timestamps, its length
 # Past this many chunks a state is rewritten as one (what has expired dropped element by element).
 MAX_CHUNKS = 32
-
-
-@dataclass(frozen=True)
-class Chunk:
-    number: int
-    oldest: int
-    newest: int
-    data: bytes          # zlib of the JSON list of (stream, timestamp, N-Quads)
-
-    def elements(self) -> list[tuple[str, int, str]]:
-        return [tuple(e) for e in json.loads(zlib.decompress(self.data))]
 
 
 @dataclass
 class PartitionState:
     """A key group's state: the last instant evaluated for it (`after`), and the elements that
-    instants after it can still read (`blob`: compressed JSON, in numbered chunks), with their
-    oldest and newest timestamps beside it. A micro-batch appends its new elements as a chunk
-    and drops the chunks every window has passed, without reading the others (Spark rewrites
-    every group's state at every micro-batch: compressed, a thousand sectors' ten-second
-    windows are 12x smaller). A dropped chunk's elements are all expired; a kept one may hold
-    some that are, which no window reads."""
+    instants after it can still read (`blob`: compressed JSON, in chunks), with their oldest and
+    newest timestamps beside it. A micro-batch appends its new elements as a chunk and drops the
+    chunks every window has passed, without reading the others (Spark rewrites every group's
+    state at every micro-batch: compressed, a thousand sectors' ten-second windows are 12x
+    smaller). A dropped chunk's elements are all expired; a kept one may hold some that are,
+    which no window reads."""
 
     after: int
     oldest: int
@@ -157,87 +145,80 @@ class PartitionState:
         """(stream, timestamp, N-Quads) elements as a state (None when there are none)."""
         return cls(after, 0, 0, _CHUNKED).appended(elements) if elements else None
 
-    def chunks(self) -> list[Chunk]:
+    def _chunks(self) -> list[tuple[int, int, bytes]]:
         if not self.blob.startswith(_CHUNKED):      # an older state: its blob is one chunk's data
-            return [Chunk(0, self.oldest, self.newest, bytes(self.blob))]
+            return [(self.oldest, self.newest, bytes(self.blob))]
         chunks, at = [], len(_CHUNKED)
         while at < len(self.blob):
-            number, oldest, newest, length = _CHUNK_HEAD.unpack_from(self.blob, at)
+            oldest, newest, length = _CHUNK_HEAD.unpack_from(self.blob, at)
             at += _CHUNK_HEAD.size
-            chunks.append(Chunk(number, oldest, newest, bytes(self.blob[at:at + length])))
+            chunks.append((oldest, newest, bytes(self.blob[at:at + length])))
             at += length
         return chunks
 
     @classmethod
-    def _joined(cls, after: int, chunks: list[Chunk]) -> "PartitionState | None":
+    def _joined(cls, after: int, chunks: list[tuple[int, int, bytes]]) -> "PartitionState | None":
         if not chunks:
             return None
-        return cls(after, min(c.oldest for c in chunks), max(c.newest for c in chunks),
-                   _CHUNKED + b"".join(_CHUNK_HEAD.pack(c.number, c.oldest, c.newest, len(c.data)) + c.data
-                                       for c in chunks))
-
-    def _next(self, chunks: list[Chunk], elements: list[tuple[str, int, str]]) -> Chunk:
-        return Chunk(max((c.number for c in chunks), default=0) + 1, min(e[1] for e in elements),
-                     max(e[1] for e in elements), zlib.compress(json.dumps(elements).encode("utf-8"), 1))
+        return cls(after, min(c[0] for c in chunks), max(c[1] for c in chunks),
+                   _CHUNKED + b"".join(_CHUNK_HEAD.pack(o, n, len(data)) + data for o, n, data in chunks))
 
     def appended(self, elements: list[tuple[str, int, str]]) -> "PartitionState":
         if not elements:
             return self
-        chunks = self.chunks()
-        return PartitionState._joined(self.after, chunks + [self._next(chunks, elements)])
+        chunk = (min(e[1] for e in elements), max(e[1] for e in elements),
+                 zlib.compress(json.dumps(elements).encode("utf-8"), 1))
+        chunks = self._chunks() + [chunk]
+        return PartitionState._joined(self.after, chunks)
 
     def expired(self, after: int, bounds: dict[str, int]) -> "PartitionState | None":
         """The state at `after`: the chunks holding an element some window after it can read
         (`bounds`: per stream, the earliest such timestamp); past MAX_CHUNKS, one chunk of
-        exactly the elements still readable, numbered after all the others."""
+        exactly the elements still readable."""
         floor = min(bounds.values()) if bounds else self.oldest
-        everything = self.chunks()
-        chunks = [c for c in everything if c.newest >= floor]
+        chunks = [c for c in self._chunks() if c[1] >= floor]
         if len(chunks) > MAX_CHUNKS:
-            kept = [e for c in chunks for e in c.elements() if e[1] >= bounds.get(e[0], e[1])]
-            return PartitionState._joined(after, [self._next(everything, kept)]) if kept else None
+            kept = [e for e in PartitionState._joined(after, chunks).elements() if e[1] >= bounds.get(e[0], e[1])]
+            return PartitionState.of(after, kept)
         return PartitionState._joined(after, chunks)
 
     def elements(self) -> list[tuple[str, int, str]]:
-        return [e for c in self.chunks() for e in c.elements()]
+        return [tuple(e) for _, _, data in self._chunks() for e in json.loads(zlib.decompress(data))]
 
     def row(self) -> tuple:
         return self.after, self.oldest, self.newest, self.blob
 
 
-@dataclass
-class Kept:
-    """A key group's store as a micro-batch left it: at state `row`, holding the elements of
-    that state's chunks."""
-
-    row: tuple
-    store: StreamStore
-
-
 class KeptStores:
-    """The key groups' stores a Python worker keeps from one micro-batch to the next: Spark
-    reuses its Python workers, so a group's next micro-batch here finds its elements already
-    parsed and loaded, and adds only the new ones. Spark's state stays the durable copy: a group
-    that ran on another worker meanwhile catches up with the chunks appended there; one whose
-    state no longer extends what the store holds (rewritten, or a retried micro-batch) is
-    rebuilt from the state, as one met the first time. At most `limit` stores, the least
-    recently used closed first."""
+    """The key groups' stores a Python worker keeps from one micro-batch to the next, each with
+    the state row it was left at: Spark reuses its Python workers, so a group's next micro-batch
+    here finds its elements already parsed and loaded, and adds only the new ones. Spark's state
+    stays the durable copy: a group whose state is not the row its kept store was left at (it
+    ran on another worker meanwhile, or after a restart) is rebuilt from the state, as one met
+    the first time. At most `limit` stores, the least recently used closed first."""
 
     def __init__(self, limit: int):
         self.limit = limit
-        self._stores: OrderedDict[tuple, Kept] = OrderedDict()
-        self.hits = 0          # left at the very state given
-        self.caught_up = 0     # the state had moved on elsewhere: its new chunks added
-        self.stale = 0         # could not serve: closed, the group rebuilt
+        self._stores: OrderedDict[tuple, tuple[tuple, StreamStore]] = OrderedDict()
+        self.hits = 0
+        self.stale = 0       # found, but left at another state than the one given
 
-    def take(self, key: tuple) -> Kept | None:
-        """What is kept for `key`, no longer kept (give it back with `keep`)."""
-        return self._stores.pop(key, None)
+    def take(self, key: tuple, saved: tuple | None) -> StreamStore | None:
+        """The store kept for `key` if it was left at state row `saved` (it is no longer kept:
+        give it back with `keep`)."""
+        found = self._stores.pop(key, None)
+        if found is not None and saved is not None and found[0] == tuple(saved):
+            self.hits += 1
+            return found[1]
+        if found is not None:
+            self.stale += 1
+            found[1].close()
+        return None
 
-    def keep(self, key: tuple, kept: Kept) -> None:
-        self._stores[key] = kept
+    def keep(self, key: tuple, row: tuple, store: StreamStore) -> None:
+        self._stores[key] = (row, store)
         while len(self._stores) > self.limit:
-            self._stores.popitem(last=False)[1].store.close()
+            self._stores.popitem(last=False)[1][1].close()
 
     def __len__(self) -> int:
         return len(self._stores)
@@ -285,7 +266,7 @@ class PlanRunner:
             return [(KEYLESS, e.timestamp, e.stream, json.dumps({"graph": e.graph, "reason": e.reason,
                                                                    "nquads": e.nquads}), 1) for e in new], None
         state = PartitionState(*saved) if saved is not None else None
-        store, missing = self._kept_store(group, saved, state)
+        store = self.kept.take((self.identity, group), saved) if self.kept is not None else None
         if state is None and not new:
             return [(MARK, -1, group, "", 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
@@ -299,15 +280,10 @@ class PlanRunner:
         arrived = [(e.stream, e.timestamp, e.nquads) for e in new]
         # A store is built when an instant is due (the state holds the elements until then);
         # a kept one takes the new elements at once.
-        if store is not None and (missing or arrived):
-            try:
-                _add(store, [e for chunk in missing for e in chunk.elements()] + arrived)
-            except StoreError:       # not the elements the state says it held: rebuilt below
-                self.kept.stale += 1
-                store.close()
-                store = None
         if store is None and instants:
             store = self._store((state.elements() if state is not None else []) + arrived)
+        elif store is not None and arrived:
+            _add(store, arrived)
         emitted: list[tuple] = []
         for instant in instants:
             try:
@@ -336,33 +312,8 @@ class PlanRunner:
         for stream, bound in bounds.items():
             store.evict_before(stream, bound)
         store.maybe_compact()
-        self.kept.keep((self.identity, group), Kept(state.row(), store))
+        self.kept.keep((self.identity, group), state.row(), store)
         return emitted, state.row()
-
-    def _kept_store(self, group: str, saved: tuple | None, state: PartitionState | None) -> tuple[StreamStore | None, list[Chunk]]:
-        """The group's kept store and the chunks of `state` it lacks, or (None, []) when none
-        can serve: it must hold every chunk of the state up to the last it loaded, and nothing
-        the state lacks that a window after the state's instant could still read."""
-        kept = self.kept.take((self.identity, group)) if self.kept is not None else None
-        if kept is None:
-            return None, []
-        if saved is not None and kept.row == tuple(saved):
-            self.kept.hits += 1
-            return kept.store, []
-        if state is not None:
-            chunks = state.chunks()
-            numbers = {c.number for c in chunks}
-            held = {c.number: c.newest for c in PartitionState(*kept.row).chunks()}
-            last = max(held, default=0)
-            bounds = self.policy.retention(state.after, None)
-            floor = min(bounds.values()) if bounds else state.oldest
-            if all(c.number in held for c in chunks if c.number <= last) and \
-                    all(n in numbers or newest < floor for n, newest in held.items()):
-                self.kept.caught_up += 1
-                return kept.store, [c for c in chunks if c.number > last]
-        self.kept.stale += 1
-        kept.store.close()
-        return None, []
 
     def _store(self, elements: list[tuple[str, int, str]]) -> StreamStore:
         store = StreamStore()

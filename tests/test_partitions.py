@@ -161,15 +161,15 @@ def test_partitioned_evaluation_gives_the_single_store_results(name, batch_secon
     assert all(PartitionState(*row).elements() for row in left.values())
 
 
-def test_a_group_back_on_a_worker_catches_up_with_the_chunks_appended_elsewhere():
+def test_a_kept_store_left_at_another_state_is_rebuilt_from_the_state_not_used():
     # Two workers, the one group moving between them every two batches: each time it comes
-    # back, its worker's store lacks what the other worker appended to the state.
+    # back, the store its worker kept is stale (the other worker moved the state on).
     directory, manifest, keys, engine, registered = registered_case("sliding-window-count", key_groups=1)
     plan = engine.partition_plan("q")
     workers = [PlanRunner(plan, KeptStores(8)), PlanRunner(plan, KeptStores(8))]
     batches, _ = play(workers, keyed_elements(stream_payloads(directory, manifest), keys),
                       parse_instant(manifest["to"]), 1_000_000)
-    assert all(w.kept.caught_up > 0 and w.kept.hits > 0 and w.kept.stale == 0 for w in workers)
+    assert all(w.kept.stale > 0 and w.kept.hits > 0 for w in workers)
     for emitted in batches:
         engine.accept_partitions("q", emitted)
     expected = [json.loads(line) for line in (directory / manifest["expected"]).read_text().splitlines() if line]
