@@ -59,19 +59,28 @@ class Generations:
             if self._journal is not None:
                 return None
             self._journal = []
-            snapshot = self.current.quads_for_pattern(None, None, None, None)
+            # Serialised and parsed again by Oxigraph outside Python's lock: a copy through
+            # Python objects held every other thread back for its whole length. Only the
+            # serialising holds `lock` (the copy is the store as the journal starts).
+            snapshot = self.current.dump(format=ox.RdfFormat.N_QUADS)
             if self.path is None:
                 fresh = ox.Store()
             else:
                 generation = self._generation + 1
                 fresh = ox.Store(str(Path(self.path) / ("gen-%d" % generation)))
         try:
-            fresh.bulk_extend(snapshot)
+            fresh.bulk_load(snapshot, format=ox.RdfFormat.N_QUADS)
         except BaseException:
             with lock, self._writing:
                 self._journal = None
             raise
+        del snapshot
         with lock, self._writing:
+            if any(_names_blank_node(args) for operation, args in self._journal if operation in ("add", "remove")):
+                # The copy's blank nodes are new ones (a parse names them afresh): a write of
+                # the old store's blank nodes would miss them there. Not rebuilt this time.
+                self._journal = None
+                return None
             started = time.perf_counter()
             for operation, args in self._journal:
                 _apply(fresh, operation, args)
@@ -107,6 +116,18 @@ class Generations:
                 if self.path:
                     self.current.flush()
                 self.current = _Closed()
+
+
+def _names_blank_node(args: tuple) -> bool:
+    quad = args[0]
+    terms = [quad.subject, quad.object]
+    while terms:
+        term = terms.pop()
+        if isinstance(term, ox.BlankNode):
+            return True
+        if isinstance(term, ox.Triple):
+            terms += [term.subject, term.object]
+    return isinstance(quad.graph_name, ox.BlankNode)
 
 
 def _apply(store: ox.Store, operation: str, args: tuple) -> None:
