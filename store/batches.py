@@ -29,9 +29,10 @@ import pyoxigraph as ox
 from rspstar.config.schema import default
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
-from .codec import Payload, decode
+from .codec import IGNORED, REJECTED, Payload, decode_all, literal_of, stored_to_canonical
 from .landing import file_safe, replace_text
-from .rdf_input import Element
+from .rdf_input import Element, read_elements
+from .staged import StagedElement
 from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,58 @@ class BatchReport:
     late: dict[str, int] = field(default_factory=dict)
     quarantined: dict[str, int] = field(default_factory=dict)
     elements: dict[str, list[Element]] = field(default_factory=dict)   # what was stored, per stream
+    stored_form: dict[str, bytes] = field(default_factory=dict)        # or that, as codec.stored_form
+
+    def canonical(self) -> dict[str, bytes | list[Element]]:
+        """What was stored per stream, for the recordings: elements, or their canonical N-Quads."""
+        return {**self.elements, **{s: stored_to_canonical(s, text) for s, text in self.stored_form.items()}}
+
+
+class EncodedElements:
+    """One stream's elements in a micro-batch decoded where it was read: the rows of
+    codec.encode joined (one per task)."""
+
+    def __init__(self):
+        self.texts: list[bytes] = []
+        self.graphs: list[str] = []
+        self.instants: list[int] = []
+        self.stamps: list[str] = []
+        self.stamp_types: list[str] = []
+        self.lines: list[int] = []
+
+    def add(self, row: dict) -> None:
+        self.texts.append(row["text"])
+        self.graphs += row["graphs"]
+        self.instants += row["instants"]
+        self.stamps += row["stamps"]
+        self.stamp_types += row["stamp_types"]
+        self.lines += row["lines"]
+
+    @property
+    def text(self) -> bytes:
+        return b"".join(self.texts)
+
+    def staged(self, timestamp_predicate: str) -> list[StagedElement]:
+        predicate = ox.NamedNode(timestamp_predicate)
+        literals: dict[tuple[str, str], ox.Literal] = {}     # a batch's elements share few timestamps
+        staged = []
+        for graph, instant, value, kind in zip(self.graphs, self.instants, self.stamps, self.stamp_types):
+            literal = literals.get((value, kind))
+            if literal is None:
+                literal = literals[(value, kind)] = literal_of(value, kind)
+            staged.append(StagedElement(graph, instant, (predicate, literal)))
+        return staged
+
+    def elements(self, stream: str, timestamp_predicate: str) -> list[Element]:
+        """The elements read back from their stored form one by one, in input order (for the
+        careful path: elements repeating a graph name stay apart, to be set aside)."""
+        lines = stored_to_canonical(stream, self.text).split(b"\n")
+        elements, at = [], 0
+        for count in self.lines:
+            text = b"\n".join(lines[at:at + count])
+            at += count
+            elements += read_elements(text, "encoded batch", ox.RdfFormat.N_QUADS, timestamp_predicate).elements
+        return elements
 
 
 class BatchWriter:
@@ -92,6 +145,41 @@ class BatchWriter:
                        ox.Literal(True), ox.NamedNode(BATCHES_GRAPH))
 
     def write(self, batch_id: int, payloads: Iterable[Payload]) -> BatchReport:
+        """Decode the payloads here and store their elements."""
+        def unexpected(payload: Payload) -> None:
+            log.exception("%s: unexpected failure reading %s", self.source, payload.origin)
+
+        def decoded(report: BatchReport) -> dict[str, list[Element]]:
+            found = decode_all(payloads, self.timestamp_predicate, unexpected)
+            self._set_aside_rejects(found.rejected, report)
+            self._log_ignored(batch_id, found.ignored_default_triples)
+            return found.elements
+
+        return self._store(batch_id, decoded)
+
+    def write_encoded(self, batch_id: int, rows: Iterable[dict]) -> BatchReport:
+        """Store a micro-batch decoded where it was read (codec.encode's rows): each stream's
+        elements in one Rust call, parsed from N-Quads there, not in Python."""
+        def decoded(report: BatchReport) -> dict[str, list[Element]] | dict[str, EncodedElements]:
+            streams: dict[str, EncodedElements] = {}
+            for row in rows:
+                if row["kind"] == REJECTED:
+                    payload = Payload(row["stream"], row["format"], row["origin"], row["text"], row["ingest_time"])
+                    self._quarantine(payload, report, row["line"], row["reason"])
+                elif row["kind"] == IGNORED:
+                    self._log_ignored(batch_id, row["count"])
+                else:
+                    streams.setdefault(row["stream"], EncodedElements()).add(row)
+            if self.store.all_new(g for encoded in streams.values() for g in encoded.graphs):
+                return streams
+            # Some element is stored already or twice: the careful path sets each aside.
+            return {stream: encoded.elements(stream, self.timestamp_predicate) for stream, encoded in streams.items()}
+
+        return self._store(batch_id, decoded)
+
+    def _store(self, batch_id: int, decoded) -> BatchReport:
+        """Store what `decoded(report)` finds in the batch (elements, or encoded elements, per
+        stream) with the batch's marker in one transaction, unless the marker is there."""
         report = BatchReport(batch_id)
         marker = self.marker(batch_id)
         with self._lock:
@@ -99,31 +187,25 @@ class BatchWriter:
                 report.skipped = True
                 log.info("%s: batch %d is already stored; skipped", self.source, batch_id)
                 return report
-            by_stream: dict[str, list[Element]] = {}
-            for payload in _group_lines(payloads):
-                try:
-                    decoded = decode(payload, self.timestamp_predicate)
-                except Exception as e:  # no input may stop the source: set it aside, go on
-                    log.exception("%s: unexpected failure reading %s", self.source, payload.origin)
-                    self._quarantine(payload, report, payload.line, "unexpected: %s: %s" % (type(e).__name__, e))
-                    continue
-                for rejected in decoded.rejected:
-                    self._quarantine(rejected.payload, report, rejected.line, rejected.reason)
-                if decoded.ignored_default_triples:
-                    log.warning("%s: %s has %d default-graph triple(s) that are not timestamps; not stored",
-                                self.source, payload.origin, decoded.ignored_default_triples)
-                for stream, elements in decoded.elements.items():
-                    by_stream.setdefault(stream, []).extend(elements)
-            seen: set[str] = set()
-            by_stream = {s: self._drop_taken(s, e, report, seen) for s, e in by_stream.items()}
-            for stream, elements in by_stream.items():
-                if elements:
+            found = decoded(report)
+            encoded = any(isinstance(e, EncodedElements) for e in found.values())
+            if not encoded:
+                seen: set[str] = set()
+                found = {s: self._drop_taken(s, e, report, seen) for s, e in found.items()}
+            instants = {stream: e.instants if encoded else [x.timestamp for x in e] for stream, e in found.items()}
+            for stream, times in instants.items():
+                if times:
                     # Under the watermark's own assumption (nothing arrives more than the
                     # allowed lateness behind what was seen), windows closing by this batch's
                     # oldest element need none of it: they may run while it is stored.
-                    self.store.advance_watermark(stream, min(e.timestamp for e in elements) - self.allowed_lateness)
-            staged = self.store.stage_batch(by_stream, [marker], self.timestamp_predicate)
-            report.elements = {stream: elements for stream, elements in by_stream.items() if elements}
+                    self.store.advance_watermark(stream, min(times) - self.allowed_lateness)
+            if encoded:
+                staged = self.store.stage_stored_form(
+                    {s: (e.text, e.staged(self.timestamp_predicate)) for s, e in found.items()}, [marker])
+                report.stored_form = {stream: e.text for stream, e in found.items() if e.graphs}
+            else:
+                staged = self.store.stage_batch(found, [marker], self.timestamp_predicate)
+                report.elements = {stream: elements for stream, elements in found.items() if elements}
             for stream, elements in staged.items():
                 late_before = self.store.late_count(stream)
                 self.store.publish(stream, elements)
@@ -137,6 +219,15 @@ class BatchWriter:
                     newest = max(e.timestamp for e in elements)
                     self.store.advance_watermark(stream, newest - self.allowed_lateness)
         return report
+
+    def _set_aside_rejects(self, rejected, report: BatchReport) -> None:
+        for r in rejected:
+            self._quarantine(r.payload, report, r.line, r.reason)
+
+    def _log_ignored(self, batch_id: int, count: int) -> None:
+        if count:
+            log.warning("%s: batch %d has %d default-graph triple(s) that are not timestamps; not stored",
+                        self.source, batch_id, count)
 
     def _drop_taken(self, stream: str, elements: list[Element], report: BatchReport, seen: set[str]) -> list[Element]:
         """Elements whose graph name is already stored, or came earlier in this batch, are
@@ -211,19 +302,3 @@ def _hold_to_budget(directory: Path, max_bytes: int, max_payloads: int) -> None:
         data.unlink(missing_ok=True)
         data.with_suffix(".reason.json").unlink(missing_ok=True)
         total, count = total - size, count - 1
-
-
-def _group_lines(payloads: Iterable[Payload]) -> list[Payload]:
-    """Consecutive line rows of one origin and stream become one payload (parsed together,
-    bad lines set aside one by one); documents and envelopes stay as they are."""
-    grouped: list[Payload] = []
-    for p in payloads:
-        last = grouped[-1] if grouped else None
-        if (p.line is not None and p.format != "jsonl" and last is not None and last.line is not None
-                and last.format == p.format and last.origin == p.origin and last.stream == p.stream):
-            separator = b"\n" if isinstance(last.text, bytes) else "\n"
-            grouped[-1] = Payload(last.stream, last.format, last.origin, last.text + separator + p.text,
-                                  last.ingest_time, last.line)
-        else:
-            grouped.append(p)
-    return grouped

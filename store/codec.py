@@ -12,7 +12,7 @@ import pyoxigraph as ox
 
 from rspstar.translator.errors import QuerySyntaxError
 from rspstar.translator.nesting import check_nesting
-from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph
+from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph, timestamps_graph
 
 from . import formats
 from .errors import RdfInputError
@@ -166,6 +166,133 @@ def _envelope(payload: Payload) -> tuple[str, Element]:
     literal = ox.Literal(envelope.time, datatype=XSD_DATETIME) if envelope.time is not None \
         else instant_literal(instant)
     return stream, Element(graph, instant, literal, [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
+
+
+def group_lines(payloads) -> list[Payload]:
+    """Consecutive line rows of one origin and stream become one payload (parsed together,
+    bad lines set aside one by one); documents and envelopes stay as they are."""
+    grouped: list[Payload] = []
+    for p in payloads:
+        last = grouped[-1] if grouped else None
+        if (p.line is not None and p.format != "jsonl" and last is not None and last.line is not None
+                and last.format == p.format and last.origin == p.origin and last.stream == p.stream):
+            separator = b"\n" if isinstance(last.text, bytes) else "\n"
+            grouped[-1] = Payload(last.stream, last.format, last.origin, last.text + separator + p.text,
+                                  last.ingest_time, last.line)
+        else:
+            grouped.append(p)
+    return grouped
+
+
+def decode_all(payloads, timestamp_predicate: str = PROV_GENERATED_AT_TIME, on_unexpected=None) -> Decoded:
+    """The elements of a micro-batch's payloads per stream (in input order) and their rejects
+    together. No input raises: a payload whose reading fails unexpectedly is rejected whole
+    (after `on_unexpected(payload)`, which may log it)."""
+    decoded = Decoded()
+    for payload in group_lines(payloads):
+        try:
+            one = decode(payload, timestamp_predicate)
+        except Exception as e:  # no input may stop a source
+            if on_unexpected is not None:
+                on_unexpected(payload)
+            decoded.rejected.append(Rejected(payload, payload.line, None, "unexpected: %s: %s" % (type(e).__name__, e)))
+            continue
+        decoded.rejected += one.rejected
+        decoded.ignored_default_triples += one.ignored_default_triples
+        for stream, elements in one.elements.items():
+            decoded.elements.setdefault(stream, []).extend(elements)
+    return decoded
+
+
+# -- decoded where the input is read (the executors), stored in one Rust call on the driver ----
+# A micro-batch decoded as rows of plain values (Spark carries them back as Arrow): one per
+# stream's elements, one per reject, one for default-graph triples that were not timestamps.
+ELEMENTS, REJECTED, IGNORED = "elements", "rejected", "ignored"
+ENCODED_SCHEMA = ("kind string, stream string, text binary, graphs array<string>, instants array<bigint>, "
+                  "stamps array<string>, stamp_types array<string>, lines array<int>, format string, origin string, "
+                  "ingest_time bigint, line int, column int, reason string, count bigint")
+ENCODED_COLUMNS = ("kind", "stream", "text", "graphs", "instants", "stamps", "stamp_types", "lines", "format",
+                   "origin", "ingest_time", "line", "column", "reason", "count")
+
+
+def stored_form(stream: str, elements: list[Element], timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> bytes:
+    """Elements as the store holds them, in N-Quads 1.2: each element's timestamp quad (in the
+    stream's timestamps graph) first, then its content."""
+    predicate, graph = ox.NamedNode(timestamp_predicate), ox.NamedNode(timestamps_graph(stream))
+    quads = []
+    for element in elements:
+        quads.append(ox.Quad(ox.NamedNode(element.graph), predicate, element.timestamp_literal, graph))
+        quads.extend(element.quads)
+    return ox.serialize(quads, format=ox.RdfFormat.N_QUADS)
+
+
+def stored_to_canonical(stream: str, stored: bytes) -> bytes:
+    """`canonical` of elements from their `stored_form`: the timestamp quads moved back to the
+    default graph. A line that ends in the timestamps graph is a timestamp quad: N-Quads has no
+    raw line break inside a term, and no element's content is in an engine graph."""
+    return stored.replace(b" <%s> .\n" % timestamps_graph(stream).encode(), b" .\n")
+
+
+def encode(payloads, timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> list[dict]:
+    """A micro-batch's payloads decoded (`decode_all`) into rows of ENCODED_COLUMNS."""
+    decoded = decode_all(payloads, timestamp_predicate)
+    empty = dict.fromkeys(ENCODED_COLUMNS)
+    rows = []
+    for stream, elements in decoded.elements.items():
+        rows.append({**empty, "kind": ELEMENTS, "stream": stream,
+                     "text": stored_form(stream, elements, timestamp_predicate),
+                     "graphs": [e.graph for e in elements], "instants": [e.timestamp for e in elements],
+                     "stamps": [e.timestamp_literal.value for e in elements],
+                     "stamp_types": [_literal_type(e.timestamp_literal) for e in elements],
+                     # Each element's lines in the text (its timestamp's and one per quad).
+                     "lines": [1 + len(e.quads) for e in elements]})
+    for r in decoded.rejected:
+        p = r.payload
+        rows.append({**empty, "kind": REJECTED, "stream": p.stream,
+                     "text": p.text if isinstance(p.text, bytes) else p.text.encode("utf-8"),
+                     "format": p.format, "origin": p.origin, "ingest_time": p.ingest_time, "line": r.line,
+                     "column": r.column, "reason": r.reason})
+    if decoded.ignored_default_triples:
+        rows.append({**empty, "kind": IGNORED, "count": decoded.ignored_default_triples})
+    return rows
+
+
+def _literal_type(literal: ox.Literal) -> str:
+    return "@" + literal.language if literal.language else literal.datatype.value
+
+
+def literal_of(value: str, kind: str) -> ox.Literal:
+    """The literal `encode` wrote as its value and `_literal_type`."""
+    if kind.startswith("@"):
+        return ox.Literal(value, language=kind[1:])
+    return ox.Literal(value, datatype=ox.NamedNode(kind))
+
+
+class EncodeBatches:
+    """mapInArrow: a source's rows to ENCODED rows, decoded where Spark reads them; `payloads`
+    turns rows (mappings) into payloads as the source reads them."""
+
+    def __init__(self, payloads, timestamp_predicate: str = PROV_GENERATED_AT_TIME):
+        self.payloads = payloads
+        self.timestamp_predicate = timestamp_predicate
+
+    def __call__(self, batches):
+        import pyarrow as pa
+        schema = None
+        for batch in batches:
+            rows = batch.to_pylist()
+            if not rows:
+                continue
+            encoded = encode(self.payloads(rows), self.timestamp_predicate)
+            if schema is None:
+                schema = pa.schema([("kind", pa.string()), ("stream", pa.string()), ("text", pa.binary()),
+                                    ("graphs", pa.list_(pa.string())), ("instants", pa.list_(pa.int64())),
+                                    ("stamps", pa.list_(pa.string())), ("stamp_types", pa.list_(pa.string())),
+                                    ("lines", pa.list_(pa.int32())),
+                                    ("format", pa.string()), ("origin", pa.string()), ("ingest_time", pa.int64()),
+                                    ("line", pa.int32()), ("column", pa.int32()), ("reason", pa.string()),
+                                    ("count", pa.int64())])
+            yield pa.RecordBatch.from_pylist(encoded, schema=schema)
 
 
 def canonical(elements: list[Element]) -> bytes:

@@ -58,7 +58,7 @@ from rspstar.config.schema import Source, default
 
 from . import formats
 from .batches import BatchWriter
-from .codec import Payload
+from .codec import ENCODED_SCHEMA, EncodeBatches, Payload
 from .partitions import (
     EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
 )
@@ -332,11 +332,13 @@ class SparkIngestion:
         return write
 
     def _write(self, source: SourceConfig, batch_id: int, rows: list) -> None:
-        report = self.writers[source.name].write(batch_id, payloads_of(source, rows))
+        writer = self.writers[source.name]
+        report = writer.write_encoded(batch_id, rows) if source.decode == "executors" else \
+            writer.write(batch_id, payloads_of(source, rows))
         self.batches[source.name] = batch_id
         if self.recordings is not None and not report.skipped:
             try:
-                self.recordings.record(report.elements)
+                self.recordings.record(report.canonical())
             except OSError as e:     # the elements are stored: a full disk must not stop the source
                 log.error("%s batch %d: stored but not recorded: %s", source.name, batch_id, e)
         if report.stored or report.quarantined:
@@ -351,9 +353,17 @@ class SparkIngestion:
             for subscriber in self.mqtt.values():
                 subscriber.start()
 
+    def _decoded(self, source: SourceConfig) -> DataFrame:
+        """The source's rows, or with `decode = "executors"` its micro-batches decoded where
+        they are read (codec.encode's rows: the driver stores them without parsing)."""
+        frame = self._frame(source)
+        if source.decode != "executors":
+            return frame
+        return frame.mapInArrow(EncodeBatches(functools.partial(payloads_of, source)), ENCODED_SCHEMA)
+
     def _start_query(self, name: str, available_now: bool = False) -> None:
         group = self.groups[name]
-        frames = [self._frame(source).withColumn("source", F.lit(source.name)) for source in group]
+        frames = [self._decoded(source).withColumn("source", F.lit(source.name)) for source in group]
         frame = frames[0]
         for other in frames[1:]:
             frame = frame.unionByName(other)
@@ -553,15 +563,16 @@ def _streams_of(source: SourceConfig) -> tuple[str, ...]:
 
 
 def _query_groups(sources: list[SourceConfig]) -> dict[str, list[SourceConfig]]:
-    """The streaming queries to run, by name: simulators with the same trigger interval
+    """The streaming queries to run, by name: simulators with the same trigger interval (and decoding)
     together, named by their names joined with '+' (so another set of simulators is another
     query, with its own checkpoint and batch markers: Spark refuses a checkpoint made for other
     sources); a simulator alone and every other source alone under its own name."""
-    simulators: dict[float, list[SourceConfig]] = {}
+    simulators: dict[tuple[float, str], list[SourceConfig]] = {}
     groups: dict[str, list[SourceConfig]] = {}
     for source in sources:
         if source.kind == "simulator":
-            simulators.setdefault(source.trigger_seconds, []).append(source)
+            # Rows decoded on the executors and rows still to decode are not one frame.
+            simulators.setdefault((source.trigger_seconds, source.decode), []).append(source)
         else:
             groups[source.name] = [source]
     for group in simulators.values():

@@ -72,8 +72,9 @@ class Recordings:
     def total_bytes(self) -> int:
         return self._total
 
-    def record(self, elements: dict[str, list[Element]]) -> None:
-        """Append; OSError when the folder cannot be written (the next call reads it afresh)."""
+    def record(self, elements: dict[str, list[Element] | bytes]) -> None:
+        """Append each stream's elements (or their `canonical` N-Quads); OSError when the
+        folder cannot be written (the next call reads it afresh)."""
         with self._lock:
             try:
                 self._record(elements)
@@ -86,7 +87,7 @@ class Recordings:
             self._scan()
         for stream, stream_elements in elements.items():
             path = recording_path(self.directory, stream)
-            data = canonical(stream_elements)
+            data = stream_elements if isinstance(stream_elements, bytes) else canonical(stream_elements)
             with path.open("ab") as out:
                 out.write(data)
                 size = out.tell()

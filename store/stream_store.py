@@ -168,13 +168,21 @@ class StreamStore:
     def _taken(self, graph: str) -> bool:
         return self._is_element(graph) or graph in self.background.names
 
+    def _all_new(self, graphs: list[str]) -> bool:
+        """No graph taken, reserved or repeated: checked a set at a time, in a few calls that
+        run in C (staging runs beside the write of its file: bench/out/NOTES.md#new-graphs-as-a-set)."""
+        distinct = set(graphs)
+        return (len(distinct) == len(graphs) and not self._index.holds_any(distinct) and self._staged.isdisjoint(distinct)
+                and self.background.names.isdisjoint(distinct) and not any(map(is_internal_graph, graphs)))
+
+    def all_new(self, graphs: Iterable[str]) -> bool:
+        """Whether elements of these graph names may all be written (none taken, reserved or repeated)."""
+        with self._lock:
+            return self._all_new(list(graphs))
+
     def _check_new(self, graphs: Iterable[str]) -> None:
         graphs = list(graphs)
-        distinct = set(graphs)
-        # The usual case checked a set at a time, in a few calls that run in C (staging runs
-        # beside the write of its file: bench/out/NOTES.md#new-graphs-as-a-set).
-        if (len(distinct) == len(graphs) and not self._index.holds_any(distinct) and self._staged.isdisjoint(distinct)
-                and self.background.names.isdisjoint(distinct) and not any(map(is_internal_graph, graphs))):
+        if self._all_new(graphs):
             return
         seen = set()
         for graph in graphs:
@@ -212,6 +220,20 @@ class StreamStore:
             for elements in elements_by_stream.values():
                 self._staged.update(e.graph for e in elements)
         return staged
+
+    def stage_stored_form(self, by_stream: dict[str, tuple[bytes, list[StagedElement]]],
+                          extra_quads: Iterable[ox.Quad] = ()) -> dict[str, list[StagedElement]]:
+        """`stage_batch` of elements already in the form the store holds them (codec.stored_form,
+        N-Quads with each timestamp quad in its stream's timestamps graph), with `extra_quads`:
+        one transaction, parsed in Rust; a graph name already in use is refused with nothing
+        written."""
+        tail = ox.serialize(list(extra_quads), format=ox.RdfFormat.N_QUADS)
+        with self._lock:
+            self._check_new(element.graph for _, staged in by_stream.values() for element in staged)
+            self._write("load", b"".join([text for text, _ in by_stream.values()] + [tail]), ox.RdfFormat.N_QUADS, None)
+            for _, staged in by_stream.values():
+                self._staged.update(element.graph for element in staged)
+        return {stream: staged for stream, (_, staged) in by_stream.items()}
 
     def is_taken(self, graph: str) -> bool:
         """Whether a graph name is already a stream element (staged or published) or background."""

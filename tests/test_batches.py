@@ -1,20 +1,23 @@
 """Micro-batches into the store: exactly once, quarantine, envelopes, watermarks, late data."""
 import json
 import os
+import re
 import time
 
 import pytest
 
+import pyarrow as pa
 import pyoxigraph as ox
 
 from rspstar.store.batches import BatchWriter
-from rspstar.store.codec import Payload
+from rspstar.store.codec import EncodeBatches, Payload, canonical
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
 
 S = 1_000_000
 T0 = parse_instant("2026-03-01T08:00:00Z")
 STREAM = "http://example.org/s"
+PROV = "http://www.w3.org/ns/prov#generatedAtTime"
 
 
 def trig(*seconds, annotated=True) -> str:
@@ -33,11 +36,31 @@ def nquad(second: int) -> list[str]:
             % (second, second, g)]
 
 
-def writer(tmp_path, store=None, lateness=0):
-    return BatchWriter(store or StreamStore(), "files", tmp_path / "quarantine", allowed_lateness=lateness)
+class ExecutorDecoding(BatchWriter):
+    """A writer of a source decoded on the executors: handed what they hand the driver, the
+    payloads encoded (codec.EncodeBatches) and carried through Arrow."""
+
+    def write(self, batch_id, payloads):
+        return self.write_encoded(batch_id, encoded_rows(list(payloads), self.timestamp_predicate))
 
 
-def test_a_batch_lands_once_even_when_replayed(tmp_path):
+def encoded_rows(payloads, timestamp_predicate=PROV):
+    batches = EncodeBatches(lambda rows: payloads, timestamp_predicate)([pa.RecordBatch.from_pylist([{"row": 1}])])
+    return [row for batch in batches for row in batch.to_pylist()]
+
+
+@pytest.fixture(params=["driver", "executors"])
+def writer(request):
+    """Every behaviour below holds wherever a source's input is decoded."""
+    kind = BatchWriter if request.param == "driver" else ExecutorDecoding
+
+    def make(tmp_path, store=None, lateness=0):
+        return kind(store or StreamStore(), "files", tmp_path / "quarantine", allowed_lateness=lateness)
+
+    return make
+
+
+def test_a_batch_lands_once_even_when_replayed(tmp_path, writer):
     w = writer(tmp_path)
     batch = [Payload(STREAM, "trig", "a.trig", trig(0, 1, 2), T0)]
     report = w.write(7, batch)
@@ -52,7 +75,7 @@ def test_a_batch_lands_once_even_when_replayed(tmp_path):
     assert len(w.store.elements_in(STREAM, T0, T0 + 10 * S)) == 3
 
 
-def test_bad_input_is_quarantined_and_the_rest_of_the_batch_lands(tmp_path):
+def test_bad_input_is_quarantined_and_the_rest_of_the_batch_lands(tmp_path, writer):
     w = writer(tmp_path)
     lines = nquad(0) + ["<http://example.org/broken> <http://example.org/v> ."] + nquad(1)
     payloads = [Payload(STREAM, "trig", "good.trig", trig(5), T0),
@@ -92,7 +115,7 @@ def test_quarantine_keeps_its_budget_on_disk_and_its_counts(tmp_path):
     assert BatchWriter(StreamStore(), "files", folder).quarantined == {STREAM: 40}    # after a restart too
 
 
-def test_quarantine_keeps_at_most_so_many_payloads(tmp_path, monkeypatch):
+def test_quarantine_keeps_at_most_so_many_payloads(tmp_path, monkeypatch, writer):
     import rspstar.store.batches as batches
     monkeypatch.setattr(batches, "QUARANTINE_MAX_PAYLOADS", 32)     # checked every 2
     w = writer(tmp_path)
@@ -112,7 +135,7 @@ def test_a_quarantine_that_cannot_be_written_still_lets_the_batch_land(tmp_path,
     assert "could not keep quarantined bad.nq" in caplog.text
 
 
-def test_json_envelopes(tmp_path):
+def test_json_envelopes(tmp_path, writer):
     w = writer(tmp_path)
     good = json.dumps({"stream": "http://example.org/other", "time": "2026-03-01T08:00:03Z",
                        "data": "<http://example.org/a> <http://example.org/v> 1 {| <http://example.org/c> 0.5 |} ."})
@@ -147,7 +170,7 @@ POISON_ENVELOPES = [
 
 
 @pytest.mark.parametrize("fields,reason", POISON_ENVELOPES)
-def test_a_poison_envelope_is_quarantined_with_its_field_and_the_rest_of_the_batch_lands(tmp_path, fields, reason):
+def test_a_poison_envelope_is_quarantined_with_its_field_and_the_rest_of_the_batch_lands(tmp_path, fields, reason, writer):
     w = writer(tmp_path)
     envelope = {"time": "2026-03-01T08:00:01Z", "data": "<http://a> <http://b> <http://c> ."}
     envelope.update(fields)
@@ -162,7 +185,7 @@ def test_a_poison_envelope_is_quarantined_with_its_field_and_the_rest_of_the_bat
 
 
 @pytest.mark.parametrize("graph", ["urn:rspstar:batches", "urn:rspstar:timestamps:x"])
-def test_a_document_naming_an_engine_graph_is_quarantined_and_the_rest_lands(tmp_path, graph):
+def test_a_document_naming_an_engine_graph_is_quarantined_and_the_rest_lands(tmp_path, graph, writer):
     w = writer(tmp_path)
     poison = ('<%s> <http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:01Z"^^'
               '<http://www.w3.org/2001/XMLSchema#dateTime> .\n<%s> { <http://a> <http://b> <http://c> . }\n' % (graph, graph))
@@ -172,24 +195,24 @@ def test_a_document_naming_an_engine_graph_is_quarantined_and_the_rest_lands(tmp
     assert reason["reason"] == "graph <%s> is reserved by the engine" % graph
 
 
-def test_an_unexpected_failure_on_one_payload_quarantines_it_and_the_rest_lands(tmp_path, monkeypatch):
-    import rspstar.store.batches as batches
+def test_an_unexpected_failure_on_one_payload_quarantines_it_and_the_rest_lands(tmp_path, monkeypatch, writer):
+    import rspstar.store.codec as codec
     w = writer(tmp_path)
-    real = batches.decode
+    real = codec.decode
 
     def flaky(payload, timestamp_predicate):
         if payload.origin == "bad.trig":
             raise RuntimeError("something nobody foresaw")
         return real(payload, timestamp_predicate)
 
-    monkeypatch.setattr(batches, "decode", flaky)
+    monkeypatch.setattr(codec, "decode", flaky)
     report = w.write(1, [Payload(STREAM, "trig", "bad.trig", trig(1), T0), Payload(STREAM, "trig", "good.trig", trig(2), T0)])
     assert report.stored == {STREAM: 1} and report.quarantined == {STREAM: 1}
     [reason] = [json.loads(p.read_text()) for p in (tmp_path / "quarantine").glob("*.reason.json")]
     assert reason["reason"] == "unexpected: RuntimeError: something nobody foresaw"
 
 
-def test_late_elements_are_stored_counted_and_reported(tmp_path):
+def test_late_elements_are_stored_counted_and_reported(tmp_path, writer):
     w = writer(tmp_path, lateness=S)
     w.write(1, [Payload(STREAM, "trig", "a.trig", trig(10), T0)])
     assert w.store.watermark(STREAM) == T0 + 9 * S
@@ -199,26 +222,26 @@ def test_late_elements_are_stored_counted_and_reported(tmp_path):
     assert len(w.store.elements_in(STREAM, T0, T0 + 20 * S)) == 4
 
 
-def test_an_element_sent_twice_is_quarantined_not_merged(tmp_path):
+def test_an_element_sent_twice_is_quarantined_not_merged(tmp_path, writer):
     w = writer(tmp_path)
     w.write(1, [Payload(STREAM, "trig", "a.trig", trig(1), T0)])
     report = w.write(2, [Payload(STREAM, "trig", "a-again.trig", trig(1, 2), T0)])
     assert report.stored == {STREAM: 1} and report.quarantined == {STREAM: 1}
 
 
-def test_a_graph_repeated_within_one_batch_is_quarantined_not_fatal(tmp_path):
+def test_a_graph_repeated_within_one_batch_is_quarantined_not_fatal(tmp_path, writer):
     w = writer(tmp_path)
     report = w.write(1, [Payload(STREAM, "trig", "a.trig", trig(1, 2), T0), Payload(STREAM, "trig", "b.trig", trig(2, 3), T0)])
     assert report.stored == {STREAM: 3} and report.quarantined == {STREAM: 1}
 
 
-def test_untimed_graphs_get_processing_time(tmp_path):
+def test_untimed_graphs_get_processing_time(tmp_path, writer):
     w = writer(tmp_path)
     w.write(1, [Payload(STREAM, "trig", "u.trig", "<http://example.org/u> { <http://a> <http://b> 1 . }", T0 + 42 * S)])
     assert w.store.elements_in(STREAM, T0 + 42 * S, T0 + 43 * S) == ["http://example.org/u"]
 
 
-def test_the_watermark_reaches_a_batchs_oldest_element_before_the_batch_is_stored(tmp_path):
+def test_the_watermark_reaches_a_batchs_oldest_element_before_the_batch_is_stored(tmp_path, writer):
     # Windows closing by then need none of the batch, so they may run while it is written.
     w = writer(tmp_path, lateness=S)
     seen = []
@@ -226,3 +249,47 @@ def test_the_watermark_reaches_a_batchs_oldest_element_before_the_batch_is_store
     w.write(1, [Payload(STREAM, "trig", "a.trig", trig(0, 1), T0)])
     w.write(2, [Payload(STREAM, "trig", "b.trig", trig(5, 7), T0)])
     assert seen == [(T0 - S, 0), (T0, 2), (T0 + 4 * S, 2), (T0 + 6 * S, 4)]
+
+
+def anonymous(text: bytes) -> bytes:
+    """N-Quads with blank node labels numbered by first appearance (a parse picks fresh ones)."""
+    labels: dict[bytes, bytes] = {}
+    return re.sub(rb"_:[A-Za-z0-9]+", lambda m: labels.setdefault(m.group(), b"_:b%d" % len(labels)), text)
+
+
+def content(store: StreamStore) -> list[str]:
+    return sorted(re.sub(r"_:[A-Za-z0-9]+", "_:b", str(quad)) for quad in store.oxigraph)
+
+
+def test_decoding_on_the_executors_stores_and_records_what_the_driver_does(tmp_path):
+    envelope = json.dumps({"time": "2026-03-01T08:00:07Z", "data": "<http://example.org/a> <http://example.org/v> 7 ."})
+    payloads = [Payload(STREAM, "trig", "a.trig", trig(0, 1, 2), T0),
+                Payload(STREAM, "trig", "blank.trig", "_:g { <http://example.org/a> <http://example.org/v> 3 . }", T0 + 3 * S),
+                Payload("http://example.org/t", "nquads", "n.nq", "\n".join(nquad(4) + ["<http://broken> ."] + nquad(5)),
+                        T0, line=1),
+                Payload(STREAM, "jsonl", "e.jsonl", envelope, T0, line=1)]
+    driver = BatchWriter(StreamStore(), "files", tmp_path / "q1")
+    executors = ExecutorDecoding(StreamStore(), "files", tmp_path / "q2")
+    a, b = driver.write(1, payloads), executors.write(1, payloads)
+    assert a.stored == b.stored == {STREAM: 5, "http://example.org/t": 2}
+    assert a.quarantined == b.quarantined == {"http://example.org/t": 1}
+    assert content(driver.store) == content(executors.store)
+    for stream in a.stored:
+        assert driver.store.elements_in(stream, T0, T0 + 60 * S) == executors.store.elements_in(stream, T0, T0 + 60 * S)
+        assert driver.store.watermark(stream) == executors.store.watermark(stream)
+    recorded = {stream: anonymous(canonical(elements)) for stream, elements in a.canonical().items()}
+    assert recorded == {stream: anonymous(text) for stream, text in b.canonical().items()}
+    assert b"_:b0" in recorded[STREAM]          # the annotations' reifiers are there, renamed alike
+
+
+def test_a_stream_decoded_on_the_executors_is_one_write_with_the_batch_marker(tmp_path):
+    # One transaction: the elements of every stream and the marker, or none of them.
+    store = StreamStore()
+    writes = []
+    real = store._write
+    store._write = lambda operation, *args: (writes.append(operation), real(operation, *args))
+    w = ExecutorDecoding(store, "files", tmp_path / "q")
+    w.write(1, [Payload(STREAM, "trig", "a.trig", trig(0, 1), T0),
+                Payload("http://example.org/t", "nquads", "n.nq", "\n".join(nquad(4)), T0, line=1)])
+    assert writes == ["load"]
+    assert w.marker(1) in store.oxigraph and w.write(1, []).skipped

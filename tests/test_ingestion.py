@@ -1,6 +1,7 @@
 """Spark Structured Streaming into the store, with a real local Spark session (shared by the
 module): deterministic micro-batches, quarantine, restart from checkpoint after a crash
 between the store write and Spark's commit, late data, simulator output, Kafka refusal."""
+import dataclasses
 import json
 import os
 import time
@@ -76,7 +77,8 @@ def assert_recording_replays_what_was_stored(recorded: Path, store: StreamStore)
 def files_source(tmp_path, lateness=0):
     return SourceConfig("landing", "files", stream=STREAM, path=str(tmp_path / "landing"), allowed_lateness=lateness)
 
-def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path):
+@pytest.mark.parametrize("decode", ["driver", "executors"])
+def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path, decode):
     land = tmp_path / "landing"
     drop(land, "a.trig", trig(0, 1, 2))
     drop(land, "b.nq", "\n".join([
@@ -90,7 +92,8 @@ def test_files_of_every_format_land_and_bad_ones_are_quarantined(spark, tmp_path
     (land / ".e.nq.tmp").write_bytes(b'<http://example.org/x5> <http://example.org/v> "caf\xe9" <http://example.org/n3> .\n')
     os.replace(land / ".e.nq.tmp", land / "e.nq")
     store = StreamStore()
-    ingestion = run(spark, store, tmp_path, [files_source(tmp_path)], recording=tmp_path / "recorded")
+    source = dataclasses.replace(files_source(tmp_path), decode=decode)
+    ingestion = run(spark, store, tmp_path, [source], recording=tmp_path / "recorded")
     assert_recording_replays_what_was_stored(tmp_path / "recorded", store)
     graphs = store.elements_in(STREAM, T0, T0 + 10 * S)
     assert sorted(graphs) == sorted(["http://example.org/e0", "http://example.org/e1", "http://example.org/e2",
@@ -196,10 +199,11 @@ def test_late_files_are_stored_and_counted(spark, tmp_path):
     assert store.streams()[STREAM].late == 1
     assert len(store.elements_in(STREAM, T0, T0 + 20 * S)) == 4
 
+@pytest.mark.parametrize("decode", ["driver", "executors"])
 @pytest.mark.parametrize("scenario,streams", [(TVS, 2), (HOMECARE, 5)])
-def test_simulator_emits_annotated_observations_in_event_time(spark, tmp_path, scenario, streams):
+def test_simulator_emits_annotated_observations_in_event_time(spark, tmp_path, scenario, streams, decode):
     store = StreamStore()
-    source = SourceConfig("sim", "simulator", scenario=scenario.name, size=2,
+    source = SourceConfig("sim", "simulator", scenario=scenario.name, size=2, decode=decode,
                           options={"rowsPerBatch": "20", "startTimestamp": str(T0 // 1000),
                                    "advanceMillisPerBatch": "1000"})
     run(spark, store, tmp_path, [source], recording=tmp_path / "recorded")
