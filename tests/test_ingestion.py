@@ -154,21 +154,23 @@ def wait_for(condition, seconds: float = 60.0) -> None:
         time.sleep(0.1)
 
 
-def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twice(spark, tmp_path):
+@pytest.mark.parametrize("decode", ["driver", "executors"])
+def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twice(spark, tmp_path, decode):
     land = tmp_path / "landing"
     drop(land, "a.trig", trig(0, 1))
     db = str(tmp_path / "db")
     store = StreamStore(db)
-    ingestion = SparkIngestion(spark, store, [files_source(tmp_path)], tmp_path / "checkpoints",
-                               tmp_path / "quarantine")
+    source = dataclasses.replace(files_source(tmp_path), decode=decode)
+    ingestion = SparkIngestion(spark, store, [source], tmp_path / "checkpoints", tmp_path / "quarantine")
     writer = ingestion.writers["landing"]
-    original = writer.write
+    name = "write" if decode == "driver" else "write_encoded"
+    original = getattr(writer, name)
 
     def write_then_crash(batch_id, payloads):
         original(batch_id, payloads)
         raise RuntimeError("simulated crash after the store write, before Spark commits the batch")
 
-    writer.write = write_then_crash
+    setattr(writer, name, write_then_crash)
     ingestion.start(available_now=True)
     with pytest.raises(IngestionError, match="simulated crash"):
         ingestion.await_termination(120)
@@ -178,14 +180,14 @@ def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twi
     store = StreamStore(db)                     # the process restarts: store reopened from disk
     before = len(store.oxigraph)
     drop(land, "b.trig", trig(2))
-    run(spark, store, tmp_path, [files_source(tmp_path)])
+    run(spark, store, tmp_path, [source])
     assert sorted(store.elements_in(STREAM, T0, T0 + 10 * S)) == [
         "http://example.org/e0", "http://example.org/e1", "http://example.org/e2"]
     assert len(list(store.oxigraph.quads_for_pattern(None, REIFIES, None, None))) == 3
     assert len(store.oxigraph) > before
     # A further run finds nothing new.
     count = len(store.oxigraph)
-    run(spark, store, tmp_path, [files_source(tmp_path)])
+    run(spark, store, tmp_path, [source])
     assert len(store.oxigraph) == count
 
 def test_late_files_are_stored_and_counted(spark, tmp_path):
