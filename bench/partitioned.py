@@ -159,7 +159,29 @@ def run(sectors: int, seconds: int) -> str:
                   1000 * r["cpu"]["root"] / elements, 1000 * r["cpu"]["java"] / elements,
                   1000 * r["cpu"]["other"] / elements, r.get("workers_peak_rss", 0.0))
     rows = sum(len(r["bindings"]) for r in reference["records"])
-    return "%s\n\n%s\n%d evaluations, %d rows in all.\n" % (machine(), table.markdown(), len(reference["records"]), rows)
+    return "%s\n\n%s\n%d evaluations, %d rows in all.\n\n%s" % (
+        machine(), table.markdown(), len(reference["records"]), rows, projection(results, elements))
+
+
+def cpu_per_element(r: dict, elements: int) -> float:
+    return sum(r["cpu"][kind] for kind in ("root", "java", "other")) / elements
+
+
+def projection(results: dict, elements: int) -> str:
+    """The cores each run's measured CPU per element would need at higher rates (CPU alone:
+    no headroom, no network), and the targets of scale-out against the single store."""
+    table = Table("Cores needed at the CPU per element measured above", ["run", "CPU s per 1,000 elements",
+                                                                          "cores for 50,000 elements/s",
+                                                                          "cores for 1,000,000 elements/s"])
+    for name, r in results.items():
+        cost = cpu_per_element(r, elements)
+        table.add(name, 1000 * cost, 50_000 * cost, 1_000_000 * cost)
+    single, one, two = (results[k] for k in ("single store (rspstar replay)", "partitioned, Spark local[1]",
+                                             "partitioned, Spark local[2]"))
+    ratio = cpu_per_element(two, elements) / cpu_per_element(single, elements)
+    speedup = one["seconds"] / two["seconds"]
+    return "%s\nlocal[2] CPU per element / single store's: %.2f (target <= 2); local[2] elements/s / local[1]'s: " \
+           "%.2f (target >= 1.6).\n" % (table.markdown(), ratio, speedup)
 
 
 def main() -> None:
