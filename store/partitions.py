@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import struct
 import zlib
 from collections import OrderedDict
@@ -29,9 +30,11 @@ from rspstar.translator.policy import report_policy
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
 from rspstar.translator.uncertainty import FunctionLibrary
 from rspstar.translator.validate import compile_query
+from rspstar.translator.vocabulary import timestamps_graph
 
 from .codec import Payload, canonical, decode
 from .rdf_input import Element
+from .staged import StagedElement
 from .stream_store import StreamStore
 from .terms import select_rows, term_to_ntriples, triple_to_ntriples
 
@@ -335,15 +338,50 @@ class PlanRunner:
         return store.evaluate(self.template, elements, self.functions, _RESULTS[self.query.form]), count, holding
 
 
+# An element's first line in canonical N-Quads: its timestamp triple (graph, predicate, literal),
+# as codec.canonical writes it for a timestamp with nothing to escape.
+_STAMP_LINE = re.compile(r'<([^<>"{}|^`\\\s]*)> <([^<>"{}|^`\\\s]*)> "([^"\\\n]*)"\^\^<([^<>"{}|^`\\\s]*)> \.')
+
+
 def _add(store: StreamStore, elements: list[tuple[str, int, str]]) -> None:
-    """Load (stream, timestamp, N-Quads) elements into a key group's store."""
-    by_stream: dict[str, list[str]] = {}
-    for stream, _, text in elements:
-        by_stream.setdefault(stream, []).append(text)
-    for stream, texts in by_stream.items():
-        decoded = decode(Payload(stream, "nquads", "partition", "".join(texts), 0))
-        for found, items in decoded.elements.items():
-            store.add_elements(found, items)
+    """Load (stream, timestamp, canonical N-Quads) elements into a key group's store: each
+    stream's in one Oxigraph load, the element's name and timestamp read off its first line;
+    a stream with an element written otherwise is parsed in Python."""
+    by_stream: dict[str, list[tuple[int, str]]] = {}
+    for stream, timestamp, text in elements:
+        by_stream.setdefault(stream, []).append((timestamp, text))
+    for stream, items in by_stream.items():
+        loaded = _stored_form(stream, items)
+        if loaded is not None:
+            store.publish(stream, store.stage_stored_form({stream: loaded})[stream])
+            continue
+        decoded = decode(Payload(stream, "nquads", "partition", "".join(text for _, text in items), 0))
+        for found, elements_of in decoded.elements.items():
+            store.add_elements(found, elements_of)
+
+
+def _stored_form(stream: str, items: list[tuple[int, str]]) -> tuple[bytes, list[StagedElement]] | None:
+    """Elements in canonical N-Quads as the store holds them (codec.stored_form) with their
+    staged entries, or None when one does not start with a plain timestamp triple."""
+    ts_graph = " <%s> ." % timestamps_graph(stream)
+    literals: dict[tuple[str, str], ox.Literal] = {}
+    predicates: dict[str, ox.NamedNode] = {}
+    staged, parts = [], []
+    for timestamp, text in items:
+        end = text.find("\n")
+        first = _STAMP_LINE.fullmatch(text, 0, end if end >= 0 else len(text))
+        if first is None:
+            return None
+        graph, predicate, value, datatype = first.groups()
+        literal = literals.get((value, datatype))
+        if literal is None:
+            literal = literals[(value, datatype)] = ox.Literal(value, datatype=ox.NamedNode(datatype))
+        named = predicates.get(predicate)
+        if named is None:
+            named = predicates[predicate] = ox.NamedNode(predicate)
+        staged.append(StagedElement(graph, timestamp, (named, literal)))
+        parts += [text[:first.end() - 2], ts_graph, text[first.end():]]
+    return "".join(parts).encode("utf-8"), staged
 
 
 # A group's results as JSON-ready lists, per query form; the driver unites the groups' lists.

@@ -415,3 +415,24 @@ def test_ask_and_construct_run_partitioned_and_give_the_single_store_results(tex
         assert max(sum(line.startswith("<http://example.org/ox-obs") for line in r["triples"]) for r in single) >= 2
         assert all(r["triples"].count(constant) == (1 if r["triples"] else 0) for r in partitioned)
         assert not compare_lines(single, partitioned, ordered=False)
+
+
+@pytest.mark.parametrize("stamp", ['"2026-03-01T08:00:01Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>',
+                                   # a timestamp that is not written as the fast path reads it
+                                   '"2026-03-01T08:00:01Z"'])
+def test_a_group_store_takes_elements_as_the_single_store_does_and_evicts_them_whole(stamp):
+    from rspstar.store.codec import canonical, decode
+    from rspstar.store.partitions import _add
+    text = ("<http://example.org/g1> <http://www.w3.org/ns/prov#generatedAtTime> %s .\n"
+            "<http://example.org/g1> { <http://example.org/o> <http://example.org/v> 1 {| <http://example.org/c> 0.5 |} . }\n"
+            % stamp)
+    [element] = decode(Payload("http://s", "trig", "t.trig", text, 0)).elements["http://s"]
+    group, single = StreamStore(), StreamStore()
+    _add(group, [("http://s", element.timestamp, canonical([element]).decode())])
+    single.add_elements("http://s", [element])
+    shapes = [sorted(str(q).replace(str(q.subject), "_") if isinstance(q.subject, ox.BlankNode) else str(q)
+                     for q in store.oxigraph) for store in (group, single)]
+    assert shapes[0] == shapes[1] and len(shapes[0]) == 4
+    assert group.elements_in("http://s", 0, 2 ** 62) == ["http://example.org/g1"]
+    group.evict_before("http://s", element.timestamp + 1)
+    assert list(group.oxigraph) == []
