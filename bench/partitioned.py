@@ -78,7 +78,7 @@ def single_store(streams: dict[str, Path], seconds: int) -> dict:
 CLUSTER = "standalone cluster"     # master and two 1-core workers on this machine
 
 
-def partitioned(master: str, root: Path, seconds: int) -> dict:
+def partitioned(master: str, root: Path, seconds: int, conf: dict[str, str] | None = None) -> dict:
     from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session
     cluster = None
     if master == CLUSTER:
@@ -87,12 +87,13 @@ def partitioned(master: str, root: Path, seconds: int) -> dict:
         from spark_cluster import Cluster
         cluster = Cluster(root / "cluster").start()
         spark = spark_session(cluster.master, {"spark.executor.memory": "1g", "spark.executor.cores": "1",
-                                               "spark.cores.max": "2", "spark.pyspark.python": sys.executable})
+                                               "spark.cores.max": "2", "spark.pyspark.python": sys.executable,
+                                               **(conf or {})})
         while spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() < 3:     # the driver and two executors
             time.sleep(0.5)
         cores = 2
     else:
-        spark = spark_session(master)
+        spark = spark_session(master, conf)
         cores = int(master[len("local["):-1])
     spark.conf.set("spark.sql.shuffle.partitions", str(cores))
     store = StreamStore()
@@ -136,20 +137,21 @@ def same_rows(a: list[dict], b: list[dict]) -> bool:
     return rows(a) == rows(b)
 
 
-def run(sectors: int, seconds: int) -> str:
+def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str]) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         streams = write_streams(root, sectors, seconds)
         elements = 2 * 2 * sectors * seconds
         results = {"single store (rspstar replay)": single_store(streams, seconds)}
-        for master in ("local[1]", "local[2]", CLUSTER):
+        for master in masters:
             out = root / ("%s.json" % master)
             subprocess.run([sys.executable, __file__, "--one", master, "--root", str(root), "--seconds", str(seconds),
-                            "--out", str(out)], check=True)
+                            "--out", str(out)] + ["--spark=%s=%s" % item for item in conf.items()], check=True)
             results["partitioned, Spark %s" % master] = json.loads(out.read_text())
     reference = results["single store (rspstar replay)"]
     table = Table("Listing 2 partitioned by sector: %d sectors, %d s of event time (%d elements), "
-                  "%d key groups" % (sectors, seconds, elements, default("engine.key_groups")),
+                  "%d key groups%s" % (sectors, seconds, elements, default("engine.key_groups"),
+                                       "".join(", %s=%s" % item for item in conf.items())),
                   ["run", "seconds", "elements/s", "ratio to single store", "same rows",
                    "driver Python CPU s per 1,000 elements", "JVM CPU s per 1,000", "workers' CPU s per 1,000",
                    "peak workers' memory (MiB)"])
@@ -176,8 +178,10 @@ def projection(results: dict, elements: int) -> str:
     for name, r in results.items():
         cost = cpu_per_element(r, elements)
         table.add(name, 1000 * cost, 50_000 * cost, 1_000_000 * cost)
-    single, one, two = (results[k] for k in ("single store (rspstar replay)", "partitioned, Spark local[1]",
-                                             "partitioned, Spark local[2]"))
+    single, one, two = (results.get(k) for k in ("single store (rspstar replay)", "partitioned, Spark local[1]",
+                                                 "partitioned, Spark local[2]"))
+    if one is None or two is None:
+        return table.markdown()
     ratio = cpu_per_element(two, elements) / cpu_per_element(single, elements)
     speedup = one["seconds"] / two["seconds"]
     return "%s\nlocal[2] CPU per element / single store's: %.2f (target <= 2); local[2] elements/s / local[1]'s: " \
@@ -191,12 +195,16 @@ def main() -> None:
     parser.add_argument("--one")
     parser.add_argument("--root")
     parser.add_argument("--out")
+    parser.add_argument("--master", action="append", help="local[1], local[2], %r (default: all three)" % CLUSTER)
+    parser.add_argument("--spark", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting of the runs")
+    parser.add_argument("--name", default="partitioned", help="the table's name in bench/out")
     args = parser.parse_args()
+    conf = dict(item.split("=", 1) for item in args.spark)
     if args.one:
-        Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds)))
+        Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds, conf)))
         return
-    report = run(args.sectors, args.seconds)
-    publish("partitioned", report)
+    report = run(args.sectors, args.seconds, args.master or ["local[1]", "local[2]", CLUSTER], conf)
+    publish(args.name, report)
 
 
 if __name__ == "__main__":
