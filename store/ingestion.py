@@ -79,6 +79,12 @@ _FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
 # Without a cap the driver's heap may grow to a quarter of the machine's memory and, with the
 # serial collector, keeps what it once took: resident memory crept for as long as the engine ran.
 DRIVER_MEMORY = "512m"
+# Spark's driver asks its JVM for a full collection this often (ContextCleaner's periodic GC; 30
+# minutes by default). Micro-batches leave garbage that survives a young collection: the old
+# generation filled with it by ~0.7 MiB a minute while the live heap stayed near 68 MiB, touching
+# new pages for hours before a collection would reuse them, so resident memory crept upwards
+# (bench/out/NOTES.md#jvm-periodic-gc). A full collection of that heap costs ~0.15 s.
+PERIODIC_GC = "10min"
 # What Spark remembers of finished jobs, stages, tasks and SQL executions for its UI and status
 # API, even with the UI off. Micro-batches are jobs: at Spark's own limits the driver's heap
 # grew for as long as the engine ran; at these it stays flat
@@ -189,6 +195,7 @@ def spark_session(master: str = "local[2]", conf: dict[str, str] | None = None) 
                .config("spark.sql.adaptive.enabled", "false")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.driver.memory", DRIVER_MEMORY)
+               .config("spark.cleaner.periodicGC.interval", PERIODIC_GC)
                # Generated code inlines each micro-batch's timestamp, so every batch compiled
                # new classes that only a full collection unloads, and compiling cost more CPU
                # than interpreting a small batch saves (bench/out/NOTES.md#spark-codegen).

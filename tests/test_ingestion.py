@@ -11,7 +11,7 @@ import pyoxigraph as ox
 import pytest
 
 from rspstar.store.ingestion import (  # noqa: E402
-    RETAINED_STATUS, IngestionError, SourceConfig, SparkIngestion, _query_groups, find_java_home, spark_session,
+    PERIODIC_GC, RETAINED_STATUS, IngestionError, SourceConfig, SparkIngestion, _query_groups, find_java_home, spark_session,
 )
 from pyspark.sql import functions as F  # noqa: E402
 from rspstar.translator.vocabulary import BATCHES_GRAPH  # noqa: E402
@@ -52,6 +52,11 @@ def test_spark_remembers_a_bounded_number_of_finished_jobs(spark):
         spark.range(3).count()
     remembered = spark.sparkContext.statusTracker().getJobIdsForGroup()
     assert 0 < len(remembered) <= RETAINED_STATUS + 1
+
+def test_the_driver_collects_its_whole_heap_periodically(spark):
+    # Without it the old generation fills with micro-batches' garbage for hours, touching new
+    # pages all the while (the soak bench measures what that does to resident memory).
+    assert spark.sparkContext.getConf().get("spark.cleaner.periodicGC.interval") == PERIODIC_GC
 
 def run(spark, store, tmp_path, sources, recording=None):
     ingestion = SparkIngestion(spark, store, sources, tmp_path / "checkpoints", tmp_path / "quarantine",
