@@ -208,11 +208,21 @@ def decode_all(payloads, timestamp_predicate: str = PROV_GENERATED_AT_TIME, on_u
 # A micro-batch decoded as rows of plain values (Spark carries them back as Arrow): one per
 # stream's elements, one per reject, one for default-graph triples that were not timestamps.
 ELEMENTS, REJECTED, IGNORED = "elements", "rejected", "ignored"
-ENCODED_SCHEMA = ("kind string, stream string, text binary, graphs array<string>, instants array<bigint>, "
-                  "stamps array<string>, stamp_types array<string>, lines array<int>, format string, origin string, "
-                  "ingest_time bigint, line int, column int, reason string, count bigint")
-ENCODED_COLUMNS = ("kind", "stream", "text", "graphs", "instants", "stamps", "stamp_types", "lines", "format",
-                   "origin", "ingest_time", "line", "column", "reason", "count")
+# Each column of those rows with its Spark SQL type: the schema Spark is told and the one the
+# workers' Arrow batches are built with both come from here.
+_ENCODED = (("kind", "string"), ("stream", "string"), ("text", "binary"), ("graphs", "array<string>"),
+            ("instants", "array<bigint>"), ("stamps", "array<string>"), ("stamp_types", "array<string>"),
+            ("lines", "array<int>"), ("format", "string"), ("origin", "string"), ("ingest_time", "bigint"),
+            ("line", "int"), ("column", "int"), ("reason", "string"), ("count", "bigint"))
+ENCODED_SCHEMA = ", ".join("%s %s" % column for column in _ENCODED)
+ENCODED_COLUMNS = tuple(name for name, _ in _ENCODED)
+
+
+def _arrow_schema():
+    import pyarrow as pa     # on the workers only: the driver never builds these batches
+    scalars = {"string": pa.string(), "binary": pa.binary(), "bigint": pa.int64(), "int": pa.int32()}
+    return pa.schema([(name, pa.list_(scalars[kind[6:-1]]) if kind.startswith("array<") else scalars[kind])
+                      for name, kind in _ENCODED])
 
 
 def stored_form(stream: str, elements: list[Element], timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> bytes:
@@ -284,14 +294,7 @@ class EncodeBatches:
             if not rows:
                 continue
             encoded = encode(self.payloads(rows), self.timestamp_predicate)
-            if schema is None:
-                schema = pa.schema([("kind", pa.string()), ("stream", pa.string()), ("text", pa.binary()),
-                                    ("graphs", pa.list_(pa.string())), ("instants", pa.list_(pa.int64())),
-                                    ("stamps", pa.list_(pa.string())), ("stamp_types", pa.list_(pa.string())),
-                                    ("lines", pa.list_(pa.int32())),
-                                    ("format", pa.string()), ("origin", pa.string()), ("ingest_time", pa.int64()),
-                                    ("line", pa.int32()), ("column", pa.int32()), ("reason", pa.string()),
-                                    ("count", pa.int64())])
+            schema = schema or _arrow_schema()
             yield pa.RecordBatch.from_pylist(encoded, schema=schema)
 
 
