@@ -15,6 +15,7 @@ plain rows; `ingestion.py` feeds it Spark's micro-batches.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -79,8 +80,9 @@ class EncodedElements:
         self.stamp_types += row["stamp_types"]
         self.lines += row["lines"]
 
-    @property
+    @functools.cached_property
     def text(self) -> bytes:
+        """The stream's N-Quads, joined once (read after every row is added)."""
         return b"".join(self.texts)
 
     def staged(self, timestamp_predicate: str) -> list[StagedElement]:
