@@ -32,7 +32,7 @@ from rspstar.translator.uncertainty import FunctionLibrary
 from rspstar.translator.validate import compile_query
 from rspstar.translator.vocabulary import timestamps_graph
 
-from .codec import Payload, canonical, decode
+from .codec import Payload, canonical, decode, literal_of
 from .rdf_input import Element
 from .staged import StagedElement
 from .stream_store import StreamStore
@@ -375,7 +375,7 @@ def _stored_form(stream: str, items: list[tuple[int, str]]) -> tuple[bytes, list
         graph, predicate, value, datatype = first.groups()
         literal = literals.get((value, datatype))
         if literal is None:
-            literal = literals[(value, datatype)] = ox.Literal(value, datatype=ox.NamedNode(datatype))
+            literal = literals[(value, datatype)] = literal_of(value, datatype)
         named = predicates.get(predicate)
         if named is None:
             named = predicates[predicate] = ox.NamedNode(predicate)
