@@ -59,9 +59,13 @@ def config(scale: float, directory: Path, spark: list[str]) -> Path:
     """The embedded defaults with the simulators' rates scaled, `spark` settings added (and
     paths kept absolute)."""
     text = DEFAULTS.read_text()
-    settings = "".join('"%s" = "%s"\n' % tuple(setting.split("=", 1)) for setting in spark)
-    text = text.replace("[spark]\n", "[spark]\n" + settings, 1)
+    settings = dict(setting.split("=", 1) for setting in spark)
+    if settings:
+        # The defaults have no [spark] table: one is added at the end, its keys and values quoted.
+        text += "\n[spark]\n" + "".join("%s = %s\n" % (json.dumps(k), json.dumps(v)) for k, v in settings.items())
     raw = tomllib.loads(text)
+    if {k: raw.get("spark", {}).get(k) for k in settings} != settings:
+        raise SystemExit("the [spark] settings did not reach the configuration: %s" % settings)
     for source in raw.get("sources", []):
         if source.get("kind") == "simulator":
             text = text.replace("rate = %d" % source["rate"], "rate = %d" % round(source["rate"] * scale), 1)
