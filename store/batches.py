@@ -87,13 +87,14 @@ class EncodedElements:
 
     def staged(self, timestamp_predicate: str) -> list[StagedElement]:
         predicate = ox.NamedNode(timestamp_predicate)
-        literals: dict[tuple[str, str], ox.Literal] = {}     # a batch's elements share few timestamps
+        # A batch's elements share few timestamps, and their stamps are shared (staged.Stamps).
+        stamps: dict[tuple[str, str], tuple[ox.NamedNode, ox.Literal]] = {}
         staged = []
         for graph, instant, value, kind in zip(self.graphs, self.instants, self.stamps, self.stamp_types):
-            literal = literals.get((value, kind))
-            if literal is None:
-                literal = literals[(value, kind)] = literal_of(value, kind)
-            staged.append(StagedElement(graph, instant, (predicate, literal)))
+            stamp = stamps.get((value, kind))
+            if stamp is None:
+                stamp = stamps[(value, kind)] = (predicate, literal_of(value, kind))
+            staged.append(StagedElement(graph, instant, stamp))
         return staged
 
     def elements(self, stream: str, timestamp_predicate: str) -> list[Element]:

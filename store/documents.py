@@ -20,7 +20,7 @@ from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, timestamps_gra
 from .document_parts import iter_document_parts
 from .errors import DuplicateElementError, RdfInputError, StoreError
 from .rdf_input import DocumentScan, check_rdf_nesting, instant_of, read_elements, scan_document
-from .staged import PartWrite, StagedElement
+from .staged import PartWrite, StagedElement, Stamps
 
 if TYPE_CHECKING:
     from .stream_store import StreamStore
@@ -219,7 +219,8 @@ def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | Non
         # Name the element whose timestamp is wrong.
         instants = [instant_of(literal, graph, source) for graph, literal in stamps.items()]
     holder = holder or {}
-    staged = [StagedElement(g.value, instant, (ts_predicate, lit), holder.get(g))
+    shared = Stamps()
+    staged = [StagedElement(g.value, instant, shared(ts_predicate, lit), holder.get(g))
               for (g, lit), instant in zip(stamps.items(), instants)]
     staged.sort(key=lambda s: s.timestamp)
     return staged

@@ -4,7 +4,6 @@ holds its lock around every call."""
 from __future__ import annotations
 
 import bisect
-import itertools
 import json
 import logging
 import operator
@@ -36,7 +35,9 @@ SAVED_COUNTERS = ("ingested", "evicted", "late", "watermark")
 class ElementIndex:
     def __init__(self):
         self._entries: dict[str, list[tuple[int, int, str]]] = {}   # (τ, arrival, graph), sorted
-        self._held: dict[str, tuple[str, object]] = {}              # graph -> (stream, stamp)
+        # graph -> stamp. Nothing per element but the stamp, which stores share between
+        # elements (staged.Stamps): the collector then walks one dict, not a tuple per element.
+        self._held: dict[str, object] = {}
         self._stats: dict[str, StreamStats] = {}
         self._arrivals = 0           # elements ever added: each entry's arrival number
 
@@ -64,7 +65,7 @@ class ElementIndex:
         self._arrivals += len(elements)
         # Whole columns at a time (zip, map, max run in C): a replay publishes 100,000 elements.
         arrived = list(zip(timestamps, range(first, self._arrivals), graphs))
-        self._held.update(zip(graphs, zip(itertools.repeat(stream), stamps)))
+        self._held.update(zip(graphs, stamps))
         if stats.watermark is not None:
             stats.late += sum(map(stats.watermark.__gt__, timestamps))
         # Arrival numbers increase, so the entries are in order when the timestamps are.
@@ -142,7 +143,7 @@ class ElementIndex:
         cut = bisect.bisect_left(entries, (instant,)) if entries else 0
         if cut == 0:
             return []
-        doomed = [(graph, self._held.pop(graph)[1]) for _, _, graph in entries[:cut]]
+        doomed = [(graph, self._held.pop(graph)) for _, _, graph in entries[:cut]]
         del entries[:cut]
         stats = self._stats[stream]
         stats.elements -= cut

@@ -364,8 +364,7 @@ def _stored_form(stream: str, items: list[tuple[int, str]]) -> tuple[bytes, list
     """Elements in canonical N-Quads as the store holds them (codec.stored_form) with their
     staged entries, or None when one does not start with a plain timestamp triple."""
     ts_graph = " <%s> ." % timestamps_graph(stream)
-    literals: dict[tuple[str, str], ox.Literal] = {}
-    predicates: dict[str, ox.NamedNode] = {}
+    stamps: dict[tuple[str, str, str], tuple[ox.NamedNode, ox.Literal]] = {}     # shared (staged.Stamps)
     staged, parts = [], []
     for timestamp, text in items:
         end = text.find("\n")
@@ -373,13 +372,10 @@ def _stored_form(stream: str, items: list[tuple[int, str]]) -> tuple[bytes, list
         if first is None:
             return None
         graph, predicate, value, datatype = first.groups()
-        literal = literals.get((value, datatype))
-        if literal is None:
-            literal = literals[(value, datatype)] = literal_of(value, datatype)
-        named = predicates.get(predicate)
-        if named is None:
-            named = predicates[predicate] = ox.NamedNode(predicate)
-        staged.append(StagedElement(graph, timestamp, (named, literal)))
+        stamp = stamps.get((predicate, value, datatype))
+        if stamp is None:
+            stamp = stamps[(predicate, value, datatype)] = (ox.NamedNode(predicate), literal_of(value, datatype))
+        staged.append(StagedElement(graph, timestamp, stamp))
         parts += [text[:first.end() - 2], ts_graph, text[first.end():]]
     return "".join(parts).encode("utf-8"), staged
 

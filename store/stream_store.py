@@ -33,7 +33,7 @@ from rspstar.translator.vocabulary import (
 from .background import Background
 from .documents import Documents
 from .element_index import CountersFile, ElementIndex, StreamStats
-from .staged import StagedElement
+from .staged import StagedElement, Stamps
 from .errors import DuplicateElementError, StoreError
 from .generations import Generations
 from .rdf_input import (
@@ -151,10 +151,11 @@ class StreamStore:
         for graph in list(self.oxigraph.named_graphs()):
             if isinstance(graph, ox.NamedNode) and graph.value.startswith(TIMESTAMPS_PREFIX):
                 stream = unquote(graph.value[len(TIMESTAMPS_PREFIX):])
-                stamps = list(self.oxigraph.quads_for_pattern(None, None, None, graph))
-                instants = parse_instants([quad.object.value for quad in stamps])
-                self._index.add_all(stream, [(quad.subject.value, instant, (quad.predicate, quad.object))
-                                             for quad, instant in zip(stamps, instants)])
+                quads = list(self.oxigraph.quads_for_pattern(None, None, None, graph))
+                instants = parse_instants([quad.object.value for quad in quads])
+                stamps = Stamps()
+                self._index.add_all(stream, [(quad.subject.value, instant, stamps(quad.predicate, quad.object))
+                                             for quad, instant in zip(quads, instants)])
         for graph in self.oxigraph.named_graphs():
             if isinstance(graph, ox.NamedNode) and graph.value not in self._index \
                     and not is_internal_graph(graph.value):
@@ -207,6 +208,7 @@ class StreamStore:
         with self._lock:
             self._check_new(e.graph for elements in elements_by_stream.values() for e in elements)
             staged: dict[str, list[StagedElement]] = {}
+            stamps = Stamps()
             for stream, elements in elements_by_stream.items():
                 ts_graph = ox.NamedNode(timestamps_graph(stream))
                 staged[stream] = []
@@ -215,7 +217,7 @@ class StreamStore:
                     quads.extend(element.quads)
                     quads.append(stamp)
                     staged[stream].append(StagedElement(element.graph, element.timestamp,
-                                                        (ts_predicate, element.timestamp_literal)))
+                                                        stamps(ts_predicate, element.timestamp_literal)))
             self._write("extend", quads)
             for elements in elements_by_stream.values():
                 self._staged.update(e.graph for e in elements)

@@ -1,4 +1,5 @@
 """Micro-batches into the store: exactly once, quarantine, envelopes, watermarks, late data."""
+import gc
 import json
 import os
 import re
@@ -293,3 +294,25 @@ def test_a_stream_decoded_on_the_executors_is_one_write_with_the_batch_marker(tm
                 Payload("http://example.org/t", "nquads", "n.nq", "\n".join(nquad(4)), T0, line=1)])
     assert writes == ["load"]
     assert w.marker(1) in store.oxigraph and w.write(1, []).skipped
+
+
+def test_a_written_batch_leaves_no_collected_object_per_element(tmp_path, writer):
+    """Wherever a batch was decoded, its elements' stamps are shared in the index (see
+    test_stream_store: every full collection of Python's walks what the index keeps)."""
+    w = writer(tmp_path)
+
+    def batch(first: int, count: int) -> list[Payload]:
+        """`count` elements with four distinct timestamps between them, as a live batch has."""
+        lines = ['<http://example.org/m%d> <%s> "2026-03-01T08:00:%02dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> .\n'
+                 '<http://example.org/y%d> <http://example.org/v> "%d"^^<http://www.w3.org/2001/XMLSchema#integer> '
+                 '<http://example.org/m%d> .' % (n, PROV, n % 4, n, n, n) for n in range(first, first + count)]
+        return [Payload(STREAM, "nquads", "b%d.nq" % first, "\n".join(lines), T0)]
+
+    w.write(0, batch(0, 10))                  # first calls may build caches of their own
+    gc.collect()
+    before = len(gc.get_objects())
+    # The report is the caller's to keep or drop (it may hold the decoded elements).
+    stored = w.write(1, batch(10, 2000)).stored
+    gc.collect()
+    assert stored == {STREAM: 2000}
+    assert len(gc.get_objects()) - before < 200
