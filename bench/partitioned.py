@@ -2,10 +2,10 @@
 Listing 2 partitioned by sector, over the TVS workload at the simulator's profile (two readings
 per sensor per second, 9% of temperatures above 30 °C).
 
-Run by hand: python bench/partitioned.py [--sectors 1000] [--seconds 30]
+Run by hand: python bench/partitioned.py [--sectors 1000] [--seconds 30] [--files-per-batch 2]
 Three runs over the same recorded streams, in one go: `rspstar replay` (the single store, on a
 virtual clock), and the partitioned query through Spark on local[1] and local[2] (the streams
-as files, one second of event time each, read by Spark's file source, two per micro-batch).
+as files, one second of event time each, read by Spark's file source, two per micro-batch by default).
 Each Spark run is a process of its own. Rates are elements over wall-clock seconds, from the
 start of the run to the last instant evaluated; CPU is split between the driver's Python
 process (R2S, sinks), Spark's JVM, and the executors' Python workers (parsing, keeping and
@@ -78,7 +78,8 @@ def single_store(streams: dict[str, Path], seconds: int) -> dict:
 CLUSTER = "standalone cluster"     # master and two 1-core workers on this machine
 
 
-def partitioned(master: str, root: Path, seconds: int, conf: dict[str, str] | None = None) -> dict:
+def partitioned(master: str, root: Path, seconds: int, conf: dict[str, str] | None = None,
+                files_per_batch: int = 2) -> dict:
     from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session
     cluster = None
     if master == CLUSTER:
@@ -100,7 +101,7 @@ def partitioned(master: str, root: Path, seconds: int, conf: dict[str, str] | No
     engine = Engine(store, VirtualClock(START), EngineConfig(partition_keys=KEYS, max_delay=YEARS))
     registered = engine.register(LISTING_2, "q", options={"partition": "?location"})
     sources = [SourceConfig("s%d" % k, "files", stream=stream, path=str(root / ("landing%d" % k)),
-                            trigger_seconds=0.5, options={"maxFilesPerTrigger": "2"})
+                            trigger_seconds=0.5, options={"maxFilesPerTrigger": str(files_per_batch)})
                for k, stream in enumerate((OXYGEN, TEMPERATURE))]
     run = root / ("run-" + master.strip("[]").replace("[", "-").replace(" ", "-"))
     ingestion = SparkIngestion(spark, store, sources, run / "checkpoints", run / "quarantine")
@@ -137,7 +138,7 @@ def same_rows(a: list[dict], b: list[dict]) -> bool:
     return rows(a) == rows(b)
 
 
-def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str]) -> str:
+def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str], files_per_batch: int = 2) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         streams = write_streams(root, sectors, seconds)
@@ -146,12 +147,13 @@ def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str]) ->
         for master in masters:
             out = root / ("%s.json" % master)
             subprocess.run([sys.executable, __file__, "--one", master, "--root", str(root), "--seconds", str(seconds),
-                            "--out", str(out)] + ["--spark=%s=%s" % item for item in conf.items()], check=True)
+                            "--out", str(out), "--files-per-batch", str(files_per_batch)] + ["--spark=%s=%s" % item for item in conf.items()], check=True)
             results["partitioned, Spark %s" % master] = json.loads(out.read_text())
     reference = results["single store (rspstar replay)"]
     table = Table("Listing 2 partitioned by sector: %d sectors, %d s of event time (%d elements), "
-                  "%d key groups%s" % (sectors, seconds, elements, default("engine.key_groups"),
-                                       "".join(", %s=%s" % item for item in conf.items())),
+                  "%d key groups, %d s of each stream per micro-batch%s"
+                  % (sectors, seconds, elements, default("engine.key_groups"), files_per_batch,
+                     "".join(", %s=%s" % item for item in conf.items())),
                   ["run", "seconds", "elements/s", "ratio to single store", "same rows",
                    "driver Python CPU s per 1,000 elements", "JVM CPU s per 1,000", "workers' CPU s per 1,000",
                    "peak workers' memory (MiB)"])
@@ -197,13 +199,16 @@ def main() -> None:
     parser.add_argument("--out")
     parser.add_argument("--master", action="append", help="local[1], local[2], %r (default: all three)" % CLUSTER)
     parser.add_argument("--spark", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting of the runs")
+    parser.add_argument("--files-per-batch", type=int, default=2,
+                        help="files (seconds of event time) of each stream per micro-batch")
     parser.add_argument("--name", default="partitioned", help="the table's name in bench/out")
     args = parser.parse_args()
     conf = dict(item.split("=", 1) for item in args.spark)
     if args.one:
-        Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds, conf)))
+        Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds, conf, args.files_per_batch)))
         return
-    report = run(args.sectors, args.seconds, args.master or ["local[1]", "local[2]", CLUSTER], conf)
+    report = run(args.sectors, args.seconds, args.master or ["local[1]", "local[2]", CLUSTER], conf,
+                 args.files_per_batch)
     publish(args.name, report)
 
 
