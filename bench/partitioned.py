@@ -2,7 +2,7 @@
 Listing 2 partitioned by sector, over the TVS workload at the simulator's profile (two readings
 per sensor per second, 9% of temperatures above 30 °C).
 
-Run by hand: python bench/partitioned.py [--sectors 1000] [--seconds 30] [--files-per-batch 2]
+Run by hand: python bench/partitioned.py [--sectors 1000] [--seconds 30] [--files-per-batch 2] [--key-groups 64]
 Three runs over the same recorded streams, in one go: `rspstar replay` (the single store, on a
 virtual clock), and the partitioned query through Spark on local[1] and local[2] (the streams
 as files, one second of event time each, read by Spark's file source, two per micro-batch by default).
@@ -79,7 +79,7 @@ CLUSTER = "standalone cluster"     # master and two 1-core workers on this machi
 
 
 def partitioned(master: str, root: Path, seconds: int, conf: dict[str, str] | None = None,
-                files_per_batch: int = 2) -> dict:
+                files_per_batch: int = 2, key_groups: int = default("engine.key_groups")) -> dict:
     from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session
     cluster = None
     if master == CLUSTER:
@@ -98,7 +98,7 @@ def partitioned(master: str, root: Path, seconds: int, conf: dict[str, str] | No
         cores = int(master[len("local["):-1])
     spark.conf.set("spark.sql.shuffle.partitions", str(cores))
     store = StreamStore()
-    engine = Engine(store, VirtualClock(START), EngineConfig(partition_keys=KEYS, max_delay=YEARS))
+    engine = Engine(store, VirtualClock(START), EngineConfig(partition_keys=KEYS, max_delay=YEARS, key_groups=key_groups))
     registered = engine.register(LISTING_2, "q", options={"partition": "?location"})
     sources = [SourceConfig("s%d" % k, "files", stream=stream, path=str(root / ("landing%d" % k)),
                             trigger_seconds=0.5, options={"maxFilesPerTrigger": str(files_per_batch)})
@@ -138,7 +138,8 @@ def same_rows(a: list[dict], b: list[dict]) -> bool:
     return rows(a) == rows(b)
 
 
-def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str], files_per_batch: int = 2) -> str:
+def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str], files_per_batch: int = 2,
+        key_groups: int = default("engine.key_groups")) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         streams = write_streams(root, sectors, seconds)
@@ -147,12 +148,13 @@ def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str], fi
         for master in masters:
             out = root / ("%s.json" % master)
             subprocess.run([sys.executable, __file__, "--one", master, "--root", str(root), "--seconds", str(seconds),
-                            "--out", str(out), "--files-per-batch", str(files_per_batch)] + ["--spark=%s=%s" % item for item in conf.items()], check=True)
+                            "--out", str(out), "--files-per-batch", str(files_per_batch),
+                            "--key-groups", str(key_groups)] + ["--spark=%s=%s" % item for item in conf.items()], check=True)
             results["partitioned, Spark %s" % master] = json.loads(out.read_text())
     reference = results["single store (rspstar replay)"]
     table = Table("Listing 2 partitioned by sector: %d sectors, %d s of event time (%d elements), "
                   "%d key groups, %d s of each stream per micro-batch%s"
-                  % (sectors, seconds, elements, default("engine.key_groups"), files_per_batch,
+                  % (sectors, seconds, elements, key_groups, files_per_batch,
                      "".join(", %s=%s" % item for item in conf.items())),
                   ["run", "seconds", "elements/s", "ratio to single store", "same rows",
                    "driver Python CPU s per 1,000 elements", "JVM CPU s per 1,000", "workers' CPU s per 1,000",
@@ -201,14 +203,17 @@ def main() -> None:
     parser.add_argument("--spark", action="append", default=[], metavar="KEY=VALUE", help="a Spark setting of the runs")
     parser.add_argument("--files-per-batch", type=int, default=2,
                         help="files (seconds of event time) of each stream per micro-batch")
+    parser.add_argument("--key-groups", type=int, default=default("engine.key_groups"),
+                        help="[engine] key_groups of the partitioned runs")
     parser.add_argument("--name", default="partitioned", help="the table's name in bench/out")
     args = parser.parse_args()
     conf = dict(item.split("=", 1) for item in args.spark)
     if args.one:
-        Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds, conf, args.files_per_batch)))
+        Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds, conf, args.files_per_batch,
+                                                          args.key_groups)))
         return
     report = run(args.sectors, args.seconds, args.master or ["local[1]", "local[2]", CLUSTER], conf,
-                 args.files_per_batch)
+                 args.files_per_batch, args.key_groups)
     publish(args.name, report)
 
 
