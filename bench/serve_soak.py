@@ -117,24 +117,35 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
         log.close()
+    return report(samples, minutes, warmup, scale, spark, allocator)
+
+
+def report(samples: list[tuple], minutes: float, warmup: float, scale: float, spark: list[str], allocator: str) -> Table:
     steady = [s for s in samples if s[0] >= warmup and s[9] is not None]
     budget = default("recording.max_bytes") / 2**20
-    table = Table("rspstar serve soak: %.0f min, defaults' rates x %g%s, warm-up %.0f min, %s (%s)"
-                  % (minutes, scale, "".join(", " + setting for setting in spark), warmup, allocator, machine()),
-                  ["measure", "after warm-up", "at the end", "slope after warm-up (MiB/min)"])
+    malloc_conf = os.environ.get("MALLOC_CONF")
+    table = Table("rspstar serve soak: %.0f min, defaults' rates x %g%s, warm-up %.0f min, %s%s (%s)"
+                  % (minutes, scale, "".join(", " + setting for setting in spark), warmup, allocator,
+                     " (MALLOC_CONF=%s)" % malloc_conf if malloc_conf else "", machine()),
+                  ["measure", "after warm-up", "at the end", "lowest - highest after warm-up",
+                   "slope after warm-up (MiB/min)", "slope in the second half (MiB/min)"])
+    # A slope that falls from the first half to the second is memory settling; one that holds is growth.
+    second_half = [s for s in steady if s[0] >= (steady[0][0] + steady[-1][0]) / 2]
     for k, name in ((1, "RSS of the process tree (MiB)"), (2, "  of it the Python server (MiB)"),
                     (3, "  of it Spark's JVM (MiB)"), (4, "  of it query workers (MiB)"),
                     (5, "store on disk (MiB)"), (6, "recordings (MiB; budget %.0f)" % budget),
                     (10, "rest of the data directory: history, outboxes, checkpoints (MiB)")):
         table.add(name, "%.1f" % steady[0][k], "%.1f" % steady[-1][k],
-                  "%.2f" % slope([(s[0], s[k]) for s in steady]))
+                  "%.1f - %.1f" % (min(s[k] for s in steady), max(s[k] for s in steady)),
+                  "%.2f" % slope([(s[0], s[k]) for s in steady]), "%.2f" % slope([(s[0], s[k]) for s in second_half]))
     elements = steady[-1][9] - steady[0][9]
     seconds = 60 * (steady[-1][0] - steady[0][0])
     for k, name in ((7, "whole tree"), (8, "Spark's JVM")):
         table.add("CPU s per 1,000 elements, " + name, "",
-                  "%.2f" % (1000 * (steady[-1][k] - steady[0][k]) / max(elements, 1)), "")
-        table.add("share of a core after warm-up, " + name, "", "%.3f" % ((steady[-1][k] - steady[0][k]) / seconds), "")
-    table.add("elements per second after warm-up", "", "%.0f" % (elements / seconds), "")
+                  "%.2f" % (1000 * (steady[-1][k] - steady[0][k]) / max(elements, 1)), "", "", "")
+        table.add("share of a core after warm-up, " + name, "", "%.3f" % ((steady[-1][k] - steady[0][k]) / seconds),
+                  "", "", "")
+    table.add("elements per second after warm-up", "", "%.0f" % (elements / seconds), "", "", "")
     return table
 
 
