@@ -75,10 +75,16 @@ _JVM_GONE = (Py4JError, ConnectionError)
 
 JAVA_MIN = 17
 _JAVA_VERSION = re.compile(r'version "(?:1\.)?(\d+)')
-_FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m"
 # Without a cap the driver's heap may grow to a quarter of the machine's memory and, with the
 # serial collector, keeps what it once took: resident memory crept for as long as the engine ran.
 DRIVER_MEMORY = "512m"
+# The heap a JVM starts with, which it never gives back: by default a sixty-fourth of the
+# machine's memory (384 MiB here for a live heap near 68 MiB), whose pages micro-batches' garbage
+# touched one after another. Started small, the heap grows when it must and gives back at the
+# next full collection (not over four) what it holds free beyond Java's ratio
+# (bench/out/NOTES.md#jvm-heap-size).
+HEAP_START = "64m"
+_FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m -Xms%s -XX:-ShrinkHeapInSteps" % HEAP_START
 # Spark's driver asks its JVM for a full collection this often (ContextCleaner's periodic GC; 30
 # minutes by default). Micro-batches leave garbage that survives a young collection: the old
 # generation filled with it by ~0.7 MiB a minute while the live heap stayed near 68 MiB, touching

@@ -58,6 +58,19 @@ def test_the_driver_collects_its_whole_heap_periodically(spark):
     # pages all the while (the soak bench measures what that does to resident memory).
     assert spark.sparkContext.getConf().get("spark.cleaner.periodicGC.interval") == PERIODIC_GC
 
+def test_the_drivers_heap_starts_small_and_gives_back_at_the_next_full_collection(spark):
+    # A JVM otherwise starts with a sixty-fourth of the machine's memory as its heap (384 MiB
+    # here), never goes below it, and gives back what a burst took over four full collections:
+    # micro-batches' garbage touched its pages one after another (bench/out/NOTES.md#jvm-heap-size).
+    jvm = spark._jvm
+    diagnostic = jvm.java.lang.management.ManagementFactory.getPlatformMXBean(
+        jvm.java.lang.Class.forName("com.sun.management.HotSpotDiagnosticMXBean"))
+    assert int(diagnostic.getVMOption("InitialHeapSize").getValue()) == 64 * 2**20
+    assert diagnostic.getVMOption("ShrinkHeapInSteps").getValue() == "false"
+    jvm.java.lang.System.gc()
+    assert jvm.java.lang.Runtime.getRuntime().totalMemory() < 200 * 2**20
+
+
 def run(spark, store, tmp_path, sources, recording=None):
     ingestion = SparkIngestion(spark, store, sources, tmp_path / "checkpoints", tmp_path / "quarantine",
                                None if recording is None else Recordings(recording))
