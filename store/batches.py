@@ -30,10 +30,10 @@ import pyoxigraph as ox
 from rspstar.config.schema import default
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
-from .codec import IGNORED, REJECTED, Payload, decode_all, literal_of, stored_to_canonical
+from .codec import IGNORED, REJECTED, Payload, decode_all, stored_to_canonical
 from .landing import file_safe, replace_text
 from .rdf_input import Element, read_elements
-from .staged import StagedElement
+from .staged import StagedElement, Stamps
 from .stream_store import StreamStore
 
 log = logging.getLogger(__name__)
@@ -86,16 +86,9 @@ class EncodedElements:
         return b"".join(self.texts)
 
     def staged(self, timestamp_predicate: str) -> list[StagedElement]:
-        predicate = ox.NamedNode(timestamp_predicate)
-        # A batch's elements share few timestamps, and their stamps are shared (staged.Stamps).
-        stamps: dict[tuple[str, str], tuple[ox.NamedNode, ox.Literal]] = {}
-        staged = []
-        for graph, instant, value, kind in zip(self.graphs, self.instants, self.stamps, self.stamp_types):
-            stamp = stamps.get((value, kind))
-            if stamp is None:
-                stamp = stamps[(value, kind)] = (predicate, literal_of(value, kind))
-            staged.append(StagedElement(graph, instant, stamp))
-        return staged
+        stamps = Stamps()       # a batch's elements share few timestamps
+        return [StagedElement(graph, instant, stamps.of_text(timestamp_predicate, value, kind))
+                for graph, instant, value, kind in zip(self.graphs, self.instants, self.stamps, self.stamp_types)]
 
     def elements(self, stream: str, timestamp_predicate: str) -> list[Element]:
         """The elements read back from their stored form one by one, in input order (for the

@@ -268,14 +268,8 @@ def encode(payloads, timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> list[
 
 
 def _literal_type(literal: ox.Literal) -> str:
+    """A literal's datatype IRI, or "@" and its language tag (staged.literal_of reads it back)."""
     return "@" + literal.language if literal.language else literal.datatype.value
-
-
-def literal_of(value: str, kind: str) -> ox.Literal:
-    """The literal `encode` wrote as its value and `_literal_type`."""
-    if kind.startswith("@"):
-        return ox.Literal(value, language=kind[1:])
-    return ox.Literal(value, datatype=ox.NamedNode(kind))
 
 
 class EncodeBatches:

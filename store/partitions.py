@@ -32,9 +32,9 @@ from rspstar.translator.uncertainty import FunctionLibrary
 from rspstar.translator.validate import compile_query
 from rspstar.translator.vocabulary import timestamps_graph
 
-from .codec import Payload, canonical, decode, literal_of
+from .codec import Payload, canonical, decode
 from .rdf_input import Element
-from .staged import StagedElement
+from .staged import StagedElement, Stamps
 from .stream_store import StreamStore
 from .terms import select_rows, term_to_ntriples, triple_to_ntriples
 
@@ -364,7 +364,7 @@ def _stored_form(stream: str, items: list[tuple[int, str]]) -> tuple[bytes, list
     """Elements in canonical N-Quads as the store holds them (codec.stored_form) with their
     staged entries, or None when one does not start with a plain timestamp triple."""
     ts_graph = " <%s> ." % timestamps_graph(stream)
-    stamps: dict[tuple[str, str, str], tuple[ox.NamedNode, ox.Literal]] = {}     # shared (staged.Stamps)
+    stamps = Stamps()
     staged, parts = [], []
     for timestamp, text in items:
         end = text.find("\n")
@@ -372,10 +372,7 @@ def _stored_form(stream: str, items: list[tuple[int, str]]) -> tuple[bytes, list
         if first is None:
             return None
         graph, predicate, value, datatype = first.groups()
-        stamp = stamps.get((predicate, value, datatype))
-        if stamp is None:
-            stamp = stamps[(predicate, value, datatype)] = (ox.NamedNode(predicate), literal_of(value, datatype))
-        staged.append(StagedElement(graph, timestamp, stamp))
+        staged.append(StagedElement(graph, timestamp, stamps.of_text(predicate, value, datatype)))
         parts += [text[:first.end() - 2], ts_graph, text[first.end():]]
     return "".join(parts).encode("utf-8"), staged
 

@@ -32,11 +32,26 @@ class Stamps:
     (bench/out/NOTES.md#shared-stamps). Kept for one batch or document only."""
 
     def __init__(self):
-        self._seen: dict[tuple[ox.NamedNode, ox.Literal], tuple[ox.NamedNode, ox.Literal]] = {}
+        self._seen: dict[tuple, tuple[ox.NamedNode, ox.Literal]] = {}
 
     def __call__(self, predicate: ox.NamedNode, literal: ox.Literal) -> tuple[ox.NamedNode, ox.Literal]:
         stamp = (predicate, literal)
         return self._seen.setdefault(stamp, stamp)
+
+    def of_text(self, predicate: str, value: str, kind: str) -> tuple[ox.NamedNode, ox.Literal]:
+        """The stamp of a timestamp triple given as text (its predicate's IRI, its literal's
+        value and `kind`, as literal_of takes them), built once per distinct text."""
+        stamp = self._seen.get((predicate, value, kind))
+        if stamp is None:
+            stamp = self._seen[(predicate, value, kind)] = (ox.NamedNode(predicate), literal_of(value, kind))
+        return stamp
+
+
+def literal_of(value: str, kind: str) -> ox.Literal:
+    """A literal from its value and `kind`: its datatype's IRI, or "@" and its language tag."""
+    if kind.startswith("@"):
+        return ox.Literal(value, language=kind[1:])
+    return ox.Literal(value, datatype=ox.NamedNode(kind))
 
 
 class PartWrite:
