@@ -339,6 +339,7 @@ class _ConstantGroup:
         self._unread: dict[tuple, dict[QueryEvaluator, list[dict]]] = {}
         self._uncompiled = False      # the members' query did not compile: each goes alone
         self._distinct: dict[tuple[str, ...], int] = {}   # members per set of constants
+        self._running: dict[tuple, threading.Event] = {}    # ranges being evaluated, set when done
         self._lock = threading.Lock()
 
     def add(self, evaluator: "QueryEvaluator", constants: tuple[str, ...]) -> None:
@@ -372,26 +373,43 @@ class _ConstantGroup:
         every member; None when the group's query does not compile or the evaluator has left
         (it then evaluates the range alone). Ranges ending at or before `window_opens` are
         dropped for the stream."""
-        with self._lock:
-            taken = self._take_unread(evaluator, key)
-            if taken is not None:     # another member's evaluation came between `unread` and here
-                return taken[0]
-            if evaluator not in self.members:
-                return None
-            try:
-                template, rows_of = self._compile()
-            except TranslatorError:
-                log.exception("queries differing in constants: their group's query does not compile; "
-                              "each evaluates alone until the group changes")
-                self._uncompiled = True
-                return None
+        while True:
+            with self._lock:
+                taken = self._take_unread(evaluator, key)
+                if taken is not None:     # another member's evaluation came between `unread` and here
+                    return taken[0]
+                if evaluator not in self.members:
+                    return None
+                running = self._running.get(key)
+                if running is None:
+                    try:
+                        template, rows_of = self._compile()
+                    except TranslatorError:
+                        log.exception("queries differing in constants: their group's query does not compile; "
+                                      "each evaluates alone until the group changes")
+                        self._uncompiled = True
+                        return None
+                    members = dict(self.members)
+                    running = self._running[key] = threading.Event()
+                    break
+            # Another member is evaluating this range: its rows for this one follow (or, if it
+            # failed or this one joined since, this one evaluates it).
+            running.wait()
+        # Evaluated outside the lock: members join and leave meanwhile, without waiting for it.
+        try:
             apart = evaluator.store.evaluate(template, {evaluator.incremental_window: elements}, evaluator.functions,
                                              lambda result: select_rows_by(result, self.query.marker))
-            self._unread[key] = {member: (apart.get(rows_of[constants], []), len(elements))
-                                 for member, constants in self.members.items() if member is not evaluator}
-            for old in [k for k in self._unread if k[0] == key[0] and k[2] <= window_opens]:
-                del self._unread[old]
-            return apart.get(rows_of[self.members[evaluator]], [])
+            with self._lock:
+                self._unread[key] = {member: (apart.get(rows_of[constants], []), len(elements))
+                                     for member, constants in members.items()
+                                     if member is not evaluator and member in self.members}
+                for old in [k for k in self._unread if k[0] == key[0] and k[2] <= window_opens]:
+                    del self._unread[old]
+        finally:
+            with self._lock:
+                del self._running[key]
+            running.set()
+        return apart.get(rows_of[members[evaluator]], [])
 
     def unread(self, evaluator: "QueryEvaluator", key: tuple) -> tuple[list[dict], int] | None:
         """The rows of `evaluator`'s range `key` and the elements it holds, when an evaluation

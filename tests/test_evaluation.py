@@ -1,5 +1,7 @@
 """Evaluating a registered query at an instant (endpoint/evaluation.py): incremental evaluation
 of sliding windows against evaluating every window from scratch."""
+import threading
+
 import pyoxigraph as ox
 
 from rspstar.endpoint.evaluation import ConstantGroups, EvaluationOptions, QueryEvaluator, RangeResults
@@ -362,3 +364,39 @@ def test_many_queries_of_one_shape_cost_their_group_not_each_member(monkeypatch)
     assert len([a for a in looked_up if a[1] >= T0]) == 5
     # The cache keeps only ranges a window can still reach (the last opens at T0 + 1 s), as it goes.
     assert shared._rows and all(lo >= T0 + S for _, _, lo, _, _ in shared._rows)
+
+
+def test_queries_join_and_leave_a_group_while_it_evaluates_a_range_without_waiting_for_it():
+    # A registration or removal waited for the group's evaluation in progress (up to its whole
+    # time: 0.1-0.5 s with a thousand members), which the one lock of a group made it do.
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(40)])
+    groups = ConstantGroups()
+    first, second = (QueryEvaluator(compile_query(threshold_query(t)), store, groups=groups) for t in (3, 10))
+    reference = QueryEvaluator(compile_query(threshold_query(3)), store)
+    inside, release = threading.Event(), threading.Event()
+    real = store.evaluate
+
+    def held(template, elements, *rest):
+        inside.set()
+        assert release.wait(30)
+        return real(template, elements, *rest)
+
+    store.evaluate = held
+    store.advance_watermark(STREAM, T0 + 2 * S)
+    result = []
+    evaluating = threading.Thread(target=lambda: result.append(first.evaluate(T0 + 2 * S)))
+    evaluating.start()
+    assert inside.wait(30)
+    joined = threading.Thread(target=lambda: QueryEvaluator(compile_query(threshold_query(25)), store, groups=groups))
+    joined.start()
+    joined.join(5)
+    left = threading.Thread(target=second.close)
+    left.start()
+    left.join(5)
+    done_while_evaluating = not joined.is_alive() and not left.is_alive()
+    release.set()
+    evaluating.join(30)
+    store.evaluate = real
+    assert done_while_evaluating
+    assert bag(result[0].rows) == bag(reference.evaluate(T0 + 2 * S).rows)
