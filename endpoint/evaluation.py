@@ -336,6 +336,7 @@ class _ConstantGroup:
         self._forget = forget
         self.members: dict[QueryEvaluator, tuple[str, ...]] = {}
         self._compiled: tuple[Template, dict[tuple[str, ...], int]] | None = None
+        self._changes = 0             # membership changes: a query compiled before one is stale
         self._unread: dict[tuple, dict[QueryEvaluator, list[dict]]] = {}
         self._uncompiled = False      # the members' query did not compile: each goes alone
         self._distinct: dict[tuple[str, ...], int] = {}   # members per set of constants
@@ -347,6 +348,7 @@ class _ConstantGroup:
             self.members[evaluator] = constants
             self._distinct[constants] = self._distinct.get(constants, 0) + 1
             self._compiled, self._uncompiled = None, False
+            self._changes += 1
 
     def leave(self, evaluator: "QueryEvaluator") -> None:
         with self._lock:
@@ -356,6 +358,7 @@ class _ConstantGroup:
                 if not self._distinct[constants]:
                     del self._distinct[constants]
             self._compiled, self._uncompiled = None, False
+            self._changes += 1
             for unread in self._unread.values():
                 unread.pop(evaluator, None)
         self._forget()
@@ -382,21 +385,28 @@ class _ConstantGroup:
                     return None
                 running = self._running.get(key)
                 if running is None:
-                    try:
-                        template, rows_of = self._compile()
-                    except TranslatorError:
-                        log.exception("queries differing in constants: their group's query does not compile; "
-                                      "each evaluates alone until the group changes")
-                        self._uncompiled = True
-                        return None
-                    members = dict(self.members)
+                    compiled, changes, members = self._compiled, self._changes, dict(self.members)
                     running = self._running[key] = threading.Event()
                     break
             # Another member is evaluating this range: its rows for this one follow (or, if it
             # failed or this one joined since, this one evaluates it).
             running.wait()
-        # Evaluated outside the lock: members join and leave meanwhile, without waiting for it.
+        # Compiled and evaluated outside the lock: members join and leave meanwhile without
+        # waiting (compiling a thousand members' constants takes tens of milliseconds).
         try:
+            if compiled is None:
+                try:
+                    compiled = self._compile(members)
+                except TranslatorError:
+                    log.exception("queries differing in constants: their group's query does not compile; "
+                                  "each evaluates alone until the group changes")
+                    with self._lock:
+                        self._uncompiled = self._changes == changes
+                    return None
+                with self._lock:
+                    if self._changes == changes:
+                        self._compiled = compiled
+            template, rows_of = compiled
             apart = evaluator.store.evaluate(template, {evaluator.incremental_window: elements}, evaluator.functions,
                                              lambda result: select_rows_by(result, self.query.marker))
             with self._lock:
@@ -421,12 +431,11 @@ class _ConstantGroup:
         unread = self._unread.get(key)
         return unread.pop(evaluator) if unread is not None and evaluator in unread else None
 
-    def _compile(self) -> tuple[Template, dict[tuple[str, ...], int]]:
-        if self._compiled is None:
-            table = sorted(set(self.members.values()))
-            template = compile_template(parse_query(self.query.text(table)), self.options)
-            self._compiled = template, {constants: k for k, constants in enumerate(table)}
-        return self._compiled
+    def _compile(self, members: dict["QueryEvaluator", tuple[str, ...]]) -> tuple[Template, dict[tuple[str, ...], int]]:
+        """The query evaluating every member's constants, and each set of constants' row."""
+        table = sorted(set(members.values()))
+        template = compile_template(parse_query(self.query.text(table)), self.options)
+        return template, {constants: k for k, constants in enumerate(table)}
 
 
 class QueryEvaluator:
