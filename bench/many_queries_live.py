@@ -37,6 +37,13 @@ WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?value FILTER(?value > 
 """
 
 
+def spread(times: list[float]) -> str:
+    """p50 / p99 / max of per-query times (ms), which one was the slowest and how many took over 50 ms."""
+    slowest = max(range(len(times)), key=times.__getitem__)
+    return "%.1f / %.1f / %.1f (the slowest: number %d; %d over 50 ms)" % (
+        statistics.median(times), percentile(times, 0.99), times[slowest], slowest + 1, sum(t > 50 for t in times))
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
@@ -87,8 +94,7 @@ def run(queries: int, seconds: int) -> str:
             many = measure(base, process.pid, seconds)
             table.add("with %d more queries of one shape" % queries, "%.0f / %.0f" % (many["p50"], many["p99"]),
                       str(many["evaluations"]), "%.2f; %.2f" % (many["cores"], many["jvm"]), "%.0f" % many["rss"],
-                      "register: %.1f / %.1f / %.1f" % (statistics.median(register), percentile(register, 0.99),
-                                                        max(register)))
+                      "register: %s" % spread(register))
             delete = []
             for k in range(queries):
                 started = time.perf_counter()
@@ -98,7 +104,7 @@ def run(queries: int, seconds: int) -> str:
             after = measure(base, process.pid, seconds)
             table.add("after deleting them", "%.0f / %.0f" % (after["p50"], after["p99"]), str(after["evaluations"]),
                       "%.2f; %.2f" % (after["cores"], after["jvm"]), "%.0f" % after["rss"],
-                      "delete: %.1f / %.1f / %.1f" % (statistics.median(delete), percentile(delete, 0.99), max(delete)))
+                      "delete: %s" % spread(delete))
         finally:
             stop_serve(process)
     return table.markdown()
