@@ -370,6 +370,8 @@ class StreamStore:
         window) and the background, with the `rspu:` functions of `functions`, its result read
         by `convert` (the functions are called as the solutions are read)."""
         rewritten = template.instantiate(elements, self.background.graphs())
+        if not template.calls_rspu:
+            return convert(self.query(rewritten.text, rewritten.default_graph))
         for fused in rewritten.fused_functions:
             functions.add_fused(fused)
         functions.begin_evaluation()

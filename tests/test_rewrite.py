@@ -288,3 +288,34 @@ WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y }
         rewrite(query, elements, ["http://example.org/profile"]).text
     filled = template.instantiate(elements, ["http://example.org/profile"]).text
     assert "VALUES ?g { <http://example.org/a3> <http://example.org/a4> }" in filled and "FILTER(false)" not in filled
+
+
+@pytest.mark.parametrize("prologue, call, calls", [
+    ("PREFIX u: <http://w3id.org/rsp/rspu#>", "u:greaterThan(?u, 20)", True),
+    ("", "<http://w3id.org/rsp/rspu#greaterThan>(?u, 20)", True),
+    ("BASE <http://w3id.org/rsp/>", "<rspu#greaterThan>(?u, 20)", True),
+    ("PREFIX u: <http://w3id.org/rsp/rspu#>", "?u = u:greaterThan", False),
+    ("", "ABS(?u) > 20", False),
+])
+def test_a_template_knows_whether_it_calls_rspu_functions_and_evaluates_the_same(prologue, call, calls):
+    # A query calling none is evaluated without the function table (its closures are built
+    # only for queries that call them); one calling them through any spelling of the IRI has it.
+    from rspstar.translator.rewrite import compile_template
+    query = compile_query("""%s
+PREFIX ex: <http://example.org/>
+SELECT ?s FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT10S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?s ex:u ?u FILTER(%s) } } }""" % (prologue, call))
+    assert compile_template(query).calls_rspu is calls
+    store = StreamStore()
+    store.add_elements("http://example.org/s", read_elements("""
+@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+ex:g1 prov:generatedAtTime "2026-03-01T08:00:01Z"^^xsd:dateTime .
+ex:g1 { ex:a ex:u "N(25, 1)"^^<http://w3id.org/rsp/rspu#distribution> . }
+ex:g2 prov:generatedAtTime "2026-03-01T08:00:02Z"^^xsd:dateTime .
+ex:g2 { ex:b ex:u 30 . }""", "s.trig").elements)
+    store.advance_watermark("http://example.org/s", T0 + 10 * S)
+    rows = QueryEvaluator(query, store).evaluate(T0 + 10 * S).rows
+    # rspu:greaterThan takes a distribution first (a number is an expression error).
+    expected = ["<http://example.org/a>"] if calls else [] if "=" in call else ["<http://example.org/b>"]
+    assert sorted(r["s"] for r in rows) == expected

@@ -8,17 +8,17 @@ checked by Oxigraph when the query is validated (see `validate.py`).
 from __future__ import annotations
 
 from .errors import QuerySyntaxError, TemporalValueError
-from .namespaces import RSPU, XSD
+from .namespaces import XSD
 from .model import ContinuousQuery, CountWindow, QueryForm, R2S, TimeWindow, Window
 from .syntax import (
     Annotation, Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group,
     InlineData, Keyworded, ObjectWithAnnotations, ParsedBody, PropertyValues, ReifiedTriple, Span,
-    SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern, resolve_iri,
+    SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern, calls_rspu, resolve_iri,
 )
 from .temporal import parse_duration, parse_instant
 from .nesting import check_nesting
 from .tokens import (
-    BNODE, EOF, IRI, LANGTAG, NAME, NUMBER, PNAME, STRING, VAR, Token, TokenReader,
+    BNODE, EOF, IRI, LANGTAG, NAME, NUMBER, PNAME, STRING, VAR, Token, TokenReader, Tokens,
 )
 
 
@@ -169,7 +169,7 @@ class _Parser(PrologueReader):
             if tok.kind == VAR:
                 uses[tok.text[1:]] = uses.get(tok.text[1:], 0) + 1
         body = ParsedBody(
-            source=self.source, tokens=self.tokens, prologue=prologue, form_head=Expression(head_parts),
+            source=self.source, tokens=Tokens(self.tokens), prologue=prologue, form_head=Expression(head_parts),
             construct_template=template, where=where, modifiers=modifiers, prefixes=dict(self.prefixes),
             base=self.base, projected=projected, variable_uses=uses, removed=self.removed)
         return ContinuousQuery(
@@ -498,12 +498,7 @@ class _Parser(PrologueReader):
                     self.calls_rspu(start, self.i))
 
     def calls_rspu(self, start: int, end: int) -> bool:
-        for k in range(start, end - 1):
-            tok = self.tokens[k]
-            if tok.kind in (IRI, PNAME) and self.tokens[k + 1].is_punct("(") and \
-                    self.resolve(tok).startswith(RSPU):
-                return True
-        return False
+        return calls_rspu(self.tokens, start, end, lambda k: self.resolve(self.tokens[k]))
 
     def variables_in(self, start: int, end: int) -> frozenset[str]:
         return frozenset(t.text[1:] for t in self.tokens[start:end] if t.kind == VAR)

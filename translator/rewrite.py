@@ -148,6 +148,7 @@ class Template:
     source: SourceText
     fused_functions: tuple[str, ...]
     from_named: list[str] | None             # FROM NAMED graphs: the background GRAPH ranges over
+    calls_rspu: bool = True                  # whether the text calls rspu: functions (fused or not)
 
     def instantiate(self, elements: dict[str, list[str]], background_graphs: list[str]) -> RewrittenQuery:
         filling = _Filling(elements, self.from_named or background_graphs)
@@ -238,7 +239,7 @@ class _Rewriter:
             self.group(body.where, _Context())
         self.expression(body.modifiers, _Context())
         return Template(self.emit.parts, self.query.from_graphs or None, body.source, tuple(sorted(self.fused)),
-                        self.query.from_named_graphs or None)
+                        self.query.from_named_graphs or None, bool(self.fused) or body.calls_rspu())
 
     def expression(self, expression: Expression, ctx: _Context) -> None:
         for part in expression.parts:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Sequence, Union
 
-from .tokens import IRI, SourceText, Token
+from .namespaces import RSPU
+from .tokens import IRI, PNAME, SourceText, Token, Tokens
 
 
 @dataclass
@@ -190,7 +191,7 @@ class ParsedBody:
     """Everything the rewriter needs: tokens, prologue, the WHERE group and modifiers."""
 
     source: SourceText
-    tokens: list[Token]
+    tokens: Tokens
     prologue: Span
     form_head: Expression       # SELECT/CONSTRUCT/ASK clause, R2S keyword and window decls removed
     construct_template: Group | None
@@ -205,6 +206,17 @@ class ParsedBody:
     def resolve(self, token_index: int) -> str:
         """The full IRI of an IRI or prefixed-name token (the parser has checked its prefix)."""
         return resolve_iri(self.tokens[token_index].text, self.tokens[token_index].kind, self.prefixes, self.base)
+
+    def calls_rspu(self) -> bool:
+        """Whether the query calls an rspu: function anywhere."""
+        return calls_rspu(self.tokens, 0, len(self.tokens), self.resolve)
+
+
+def calls_rspu(tokens: Sequence[Token], start: int, end: int, resolve) -> bool:
+    """Whether tokens [start, end) call an rspu: function: an IRI or prefixed name that
+    `resolve` (of a token index) makes an rspu: IRI, followed by '('."""
+    return any(tokens[k].kind in (IRI, PNAME) and tokens[k + 1].is_punct("(") and resolve(k).startswith(RSPU)
+               for k in range(start, end - 1))
 
 
 def resolve_iri(text: str, kind: str, prefixes: dict[str, str], base: str | None) -> str:

@@ -48,7 +48,7 @@ class FunctionLibrary:
 
     def __init__(self, families: FamilyRegistry | None = None, cache: bool = True,
                  operations: dict[str, tuple[str, Callable]] | None = None):
-        self.families = families or default_families()
+        self._families = families
         # name -> (argument kinds, function on decoded values); replaceable to compare
         # other implementations (the benchmark's Monte Carlo) on the same calls.
         self.operations = {**_ON_VALUES, **(operations or {})}
@@ -56,8 +56,23 @@ class FunctionLibrary:
         self.counts = CallCounts()
         self._caches: list[dict[tuple[str, ...], ox.Literal | None]] = []   # one per function
         self._parsed: dict[str, Distribution | str] = {}   # a lexical form's parse, or why it failed
-        self.table = {ox.NamedNode(RSPU + name): self._function(name, (name, *[None] * len(kinds)))
-                      for name, (kinds, _) in self.operations.items()}
+        self._table: dict[ox.NamedNode, Callable] | None = None
+
+    @property
+    def families(self) -> FamilyRegistry:
+        if self._families is None:
+            self._families = default_families()
+        return self._families
+
+    @property
+    def table(self) -> dict[ox.NamedNode, Callable]:
+        """The functions for Oxigraph's `custom_functions`, built when first asked for: every
+        registered query has a library, and most call no rspu: function; the table's closures
+        (about a hundred objects) would be kept for the cycle collector to scan in each."""
+        if self._table is None:
+            self._table = {ox.NamedNode(RSPU + name): self._function(name, (name, *[None] * len(kinds)))
+                           for name, (kinds, _) in self.operations.items()}
+        return self._table
 
     def add_fused(self, iri: str) -> None:
         """Register a fused call: FUSED_PREFIX + its shape, e.g. lessThan(add(_,_),_)."""
