@@ -298,7 +298,7 @@ class Engine:
             if resume_r2s is not None:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
-            registered = RegisteredQuery(spec, query, evaluator, http_sinks,
+            registered = RegisteredQuery(spec, evaluator.query, evaluator, http_sinks,
                                          ResultHistory(self.config.history_limit, history_file,
                                                        self.config.history_bytes), start)
             self._queries[query_id] = registered

@@ -469,6 +469,21 @@ class QueryEvaluator:
                        for w, sub in (join.windows if join else {}).items()}
         self._background = join.background if join else None
         self._background_template: Template | None = None
+        self._parsed_from: str | None = None     # the text of a syntax tree let go of
+        if self.constants is not None:
+            self._let_go_of_syntax_tree()
+
+    def _let_go_of_syntax_tree(self) -> None:
+        """A member of a group keeps its query without the syntax tree: about forty objects
+        that Python's full collections would scan in each of a thousand members, holding every
+        thread meanwhile. What its evaluations read of it is kept (the text its ranges' rows
+        depend on); its own template, needed when it evaluates alone, is compiled from the
+        text parsed again."""
+        if self.shared is not None:
+            self._range_query_text()
+        self._templates.clear()
+        self._parsed_from = self.query.body.source.text
+        self.query = replace(self.query, body=None)
 
     def _join_constants(self, groups: ConstantGroups | None) -> _ConstantGroup | None:
         """The group of queries differing from this one only in constants, when it has such
@@ -630,7 +645,10 @@ class QueryEvaluator:
         """The query compiled under `options`, once."""
         template = self._templates.get(options)
         if template is None:
-            template = self._templates[options] = compile_template(self.query, options)
+            query = self.query
+            if query.body is None:
+                query = replace(query, body=parse_query(self._parsed_from).body)
+            template = self._templates[options] = compile_template(query, options)
         return template
 
     def evaluation_of(self, instant: int, rows: list, count: int, holding: set[str] = frozenset()) -> Evaluation | None:

@@ -312,7 +312,8 @@ def test_a_group_whose_query_does_not_compile_leaves_each_member_to_evaluate_alo
     def refuse(*_):
         raise QuerySyntaxError("refused", 1, 1)
 
-    monkeypatch.setattr("rspstar.endpoint.evaluation.parse_query", refuse)
+    # The group's query (of every member's constants) does not compile; each member's own does.
+    monkeypatch.setattr(evaluation._ConstantGroup, "_compile", refuse)
     store.advance_watermark(STREAM, T0 + 5 * S)
     assert bag(together[1].evaluate(T0 + 5 * S).rows) == bag(alone.evaluate(T0 + 5 * S).rows)
     assert together[1].evaluate(T0 + 5 * S).rows

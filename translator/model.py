@@ -205,7 +205,9 @@ class ContinuousQuery:
     form: QueryForm
     r2s: R2S
     windows: dict[str, Window]
-    body: "ParsedBody"
+    # None in a query whose evaluation no longer reads it (a member of a group of queries
+    # differing in constants keeps its text instead).
+    body: "ParsedBody | None"
     name: str | None = None
     output_stream: str | None = None
     computed_every: int | None = None
