@@ -1,5 +1,6 @@
 """The continuous-query engine on a virtual clock: conformance through live sinks, sink
 outages across a restart, output-stream chaining, completeness triggers, bad input."""
+import gc
 import json
 import re
 import threading
@@ -662,7 +663,6 @@ def test_a_registered_query_keeps_few_objects_for_the_cycle_collector(tmp_path):
     # thread meanwhile, and come as the heap grows by a quarter: with a thousand registered
     # queries (262 tracked objects each: the rspu: functions' closures, the query's tokens and
     # syntax tree) a registration that met one took 100-190 ms.
-    import gc
     store = StreamStore()
     clock = VirtualClock(T0)
     engine = Engine(store, clock, EngineConfig(data_dir=tmp_path, max_delay=0))

@@ -6,7 +6,7 @@ from rspstar.endpoint.evaluation import EvaluationOptions, H4Choice, QueryEvalua
 from rspstar.store.rdf_input import read_elements
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import QuerySyntaxError
-from rspstar.translator.rewrite import rewrite
+from rspstar.translator.rewrite import compile_template, rewrite
 from rspstar.translator.temporal import parse_instant
 from rspstar.translator.uncertainty import FunctionLibrary, UncertaintyError
 from rspstar.translator.validate import compile_query
@@ -275,7 +275,6 @@ WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y }
 
 
 def test_the_template_shows_its_slots_and_fills_into_the_same_text_as_a_rewrite():
-    from rspstar.translator.rewrite import compile_template
     query = compile_query(PREFIXES + """SELECT * FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S]
 WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y } } GRAPH ?b { ?s ?p ?t } }""")
     template = compile_template(query)
@@ -300,7 +299,6 @@ WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y }
 def test_a_template_knows_whether_it_calls_rspu_functions_and_evaluates_the_same(prologue, call, calls):
     # A query calling none is evaluated without the function table (its closures are built
     # only for queries that call them); one calling them through any spelling of the IRI has it.
-    from rspstar.translator.rewrite import compile_template
     query = compile_query("""%s
 PREFIX ex: <http://example.org/>
 SELECT ?s FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT10S]
