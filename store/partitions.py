@@ -20,6 +20,7 @@ import struct
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pyoxigraph as ox
 
@@ -93,8 +94,9 @@ def element_key(element: Element, key: PartitionKey) -> tuple[str | None, str]:
     return None, "%d partition keys: the element's %s triples give %s" % (len(values), key.show(), ", ".join(sorted(values)))
 
 
-@dataclass(frozen=True)
-class KeyedElement:
+class KeyedElement(NamedTuple):
+    """An element keyed (a tuple: tens of thousands are made and unpacked per micro-batch)."""
+
     key: str
     stream: str
     timestamp: int      # µs
@@ -385,16 +387,51 @@ _RESULTS = {QueryForm.SELECT: select_rows,
 
 # Spark's side of a partition, as applyInPandasWithState and mapInPandas call it (pandas frames
 # in and out; the Spark plumbing itself is in ingestion.py).
-KEYED_SCHEMA = "key_group string, key string, stream string, timestamp long, graph string, nquads string, reason string, " \
-               "event_time timestamp"
+KEYED_SCHEMA = "key_group string, elements string, event_time timestamp"
 EMITTED_SCHEMA = "kind string, instant long, key string, payload string, count long"
 STATE_SCHEMA = "after long, oldest long, newest long, blob binary"
 _EMITTED_COLUMNS = ["kind", "instant", "key", "payload", "count"]
-_KEYED_COLUMNS = ["key", "stream", "timestamp", "graph", "nquads", "reason"]
+# A key group's elements from one frame travel as one row, not a row each: Spark's JVM moves,
+# shuffles and hands to Python a row at a cost per row, and pandas builds each row as objects;
+# packed, a thousand elements cost what a few rows do. A pack holds at most this many characters
+# of elements (a larger group's elements are several rows), well under Arrow's 2 GiB per column.
+PACK_CHARS = 8 << 20
+
+
+def packed(found: list[KeyedElement], groups: int) -> list[tuple[str, str, int]]:
+    """Keyed elements as (key group, its elements as one JSON text, their newest timestamp)
+    rows: one per key group, or a few for a group past PACK_CHARS."""
+    rows: list[tuple[str, str, int]] = []
+    by_group: dict[str, list[KeyedElement]] = {}
+    for e in found:
+        by_group.setdefault(key_group(e.key, groups), []).append(e)
+    for group, elements in by_group.items():
+        start, size = 0, 0
+        for at, e in enumerate(elements):
+            # About what the element takes in the JSON text (escapes aside).
+            weight = len(e.nquads) + len(e.graph) + len(e.key) + len(e.stream) + len(e.reason) + 40
+            if at > start and size + weight > PACK_CHARS:
+                rows.append(_pack(group, elements[start:at]))
+                start, size = at, 0
+            size += weight
+        rows.append(_pack(group, elements[start:]))
+    return rows
+
+
+def _pack(group: str, elements: list[KeyedElement]) -> tuple[str, str, int]:
+    return (group, json.dumps(elements),
+            max(e.timestamp for e in elements))
+
+
+def unpacked(text: str) -> list[KeyedElement]:
+    """The elements of a pack (`packed`)."""
+    return [KeyedElement(*fields) for fields in json.loads(text)]
 
 
 class KeyedFrames:
-    """mapInPandas: a source's rows (stream, origin, text, ingest_time) to keyed elements."""
+    """mapInPandas: a source's rows (stream, origin, text, ingest_time) to keyed elements,
+    packed per key group (`packed`); a row's event time is its newest element's, so Spark's
+    watermark is what it would be over the elements themselves."""
 
     def __init__(self, payloads, keys: dict[str, PartitionKey], groups: int):
         self.payloads = payloads     # rows -> payloads, as the source reads them
@@ -404,11 +441,9 @@ class KeyedFrames:
     def __call__(self, frames):
         import pandas as pd
         for frame in frames:
-            found = keyed_elements(self.payloads(frame.to_dict("records")), self.keys)
-            out = pd.DataFrame([[key_group(e.key, self.groups)] + [getattr(e, c) for c in _KEYED_COLUMNS] for e in found],
-                               columns=["key_group"] + _KEYED_COLUMNS)
-            out["timestamp"] = out["timestamp"].astype("int64")
-            out["event_time"] = pd.to_datetime(out["timestamp"], unit="us", utc=True)
+            rows = packed(keyed_elements(self.payloads(frame.to_dict("records")), self.keys), self.groups)
+            out = pd.DataFrame(rows, columns=["key_group", "elements", "newest"])
+            out["event_time"] = pd.to_datetime(out.pop("newest").astype("int64"), unit="us", utc=True)
             yield out
 
 
@@ -430,8 +465,7 @@ class PartitionFunction:
         import pandas as pd
         if self._runner is None:
             self._runner = PlanRunner(self.plan, WORKER_STORES)
-        new = [KeyedElement(row["key"], row["stream"], int(row["timestamp"]), row["graph"], row["nquads"],
-                            row["reason"]) for frame in frames for row in frame.to_dict("records")]
+        new = [e for frame in frames for text in frame["elements"] for e in unpacked(text)]
         watermark_ms = state.getCurrentWatermarkMs()
         saved = tuple(state.get) if state.exists else None
         emitted, keep = self._runner.step(key[0], new, saved, watermark_ms * 1000 if watermark_ms > 0 else None,

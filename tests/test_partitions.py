@@ -13,7 +13,8 @@ from rspstar.endpoint.clock import VirtualClock
 from rspstar.endpoint.engine import Engine, EngineConfig
 from rspstar.store.codec import Payload
 from rspstar.store.partitions import (
-    KEYLESS, NO_KEY, KeptStores, PartitionPlan, PartitionState, PlanRunner, key_group, keyed_elements,
+    KEYLESS, NO_KEY, KeptStores, KeyedFrames, PartitionPlan, PartitionState, PlanRunner, key_group, keyed_elements,
+    packed, unpacked,
 )
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.partition import PartitionError, PartitionKey
@@ -273,6 +274,39 @@ def test_elements_without_one_key_are_set_aside_with_the_reason():
     emitted, state = PlanRunner(plan).step(NO_KEY, [found["http://x.org/g2"], found["http://x.org/g3"]], None, None, 0)
     assert state is None and [row[0] for row in emitted] == [KEYLESS, KEYLESS]
     assert "no partition key" in json.loads(emitted[0][3])["reason"]
+
+
+def test_keyed_elements_travel_packed_one_row_per_key_group_with_the_newest_event_time():
+    directory, manifest = case("sliding-window-count")
+    elements = keyed_elements(stream_payloads(directory, manifest), {OXYGEN: SENSOR})
+    groups = {key_group(e.key, 3) for e in elements}
+    rows = packed(elements, 3)
+    assert len(elements) > len(rows) == len(groups) > 1
+    for group, text, newest in rows:
+        inside = unpacked(text)
+        assert {key_group(e.key, 3) for e in inside} == {group} and newest == max(e.timestamp for e in inside)
+    assert sorted(e for _, text, _ in rows for e in unpacked(text)) == sorted(elements)
+    # As Spark's mapInPandas calls it: a frame of a source's rows in, a frame of packs out.
+    import pandas as pd
+    frames = list(KeyedFrames(lambda records: stream_payloads(directory, manifest), {OXYGEN: SENSOR}, 3)(
+        [pd.DataFrame([{"text": b""}])]))
+    [out] = frames
+    assert list(out.columns) == ["key_group", "elements", "event_time"] and len(out) == len(groups)
+    assert sorted(int(t.value // 1000) for t in out["event_time"]) == sorted(newest for _, _, newest in rows)
+
+
+def test_a_key_group_past_the_pack_limit_travels_in_several_rows_losing_nothing(monkeypatch):
+    from rspstar.store import partitions
+    directory, manifest = case("sliding-window-count")
+    elements = [e for e in keyed_elements(stream_payloads(directory, manifest), {OXYGEN: SENSOR})]
+    monkeypatch.setattr(partitions, "PACK_CHARS", 2 * max(len(e.nquads) for e in elements))
+    rows = packed(elements, 1)
+    assert len(rows) > 1 and {group for group, _, _ in rows} == {"0"}
+    assert all(len(text) < 3 * partitions.PACK_CHARS for _, text, _ in rows)
+    assert [e for _, text, _ in rows for e in unpacked(text)] == elements
+    # One element larger than the limit still travels, alone.
+    monkeypatch.setattr(partitions, "PACK_CHARS", 1)
+    assert [len(unpacked(text)) for _, text, _ in packed(elements, 1)] == [1] * len(elements)
 
 
 def test_a_background_update_reaches_the_partitions_plan():
