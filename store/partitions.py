@@ -20,7 +20,7 @@ import struct
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import pyoxigraph as ox
 
@@ -190,6 +190,26 @@ class PartitionState:
     def elements(self) -> list[tuple[str, int, str]]:
         return [tuple(e) for _, _, data in self._chunks() for e in json.loads(zlib.decompress(data))]
 
+    def _by_digest(self) -> dict[bytes, tuple[int, int, bytes]]:
+        # Equal digests, equal chunks: the same elements appended (a chunk's bytes are its elements).
+        return {hashlib.blake2b(_CHUNK_HEAD.pack(o, n, len(data)) + data, digest_size=16).digest(): (o, n, data)
+                for o, n, data in self._chunks()}
+
+    def lacking(self, held: "PartitionState", bounds: dict[str, int]) -> list[tuple[str, int, str]] | None:
+        """What a store left at state `held` lacks to hold this state's elements that windows can
+        still read (`bounds`, at this state's `after`): the elements of the chunks appended since
+        (elsewhere), or None when that store cannot be brought here: it was evicted past this
+        state (it ran ahead, as the first attempt of a retried micro-batch does), or it holds a
+        chunk this state no longer has that windows can still read (chunks rewritten as one)."""
+        if held.after > self.after:
+            return None
+        floor = min(bounds.values()) if bounds else None
+        mine, theirs = self._by_digest(), held._by_digest()
+        if any(floor is None or newest >= floor for digest, (_, newest, _) in theirs.items() if digest not in mine):
+            return None
+        return [tuple(e) for digest, (_, _, data) in mine.items() if digest not in theirs
+                for e in json.loads(zlib.decompress(data)) if e[1] >= bounds.get(e[0], e[1])]
+
     def row(self) -> tuple:
         return self.after, self.oldest, self.newest, self.blob
 
@@ -206,19 +226,30 @@ class KeptStores:
         self.limit = limit
         self._stores: OrderedDict[tuple, tuple[tuple, StreamStore]] = OrderedDict()
         self.hits = 0
-        self.stale = 0       # found, but left at another state than the one given
+        self.caught_up = 0   # left at another state, brought to the one given
+        self.stale = 0       # left at another state, closed (rebuilt from the state)
 
-    def take(self, key: tuple, saved: tuple | None) -> StreamStore | None:
-        """The store kept for `key` if it was left at state row `saved` (it is no longer kept:
-        give it back with `keep`)."""
+    def take(self, key: tuple, saved: tuple | None,
+             lacking: Callable[[tuple], list[tuple[str, int, str]] | None]) -> StreamStore | None:
+        """The store kept for `key` brought to state row `saved` (it is no longer kept: give it
+        back with `keep`): as it was when left at `saved`; else with the elements `lacking(the
+        row it was left at)` gives added, unless that is None."""
         found = self._stores.pop(key, None)
-        if found is not None and saved is not None and found[0] == tuple(saved):
+        if found is None:
+            return None
+        row, store = found
+        if saved is not None and row == tuple(saved):
             self.hits += 1
-            return found[1]
-        if found is not None:
+            return store
+        missing = lacking(row) if saved is not None else None
+        if missing is None:
             self.stale += 1
-            found[1].close()
-        return None
+            store.close()
+            return None
+        if missing:
+            _add(store, missing)
+        self.caught_up += 1
+        return store
 
     def keep(self, key: tuple, row: tuple, store: StreamStore) -> None:
         self._stores[key] = (row, store)
@@ -271,7 +302,13 @@ class PlanRunner:
             return [(KEYLESS, e.timestamp, e.stream, json.dumps({"graph": e.graph, "reason": e.reason,
                                                                    "nquads": e.nquads}), 1) for e in new], None
         state = PartitionState(*saved) if saved is not None else None
-        store = self.kept.take((self.identity, group), saved) if self.kept is not None else None
+        store = None
+        if self.kept is not None:
+            # Spark gives a group's task to any Python worker of the executor: the store kept
+            # here was often left a micro-batch or more behind, by the same state less the
+            # chunks appended elsewhere since.
+            store = self.kept.take((self.identity, group), saved, lambda row: state.lacking(
+                PartitionState(*row), self.policy.retention(state.after, None)))
         if state is None and not new:
             return [(MARK, -1, group, "", 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)

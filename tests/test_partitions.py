@@ -162,15 +162,21 @@ def test_partitioned_evaluation_gives_the_single_store_results(name, batch_secon
     assert all(PartitionState(*row).elements() for row in left.values())
 
 
-def test_a_kept_store_left_at_another_state_is_rebuilt_from_the_state_not_used():
+@pytest.mark.parametrize("max_chunks", [32, 3])
+def test_a_kept_store_left_at_another_state_is_brought_to_it_or_rebuilt(monkeypatch, max_chunks):
     # Two workers, the one group moving between them every two batches: each time it comes
-    # back, the store its worker kept is stale (the other worker moved the state on).
+    # back, the store its worker kept was left behind (the other worker moved the state on).
+    # It takes the chunks appended since; when the state's chunks were rewritten as one
+    # (past max_chunks) it cannot tell which of their elements it holds, and is rebuilt.
+    from rspstar.store import partitions
+    monkeypatch.setattr(partitions, "MAX_CHUNKS", max_chunks)
     directory, manifest, keys, engine, registered = registered_case("sliding-window-count", key_groups=1)
     plan = engine.partition_plan("q")
     workers = [PlanRunner(plan, KeptStores(8)), PlanRunner(plan, KeptStores(8))]
     batches, _ = play(workers, keyed_elements(stream_payloads(directory, manifest), keys),
                       parse_instant(manifest["to"]), 1_000_000)
-    assert all(w.kept.stale > 0 and w.kept.hits > 0 for w in workers)
+    assert all(w.kept.caught_up > 0 and w.kept.hits > 0 for w in workers)
+    assert all((w.kept.stale == 0) == (max_chunks == 32) for w in workers)
     for emitted in batches:
         engine.accept_partitions("q", emitted)
     expected = [json.loads(line) for line in (directory / manifest["expected"]).read_text().splitlines() if line]
@@ -178,13 +184,16 @@ def test_a_kept_store_left_at_another_state_is_rebuilt_from_the_state_not_used()
     assert not compare_lines(expected, actual, manifest.get("ordered", False))
 
 
-def test_a_retried_micro_batch_is_not_served_by_the_store_its_first_attempt_left():
+@pytest.mark.parametrize("arriving", ["half", "none"])
+def test_a_retried_micro_batch_is_not_served_by_the_store_its_first_attempt_left(arriving):
     # Spark retries a micro-batch with the state before it: the store the first attempt left
-    # holds the batch's elements already, so it is rebuilt; the retry emits what a fresh worker does.
+    # holds the batch's elements already, or has evicted what the retry's instants read (a
+    # batch with nothing new that moved the group's instants on), so it is rebuilt; the retry
+    # emits what a fresh worker does.
     directory, manifest, keys, engine, _ = registered_case("sliding-window-count", key_groups=1)
     plan = engine.partition_plan("q")
     elements = sorted(keyed_elements(stream_payloads(directory, manifest), keys), key=lambda e: e.timestamp)
-    half = len(elements) // 2
+    half = len(elements) // 2 if arriving == "half" else len(elements)
     worker = PlanRunner(plan, KeptStores(8))
     _, state = worker.step("0", elements[:half], None, None, 0)
     watermark = elements[-1].timestamp + 1
