@@ -9,7 +9,6 @@ Spark checkpoints).
 """
 from __future__ import annotations
 
-import gc
 import hashlib
 import logging
 import os
@@ -27,6 +26,7 @@ import pyoxigraph as ox
 from rspstar.store.landing import file_safe
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.disk import DiskGuard
+from rspstar.store.heap import settle_heap
 from rspstar.store.recordings import Recordings
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.vocabulary import BATCHES_GRAPH
@@ -54,16 +54,6 @@ def configure_process() -> None:
     before any thread starts."""
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
     limit_arenas()
-
-
-def settle_heap() -> None:
-    """Take what the engine holds once started (modules, Spark's session, the queries restored
-    and configured) out of Python's full collections: each scans every tracked object with every
-    thread held, and they come whenever the heap has grown by a quarter, so a registration or an
-    evaluation that met one waited for the whole start-up's objects to be scanned again. A
-    restored query deleted later keeps what it held in reference cycles (a few objects)."""
-    gc.collect()
-    gc.freeze()
 
 
 def source_configs(config: Config, data_dir: Path) -> list:

@@ -34,6 +34,7 @@ from rspstar.translator.validate import compile_query
 from rspstar.translator.vocabulary import timestamps_graph
 
 from .codec import Payload, canonical, decode
+from .heap import settle_worker_heap
 from .rdf_input import Element
 from .staged import StagedElement, Stamps
 from .stream_store import StreamStore
@@ -424,21 +425,23 @@ _RESULTS = {QueryForm.SELECT: select_rows,
 
 # Spark's side of a partition, as applyInPandasWithState and mapInPandas call it (pandas frames
 # in and out; the Spark plumbing itself is in ingestion.py).
-KEYED_SCHEMA = "key_group string, elements string, event_time timestamp"
+KEYED_SCHEMA = "key_group string, elements binary, event_time timestamp"
 EMITTED_SCHEMA = "kind string, instant long, key string, payload string, count long"
 STATE_SCHEMA = "after long, oldest long, newest long, blob binary"
 _EMITTED_COLUMNS = ["kind", "instant", "key", "payload", "count"]
 # A key group's elements from one frame travel as one row, not a row each: Spark's JVM moves,
 # shuffles and hands to Python a row at a cost per row, and pandas builds each row as objects;
-# packed, a thousand elements cost what a few rows do. A pack holds at most this many characters
-# of elements (a larger group's elements are several rows), well under Arrow's 2 GiB per column.
+# packed, a thousand elements cost what a few rows do. A pack is JSON compressed (N-Quads text
+# shrinks several times, and every byte is copied through Arrow and the shuffle); it holds at
+# most this many characters of elements before compression (a larger group's elements are
+# several rows), well under Arrow's 2 GiB per column.
 PACK_CHARS = 8 << 20
 
 
-def packed(found: list[KeyedElement], groups: int) -> list[tuple[str, str, int]]:
-    """Keyed elements as (key group, its elements as one JSON text, their newest timestamp)
+def packed(found: list[KeyedElement], groups: int) -> list[tuple[str, bytes, int]]:
+    """Keyed elements as (key group, its elements as one compressed JSON text, their newest timestamp)
     rows: one per key group, or a few for a group past PACK_CHARS."""
-    rows: list[tuple[str, str, int]] = []
+    rows: list[tuple[str, bytes, int]] = []
     by_group: dict[str, list[KeyedElement]] = {}
     for e in found:
         by_group.setdefault(key_group(e.key, groups), []).append(e)
@@ -455,14 +458,14 @@ def packed(found: list[KeyedElement], groups: int) -> list[tuple[str, str, int]]
     return rows
 
 
-def _pack(group: str, elements: list[KeyedElement]) -> tuple[str, str, int]:
-    return (group, json.dumps(elements),
+def _pack(group: str, elements: list[KeyedElement]) -> tuple[str, bytes, int]:
+    return (group, zlib.compress(json.dumps(elements).encode("utf-8"), 1),
             max(e.timestamp for e in elements))
 
 
-def unpacked(text: str) -> list[KeyedElement]:
+def unpacked(pack: bytes) -> list[KeyedElement]:
     """The elements of a pack (`packed`)."""
-    return [KeyedElement(*fields) for fields in json.loads(text)]
+    return [KeyedElement(*fields) for fields in json.loads(zlib.decompress(pack))]
 
 
 class KeyedFrames:
@@ -477,6 +480,7 @@ class KeyedFrames:
 
     def __call__(self, frames):
         import pandas as pd
+        settle_worker_heap()
         for frame in frames:
             rows = packed(keyed_elements(self.payloads(frame.to_dict("records")), self.keys), self.groups)
             out = pd.DataFrame(rows, columns=["key_group", "elements", "newest"])
@@ -501,8 +505,9 @@ class PartitionFunction:
     def __call__(self, key, frames, state):
         import pandas as pd
         if self._runner is None:
+            settle_worker_heap()
             self._runner = PlanRunner(self.plan, WORKER_STORES)
-        new = [e for frame in frames for text in frame["elements"] for e in unpacked(text)]
+        new = [e for frame in frames for pack in frame["elements"] for e in unpacked(pack)]
         watermark_ms = state.getCurrentWatermarkMs()
         saved = tuple(state.get) if state.exists else None
         emitted, keep = self._runner.step(key[0], new, saved, watermark_ms * 1000 if watermark_ms > 0 else None,

@@ -291,10 +291,10 @@ def test_keyed_elements_travel_packed_one_row_per_key_group_with_the_newest_even
     groups = {key_group(e.key, 3) for e in elements}
     rows = packed(elements, 3)
     assert len(elements) > len(rows) == len(groups) > 1
-    for group, text, newest in rows:
-        inside = unpacked(text)
+    for group, pack, newest in rows:
+        inside = unpacked(pack)
         assert {key_group(e.key, 3) for e in inside} == {group} and newest == max(e.timestamp for e in inside)
-    assert sorted(e for _, text, _ in rows for e in unpacked(text)) == sorted(elements)
+    assert sorted(e for _, pack, _ in rows for e in unpacked(pack)) == sorted(elements)
     # As Spark's mapInPandas calls it: a frame of a source's rows in, a frame of packs out.
     import pandas as pd
     frames = list(KeyedFrames(lambda records: stream_payloads(directory, manifest), {OXYGEN: SENSOR}, 3)(
@@ -311,11 +311,11 @@ def test_a_key_group_past_the_pack_limit_travels_in_several_rows_losing_nothing(
     monkeypatch.setattr(partitions, "PACK_CHARS", 2 * max(len(e.nquads) for e in elements))
     rows = packed(elements, 1)
     assert len(rows) > 1 and {group for group, _, _ in rows} == {"0"}
-    assert all(len(text) < 3 * partitions.PACK_CHARS for _, text, _ in rows)
-    assert [e for _, text, _ in rows for e in unpacked(text)] == elements
+    assert all(len(zlib.decompress(pack)) < 3 * partitions.PACK_CHARS for _, pack, _ in rows)
+    assert [e for _, pack, _ in rows for e in unpacked(pack)] == elements
     # One element larger than the limit still travels, alone.
     monkeypatch.setattr(partitions, "PACK_CHARS", 1)
-    assert [len(unpacked(text)) for _, text, _ in packed(elements, 1)] == [1] * len(elements)
+    assert [len(unpacked(pack)) for _, pack, _ in packed(elements, 1)] == [1] * len(elements)
 
 
 def test_a_background_update_reaches_the_partitions_plan():
@@ -479,3 +479,27 @@ def test_a_group_store_takes_elements_as_the_single_store_does_and_evicts_them_w
     assert group.elements_in("http://s", 0, 2 ** 62) == ["http://example.org/g1"]
     group.evict_before("http://s", element.timestamp + 1)
     assert list(group.oxigraph) == []
+
+
+def test_a_spark_python_worker_settles_its_heap_at_its_first_task_only():
+    # What a worker imported is taken out of Python's full collections once; what its tasks
+    # make later (kept stores) stays collectable. In a process of its own: freezing is for good.
+    import subprocess
+    import sys
+    script = """
+import gc
+import pandas as pd
+from rspstar.store.partitions import KeyedFrames
+from rspstar.translator.partition import PartitionKey
+assert gc.get_freeze_count() == 0
+frames = KeyedFrames(lambda records: [], {"http://s": PartitionKey("http://p")}, 4)
+assert [len(out) for out in frames([pd.DataFrame([{"text": b""}])])] == [0]
+frozen = gc.get_freeze_count()
+kept = [[object()] for _ in range(1000)]
+list(frames([pd.DataFrame([{"text": b""}])]))
+print(frozen, gc.get_freeze_count())
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    first, later = map(int, out.stdout.split())
+    assert first > 1000 and later == first
