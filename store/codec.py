@@ -16,7 +16,7 @@ from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_gr
 
 from . import formats
 from .errors import RdfInputError
-from .heap import settle_worker_heap
+from .heap import WORKER_HEAP
 from .rdf_input import XSD_DATETIME, Element, instant_literal, read_elements, read_envelope
 
 _GENERATED_AT_TIME = ox.NamedNode(PROV_GENERATED_AT_TIME)
@@ -283,7 +283,7 @@ class EncodeBatches:
 
     def __call__(self, batches):
         import pyarrow as pa
-        settle_worker_heap()
+        WORKER_HEAP.settle()
         schema = None
         for batch in batches:
             rows = batch.to_pylist()

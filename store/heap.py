@@ -16,9 +16,20 @@ def settle_heap() -> None:
     gc.freeze()
 
 
-def settle_worker_heap() -> None:
-    """In a Spark Python worker, at the start of a task: settle the heap the first time only
-    (what the worker imported; its later objects, kept stores among them, stay collectable).
-    Spark reuses its Python workers, so that first time is once per worker process."""
-    if gc.get_freeze_count() == 0:
-        settle_heap()
+class WorkerHeap:
+    """A Spark Python worker's heap, settled at the worker's first task: what the worker
+    imported. Its later objects, kept stores among them, stay collectable. Spark reuses its
+    Python workers, so that first time is once per worker process; the one instance,
+    WORKER_HEAP, stands for the process's heap, which is one per process as the collector's
+    own state is (`gc.get_freeze_count()` would tell as well, but walks every frozen object)."""
+
+    def __init__(self) -> None:
+        self.settled = False
+
+    def settle(self) -> None:
+        if not self.settled:
+            settle_heap()
+            self.settled = True
+
+
+WORKER_HEAP = WorkerHeap()

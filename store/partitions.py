@@ -34,7 +34,7 @@ from rspstar.translator.validate import compile_query
 from rspstar.translator.vocabulary import timestamps_graph
 
 from .codec import Payload, canonical, decode
-from .heap import settle_worker_heap
+from .heap import WORKER_HEAP
 from .rdf_input import Element
 from .staged import StagedElement, Stamps
 from .stream_store import StreamStore
@@ -480,7 +480,7 @@ class KeyedFrames:
 
     def __call__(self, frames):
         import pandas as pd
-        settle_worker_heap()
+        WORKER_HEAP.settle()
         for frame in frames:
             rows = packed(keyed_elements(self.payloads(frame.to_dict("records")), self.keys), self.groups)
             out = pd.DataFrame(rows, columns=["key_group", "elements", "newest"])
@@ -505,7 +505,7 @@ class PartitionFunction:
     def __call__(self, key, frames, state):
         import pandas as pd
         if self._runner is None:
-            settle_worker_heap()
+            WORKER_HEAP.settle()
             self._runner = PlanRunner(self.plan, WORKER_STORES)
         new = [e for frame in frames for pack in frame["elements"] for e in unpacked(pack)]
         watermark_ms = state.getCurrentWatermarkMs()
