@@ -192,9 +192,9 @@ class PartitionState:
         return [tuple(e) for _, _, data in self._chunks() for e in json.loads(zlib.decompress(data))]
 
     def _by_digest(self) -> dict[bytes, tuple[int, int, bytes]]:
-        # Equal digests, equal chunks: the same elements appended (a chunk's bytes are its elements).
-        return {hashlib.blake2b(_CHUNK_HEAD.pack(o, n, len(data)) + data, digest_size=16).digest(): (o, n, data)
-                for o, n, data in self._chunks()}
+        # Equal digests, equal chunks: the same elements appended (a chunk's data is its elements,
+        # and its oldest and newest timestamps are theirs).
+        return {hashlib.blake2b(data, digest_size=16).digest(): (o, n, data) for o, n, data in self._chunks()}
 
     def lacking(self, held: "PartitionState", bounds: dict[str, int]) -> list[tuple[str, int, str]] | None:
         """What a store left at state `held` lacks to hold this state's elements that windows can
