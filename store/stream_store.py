@@ -372,10 +372,9 @@ class StreamStore:
         rewritten = template.instantiate(elements, self.background.graphs())
         if not template.calls_rspu:
             return convert(self.query(rewritten.text, rewritten.default_graph))
-        for fused in rewritten.fused_functions:
-            functions.add_fused(fused)
+        table = functions.table_for(rewritten.fused_functions)
         functions.begin_evaluation()
-        return convert(self.query(rewritten.text, rewritten.default_graph, functions.table))
+        return convert(self.query(rewritten.text, rewritten.default_graph, table))
 
     def close(self) -> None:
         """Flush and release the Oxigraph store (an on-disk store's lock goes with it), even

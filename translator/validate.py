@@ -98,7 +98,7 @@ def _compile(text: str, functions: FunctionLibrary | None) -> ContinuousQuery:
 def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, functions: FunctionLibrary) -> None:
     probe = ox.Store()
     try:
-        probe.query(rewritten.text, custom_functions=functions.table)
+        probe.query(rewritten.text, custom_functions=functions.table_for(rewritten.fused_functions))
     except SyntaxError as e:
         raise _locate(query, rewritten, str(e), probe, functions) from None
     except RuntimeError as e:

@@ -74,6 +74,13 @@ class FunctionLibrary:
                            for name, (kinds, _) in self.operations.items()}
         return self._table
 
+    def table_for(self, fused: tuple[str, ...]) -> dict[ox.NamedNode, Callable]:
+        """The table with the fused calls a rewritten query makes (its `fused_functions`):
+        every place that hands a rewritten query to Oxigraph asks through here."""
+        for iri in fused:
+            self.add_fused(iri)
+        return self.table
+
     def add_fused(self, iri: str) -> None:
         """Register a fused call: FUSED_PREFIX + its shape, e.g. lessThan(add(_,_),_)."""
         node = ox.NamedNode(iri)
