@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PREFIXES, Table, machine, process_tree_by_kind, publish  # noqa: E402
 from uncertainty_tvs import LISTING_2, START, tvs_streams  # noqa: E402
 
-from rspstar.endpoint.clock import VirtualClock  # noqa: E402
-from rspstar.endpoint.engine import Engine, EngineConfig  # noqa: E402
-from rspstar.endpoint.replay import Replay, ReplayInput  # noqa: E402
+from rspstar.endpoint.engine.clock import VirtualClock  # noqa: E402
+from rspstar.endpoint.engine.runner import Engine, EngineConfig  # noqa: E402
+from rspstar.endpoint.engine.replay import Replay, ReplayInput  # noqa: E402
 from rspstar.config.schema import default  # noqa: E402
 from rspstar.store.stream_store import StreamStore  # noqa: E402
 from rspstar.translator.partition import PartitionKey  # noqa: E402

@@ -26,7 +26,7 @@ import pyoxigraph as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, peak_rss_mib, publish, sensor_stream  # noqa: E402
 
-from rspstar.endpoint.replay import Replay, ReplayInput  # noqa: E402
+from rspstar.endpoint.engine.replay import Replay, ReplayInput  # noqa: E402
 from rspstar.endpoint.allocator import use_jemalloc  # noqa: E402
 from rspstar.translator.temporal import parse_instant  # noqa: E402
 from rspstar.translator.validate import compile_query  # noqa: E402

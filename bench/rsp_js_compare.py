@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PREFIXES, Table, machine, peak_rss_mib, publish  # noqa: E402
 
 from rspstar.endpoint.allocator import use_jemalloc  # noqa: E402
-from rspstar.endpoint.replay import Replay, ReplayInput  # noqa: E402
+from rspstar.endpoint.engine.replay import Replay, ReplayInput  # noqa: E402
 from rspstar.translator.rewrite import rewrite  # noqa: E402
 from rspstar.translator.temporal import parse_instant  # noqa: E402
 from rspstar.translator.policy import report_policy  # noqa: E402

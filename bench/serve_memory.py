@@ -35,8 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 TOKEN = "bench"
 SERVER = r"""
 import sys, json, tempfile, pathlib
-from rspstar.endpoint.clock import WallClock
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.clock import WallClock
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.endpoint.http.server import HttpServer
 from rspstar.store.stream_store import StreamStore

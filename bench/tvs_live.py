@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Table, machine, process_tree_rss_mib, publish  # noqa: E402
 from uncertainty_tvs import LISTING_2  # noqa: E402
 
-from rspstar.endpoint.clock import WallClock  # noqa: E402
-from rspstar.endpoint.engine import Engine, EngineConfig  # noqa: E402
-from rspstar.endpoint.scheduler import LiveScheduler  # noqa: E402
+from rspstar.endpoint.engine.clock import WallClock  # noqa: E402
+from rspstar.endpoint.engine.runner import Engine, EngineConfig  # noqa: E402
+from rspstar.endpoint.engine.scheduler import LiveScheduler  # noqa: E402
 from rspstar.endpoint.serve import configure_process  # noqa: E402
 from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session  # noqa: E402
 from rspstar.store.simulator import STREAMS  # noqa: E402

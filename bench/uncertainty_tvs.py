@@ -24,7 +24,7 @@ import pyoxigraph as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PREFIXES, Table, iso, machine, publish  # noqa: E402
 
-from rspstar.endpoint.evaluation import ConstantGroups, EvaluationOptions, H4Choice, QueryEvaluator  # noqa: E402
+from rspstar.endpoint.engine.evaluation import ConstantGroups, EvaluationOptions, H4Choice, QueryEvaluator  # noqa: E402
 from rspstar.store.stream_store import StreamStore  # noqa: E402
 from rspstar.translator.temporal import parse_instant  # noqa: E402
 from rspstar.translator.uncertainty import FunctionLibrary  # noqa: E402

@@ -26,7 +26,7 @@ from rspstar.translator.uncertainty import FunctionLibrary
 from rspstar.translator.errors import QuerySyntaxError
 from rspstar.translator.validate import compile_query, oxigraph_syntax_error, unknown_function
 
-from .errors import EndpointError
+from .engine.errors import EndpointError
 
 log = logging.getLogger(__name__)
 WORKER_START_SECONDS = 120.0

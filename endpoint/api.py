@@ -31,9 +31,9 @@ from rspstar.store.codec import Payload, decode
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import format_instant, parse_instant
 
-from .clock import VirtualClock
-from .engine import Engine as _Engine, EngineConfig, RegisteredQuery
-from .replay import Replay, ReplayInput
+from .engine.clock import VirtualClock
+from .engine.runner import Engine as _Engine, EngineConfig, RegisteredQuery
+from .engine.replay import Replay, ReplayInput
 
 __all__ = ["Engine", "Query", "Results", "replay"]
 

@@ -21,9 +21,9 @@ from .allocator import use_jemalloc
 from rspstar.config import schema
 
 from .config import DEFAULT_CONFIG, load_config
-from .errors import EndpointError, UsageError
-from .evaluation import EvaluationOptions
-from .replay import Replay, ReplayInput
+from .engine.errors import EndpointError, UsageError
+from .engine.evaluation import EvaluationOptions
+from .engine.replay import Replay, ReplayInput
 
 EXIT_INPUT_ERROR = 2
 EXIT_QUERY_FAILED = 3

@@ -12,8 +12,8 @@ from rspstar.config.schema import ConfigError, Settings
 from rspstar.translator.errors import PositionedError, TranslatorError
 from rspstar.translator.partition import PartitionError, PartitionKey
 
-from .engine import Engine, EngineConfig
-from .errors import EndpointError
+from .engine.runner import Engine, EngineConfig
+from .engine.errors import EndpointError
 
 # The packaged configuration (config/ in the repository, inside the package when installed):
 # simulated streams, a landing directory, example queries and their background data, so

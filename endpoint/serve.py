@@ -31,13 +31,13 @@ from rspstar.store.recordings import Recordings
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.vocabulary import BATCHES_GRAPH
 
-from .clock import WallClock
+from .engine.clock import WallClock
 from .config import Config, ConfigError, load_config, register_configured
-from .engine import Engine, UnknownQuery
+from .engine.runner import Engine, UnknownQuery
 from .http import HttpSettings, Readiness, create_app
 from .http.server import HttpServer
 from .allocator import limit_arenas, trimmer
-from .scheduler import LiveScheduler
+from .engine.scheduler import LiveScheduler
 
 log = logging.getLogger("rspstar")
 PROGRESS_SECONDS = 10

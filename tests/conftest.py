@@ -4,8 +4,8 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from http_app import BACKGROUND, T0, TOKEN
 from rspstar.store.stream_store import StreamStore

@@ -8,8 +8,8 @@ import pyoxigraph as ox
 import pytest
 
 from http_app import AUTH, T0, TOKEN
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import Engine, EngineAtCapacity, EngineConfig
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import Engine, EngineAtCapacity, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.endpoint.http.operations import prometheus_text
 from rspstar.store.stream_store import StreamStore

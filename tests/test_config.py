@@ -4,9 +4,9 @@ import re
 
 import pytest
 
-from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.config import ConfigError, load_config, register_configured
-from rspstar.endpoint.engine import Engine
+from rspstar.endpoint.engine.runner import Engine
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.partition import PartitionKey
 from rspstar.translator.temporal import parse_instant
@@ -120,7 +120,7 @@ def test_every_setting_is_declared_once_and_documented_from_the_schema():
 
 def test_the_engine_and_the_app_take_their_defaults_from_the_schema():
     from rspstar.config.schema import default
-    from rspstar.endpoint.engine import EngineConfig
+    from rspstar.endpoint.engine.runner import EngineConfig
     from rspstar.endpoint.http import HttpSettings
     from rspstar.store.recordings import Recordings
     from pathlib import Path

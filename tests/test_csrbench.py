@@ -12,7 +12,7 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from rspstar.endpoint.replay import Replay, ReplayInput
+from rspstar.endpoint.engine.replay import Replay, ReplayInput
 from rspstar.store.terms import term_to_ntriples
 from rspstar.translator.temporal import format_instant, parse_instant
 

@@ -13,8 +13,8 @@ import pyoxigraph as ox
 import pytest
 from werkzeug.serving import make_server
 
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.endpoint.http import create_app
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant

@@ -6,9 +6,9 @@ import json
 import pytest
 
 from rspstar.endpoint.cli import main
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import Engine
-from rspstar.endpoint.replay import Replay, ReplayInput
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import Engine
+from rspstar.endpoint.engine.replay import Replay, ReplayInput
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.dialects import detect
 from rspstar.translator.errors import QuerySyntaxError

@@ -10,14 +10,14 @@ import pyoxigraph as ox
 import pytest
 
 from conftest import compare_lines, conformance_cases
-from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.endpoint.config import load_config, register_configured
-from rspstar.endpoint.engine import (
+from rspstar.endpoint.engine.runner import (
     MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, UnknownQuery,
 )
-from rspstar.endpoint.sinks import ResultHistory, SinkNotAllowed
-from rspstar.endpoint.errors import UsageError
+from rspstar.endpoint.engine.sinks import ResultHistory, SinkNotAllowed
+from rspstar.endpoint.engine.errors import UsageError
 from rspstar.store.rdf_input import Element, format_for_path, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import QuerySyntaxError
@@ -537,7 +537,7 @@ def test_registering_removing_and_evaluating_a_query_write_its_own_file_only(tmp
     (one file for all): registration slowed with their number and every evaluation cost as
     much as writing them all; then a thousand queries closing together replaced a thousand
     files."""
-    import rspstar.endpoint.repository as repository
+    import rspstar.endpoint.engine.repository as repository
     config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
     clock = VirtualClock(T0)
     store = StreamStore()
@@ -581,7 +581,7 @@ def test_the_single_file_of_earlier_versions_becomes_a_file_per_query(tmp_path):
 
 
 def test_the_progress_log_keeps_each_querys_latest_line_and_survives_a_cut_line(tmp_path, monkeypatch):
-    import rspstar.endpoint.repository as repository
+    import rspstar.endpoint.engine.repository as repository
     monkeypatch.setattr(repository, "PROGRESS_LINES", 6)
     config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
     clock, store = VirtualClock(T0), StreamStore()

@@ -1,12 +1,12 @@
-"""Evaluating a registered query at an instant (endpoint/evaluation.py): incremental evaluation
+"""Evaluating a registered query at an instant (endpoint/engine/evaluation.py): incremental evaluation
 of sliding windows against evaluating every window from scratch."""
 import threading
 
 import pyoxigraph as ox
 import pytest
 
-from rspstar.endpoint import evaluation
-from rspstar.endpoint.evaluation import ConstantGroups, EvaluationOptions, QueryEvaluator, RangeResults
+from rspstar.endpoint.engine import evaluation
+from rspstar.endpoint.engine.evaluation import ConstantGroups, EvaluationOptions, QueryEvaluator, RangeResults
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import QuerySyntaxError

@@ -5,10 +5,10 @@ import threading
 
 import pytest
 
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
-from rspstar.endpoint.sinks import post_with_requests
+from rspstar.endpoint.engine.sinks import post_with_requests
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.federation import FederationNotAllowed, check_federation
 from rspstar.translator.temporal import parse_instant

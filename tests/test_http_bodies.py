@@ -9,7 +9,7 @@ import pytest
 import served
 from http_app import AUTH, STREAM
 from rspstar.endpoint.http.bodies import TRIM_FROM_BYTES, BodyBudget
-from rspstar.endpoint.http_errors import BodiesInFlight
+from rspstar.endpoint.http.errors import BodiesInFlight
 
 
 def test_bodies_share_the_budget_and_one_alone_always_fits():

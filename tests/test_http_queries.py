@@ -99,7 +99,7 @@ def test_while_the_engine_starts_reads_are_answered_and_writes_wait(engine, tmp_
 def test_a_slow_subscriber_loses_its_oldest_records_counted_and_a_closed_feed_ends_it():
     import queue
 
-    from rspstar.endpoint.sinks import EventFeed, FeedClosed
+    from rspstar.endpoint.engine.sinks import EventFeed, FeedClosed
     feed = EventFeed()
     subscription = feed.subscribe(backlog=3)
     for k in range(5):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from rspstar.endpoint.replay import Replay, ReplayInput
+from rspstar.endpoint.engine.replay import Replay, ReplayInput
 from rspstar.translator.policy import PolicyError
 from rspstar.translator.temporal import parse_instant
 

@@ -59,3 +59,16 @@ def test_pyspark_is_imported_by_the_spark_ingestion_only():
     importers = sorted(str(path.relative_to(REPO)) for layer in LAYERS for path in (REPO / layer).rglob("*.py")
                        if any(name.split(".")[0] in ("pyspark", "py4j") for name in imports(path)))
     assert importers == ["store/ingestion.py"]
+
+
+DOORS = ("rspstar.endpoint.http", "rspstar.endpoint.cli", "rspstar.endpoint.serve", "rspstar.endpoint.api",
+         "rspstar.endpoint.config", "rspstar.endpoint.adhoc")
+
+
+def test_the_engine_imports_no_door():
+    # The engine (runner, scheduler, evaluation, R2S, sinks) is driven by the doors, never the
+    # other way round: a door can be added or replaced without touching it.
+    wrong = sorted("%s imports %s" % (path.relative_to(REPO), name)
+                   for path in (REPO / "endpoint" / "engine").rglob("*.py") for name in imports(path)
+                   if any(name == door or name.startswith(door + ".") for door in DOORS))
+    assert not wrong

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rspstar.endpoint.sinks import Delivery, HttpSink, SinkNotAllowed, check_sink_allowed
+from rspstar.endpoint.engine.sinks import Delivery, HttpSink, SinkNotAllowed, check_sink_allowed
 
 from mqtt_broker import Broker, client
 

@@ -94,8 +94,8 @@ def test_rdf_input_nested_too_deep_is_rejected_with_its_line():
 # whole process down, which must show here as a failure, not end the test run.
 PROBE = r"""
 import json, sys
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.store.stream_store import StreamStore
 import tempfile, pathlib

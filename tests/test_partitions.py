@@ -9,8 +9,8 @@ import pyoxigraph as ox
 import pytest
 
 from conftest import CONFORMANCE, compare_lines
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.store.codec import Payload
 from rspstar.store.partitions import (
     KEYLESS, NO_KEY, KeptStores, KeyedFrames, PartitionPlan, PartitionState, PlanRunner, key_group, keyed_elements,
@@ -121,7 +121,7 @@ def partitioned_and_replayed(name: str, text: str, options: dict | None = None, 
     """A query run partitioned (keyed on the observation, its keys' micro-batches played) over
     a conformance case's oxygen stream, and the same query replayed on the single store: (the
     registered partitioned query, its records, the replay's records)."""
-    from rspstar.endpoint.replay import Replay, ReplayInput
+    from rspstar.endpoint.engine.replay import Replay, ReplayInput
     directory, manifest = case(name)
     engine = engine_for(manifest, directory, {OXYGEN: RESULT_OF}, **config)
     registered = engine.register(text, "q", options={**(options or {}), "partition": "?o"})

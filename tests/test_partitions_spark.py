@@ -109,8 +109,8 @@ def test_the_tvs_example_query_partitioned_by_sector_equals_the_single_store(spa
     # The default tvs-warning query (the RSPU paper's Listing 2) over the TVS simulator on a fixed
     # clock: the single store (ingestion + runner) and the partitioned run read the same rows.
     from rspstar.endpoint.config import DEFAULT_CONFIG
-    from rspstar.endpoint.clock import VirtualClock
-    from rspstar.endpoint.engine import Engine, EngineConfig
+    from rspstar.endpoint.engine.clock import VirtualClock
+    from rspstar.endpoint.engine.runner import Engine, EngineConfig
     from rspstar.store.simulator import SOSA, TVS
     from rspstar.translator.partition import PartitionKey
 

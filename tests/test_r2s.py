@@ -1,4 +1,4 @@
-from rspstar.endpoint.r2s import R2SOperator
+from rspstar.endpoint.engine.r2s import R2SOperator
 from rspstar.translator.model import R2S
 
 

@@ -9,8 +9,8 @@ import time
 import pyoxigraph as ox
 
 from conftest import REPO
-from rspstar.endpoint.clock import WallClock
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.clock import WallClock
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.store.stream_store import StreamStore
 

@@ -2,7 +2,7 @@
 import pyoxigraph as ox
 import pytest
 
-from rspstar.endpoint.evaluation import EvaluationOptions, H4Choice, QueryEvaluator
+from rspstar.endpoint.engine.evaluation import EvaluationOptions, H4Choice, QueryEvaluator
 from rspstar.store.rdf_input import read_elements
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import QuerySyntaxError
@@ -260,7 +260,7 @@ def test_union_option_puts_element_content_in_the_window_default_graph(store):
 
 
 def test_a_query_is_rewritten_once_and_each_evaluation_only_fills_its_slots(store, monkeypatch):
-    import rspstar.endpoint.evaluation as evaluation
+    import rspstar.endpoint.engine.evaluation as evaluation
     compiled = []
     real = evaluation.compile_template
     monkeypatch.setattr(evaluation, "compile_template", lambda q, o: compiled.append(o) or real(q, o))

@@ -3,9 +3,9 @@ it, due queries handed to workers in the order they became due, a slow query beh
 the periodic jobs. Stepped by hand: a virtual engine clock, a fake monotonic clock, inline runs."""
 import time
 
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import MAX_EVALUATIONS_PER_RUN, Engine, EngineConfig
-from rspstar.endpoint.scheduler import DELIVERY_JOB, INLINE, RETENTION_JOB, LiveScheduler
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import MAX_EVALUATIONS_PER_RUN, Engine, EngineConfig
+from rspstar.endpoint.engine.scheduler import DELIVERY_JOB, INLINE, RETENTION_JOB, LiveScheduler
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
 

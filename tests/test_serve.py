@@ -2,9 +2,9 @@
 its example queries, and the console progress line."""
 import pytest
 
-from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.config import DEFAULT_CONFIG, ConfigError, load_config, register_configured
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.endpoint import serve as serve_module
 from rspstar.endpoint.serve import progress_line, progress_reporter, write_token
 from rspstar.store.stream_store import StreamStore

@@ -3,9 +3,9 @@ with chosen timestamps (no streaming needed to see what they produce)."""
 import pyoxigraph as ox
 import pytest
 
-from rspstar.endpoint.clock import VirtualClock
+from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.config import DEFAULT_CONFIG, load_config
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.store.simulator import EPISODE_CYCLE_SECONDS, EPISODE_SECONDS, HOMECARE, SCENARIOS, SENSORS, TVS, mix
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant

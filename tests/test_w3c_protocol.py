@@ -11,8 +11,8 @@ from rdflib.collection import Collection
 from rdflib.namespace import RDF, RDFS
 
 from http_app import AUTH, TOKEN
-from rspstar.endpoint.clock import VirtualClock
-from rspstar.endpoint.engine import Engine, EngineConfig
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import Engine, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.store.stream_store import StreamStore
 

@@ -15,10 +15,10 @@ from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TranslatorError
 
 from ..adhoc import AdhocQueries
-from ..clock import Clock, WallClock
-from ..engine import Engine, EngineConfig
-from ..errors import EndpointError
-from ..http_errors import BadRequest, error_body, status_for
+from ..engine.clock import Clock, WallClock
+from ..engine.runner import Engine, EngineConfig
+from ..engine.errors import EndpointError
+from .errors import BadRequest, error_body, status_for
 from . import bodies, dashboard, graph_store, operations, queries, sparql, streams
 from .bodies import BodyBudget
 from .context import STATIC, EventStreams, HttpSettings, Readiness, Services, services

@@ -19,7 +19,7 @@ from typing import Callable
 
 from flask import Flask, current_app, g, request
 
-from ..http_errors import BodiesInFlight
+from .errors import BodiesInFlight
 from ..allocator import trimmer
 
 # A body from this size on is worth giving memory back after: the allocator's trim costs

@@ -15,8 +15,8 @@ from rspstar.store.disk import DiskGuard
 from rspstar.store.stream_store import StreamStore
 
 from ..adhoc import AdhocQueries
-from ..engine import Engine
-from ..http_errors import Forbidden, Starting, Unauthorized
+from ..engine.runner import Engine
+from .errors import Forbidden, Starting, Unauthorized
 from .bodies import BodyBudget
 
 STATIC = Path(__file__).resolve().parent.parent / "static"

@@ -6,8 +6,8 @@ import importlib.resources
 
 from flask import Blueprint, Response, current_app
 
-from ..engine import QUERY_ID
-from ..http_errors import BadRequest
+from ..engine.runner import QUERY_ID
+from .errors import BadRequest
 from .protocol import params, single
 
 blueprint = Blueprint("dashboard", __name__)

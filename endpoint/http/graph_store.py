@@ -9,7 +9,7 @@ import pyoxigraph as ox
 from flask import Blueprint, Response, request
 
 from ..adhoc import QueryRefused, negotiate, serialize_graph
-from ..http_errors import BadRequest, NotAcceptable, UnknownGraph, UnsupportedMediaType
+from .errors import BadRequest, NotAcceptable, UnknownGraph, UnsupportedMediaType
 from .bodies import body
 from .context import require_write, services
 from .protocol import iris, params, single

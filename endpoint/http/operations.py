@@ -7,7 +7,7 @@ from flask import Blueprint, Response
 
 from rspstar.store.disk import DiskGuard
 
-from ..engine import Engine
+from ..engine.runner import Engine
 from .context import services
 from .openapi import document
 

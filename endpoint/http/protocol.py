@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl
 
 from flask import request
 
-from ..http_errors import BadRequest, UnsupportedMediaType
+from .errors import BadRequest, UnsupportedMediaType
 from .bodies import body
 
 _UTF8 = {"utf-8", "utf8"}

@@ -11,9 +11,9 @@ from flask import Blueprint, Response, request
 from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.temporal import parse_instant
 
-from ..engine import QUERY_ID
-from ..http_errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
-from ..sinks import FeedClosed
+from ..engine.runner import QUERY_ID
+from .errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
+from ..engine.sinks import FeedClosed
 from .context import require_write, services
 from .protocol import params, single, text_body
 

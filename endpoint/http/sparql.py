@@ -10,8 +10,8 @@ from rspstar.translator.protocol import with_update_dataset
 from rspstar.translator.validate import oxigraph_syntax_error
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES, Job, QueryRefused, negotiate, serialize_graph
-from ..http_errors import BadRequest, NotAcceptable, UnsupportedMediaType
-from ..service_description import service_description
+from .errors import BadRequest, NotAcceptable, UnsupportedMediaType
+from .service_description import service_description
 from .context import require_write, services
 from .protocol import FORM, iris, params, single, text_body
 

@@ -13,7 +13,7 @@ from rspstar.store.codec import CANONICAL, Payload, canonical, decode
 from rspstar.store.landing import drop_file
 from rspstar.translator.temporal import format_instant
 
-from ..http_errors import BadRequest, ServiceUnavailable, UnsupportedMediaType
+from .errors import BadRequest, ServiceUnavailable, UnsupportedMediaType
 from .context import require_write, services
 from .protocol import params, single, text_body
 

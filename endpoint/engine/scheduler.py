@@ -28,7 +28,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from rspstar.store.stream_store import WatermarkAdvanced
 
-from .engine import MAX_EVALUATIONS_PER_RUN, Engine, UnknownQuery
+from .runner import MAX_EVALUATIONS_PER_RUN, Engine, UnknownQuery
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from rspstar.translator.temporal import format_instant
 from rspstar.translator.validate import compile_query
 
 from .clock import VirtualClock
-from .engine import Engine, EngineConfig
+from .runner import Engine, EngineConfig
 from .evaluation import EvaluationOptions
 from .errors import UsageError
 

@@ -7,10 +7,10 @@ from rspstar.store.errors import (
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
 
-from .adhoc import QueryCrashed
-from .engine import DuplicateQuery, EngineAtCapacity, InvalidQueryId, UnknownQuery
-from .errors import EndpointError, UsageError
-from .sinks import SinkNotAllowed
+from ..adhoc import QueryCrashed
+from ..engine.runner import DuplicateQuery, EngineAtCapacity, InvalidQueryId, UnknownQuery
+from ..engine.errors import EndpointError, UsageError
+from ..engine.sinks import SinkNotAllowed
 
 
 class Unauthorized(EndpointError):
