@@ -28,7 +28,7 @@ from common import PREFIXES, Table, machine, process_tree_by_kind, publish  # no
 from uncertainty_tvs import LISTING_2, START, tvs_streams  # noqa: E402
 
 from rspstar.endpoint.engine.clock import VirtualClock  # noqa: E402
-from rspstar.endpoint.engine.runner import Engine, EngineConfig  # noqa: E402
+from rspstar.endpoint.engine.runner import Runner, EngineConfig  # noqa: E402
 from rspstar.endpoint.engine.replay import Replay, ReplayInput  # noqa: E402
 from rspstar.config.schema import default  # noqa: E402
 from rspstar.store.stream_store import StreamStore  # noqa: E402
@@ -98,7 +98,7 @@ def partitioned(master: str, root: Path, seconds: int, conf: dict[str, str] | No
         cores = int(master[len("local["):-1])
     spark.conf.set("spark.sql.shuffle.partitions", str(cores))
     store = StreamStore()
-    engine = Engine(store, VirtualClock(START), EngineConfig(partition_keys=KEYS, max_delay=YEARS, key_groups=key_groups))
+    engine = Runner(store, VirtualClock(START), EngineConfig(partition_keys=KEYS, max_delay=YEARS, key_groups=key_groups))
     registered = engine.register(LISTING_2, "q", options={"partition": "?location"})
     sources = [SourceConfig("s%d" % k, "files", stream=stream, path=str(root / ("landing%d" % k)),
                             trigger_seconds=0.5, options={"maxFilesPerTrigger": str(files_per_batch)})

@@ -36,7 +36,7 @@ TOKEN = "bench"
 SERVER = r"""
 import sys, json, tempfile, pathlib
 from rspstar.endpoint.engine.clock import WallClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.endpoint.http.server import HttpServer
 from rspstar.store.stream_store import StreamStore
@@ -45,7 +45,7 @@ if settings["configure"]:
     from rspstar.endpoint.serve import configure_process
     configure_process()                       # as `rspstar serve` does, before any thread
 data = pathlib.Path(tempfile.mkdtemp(prefix="rspstar-memory-"))
-engine = Engine(StreamStore(), WallClock(), EngineConfig(data_dir=data / "engine"))
+engine = Runner(StreamStore(), WallClock(), EngineConfig(data_dir=data / "engine"))
 engine.register("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S] "
                 "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "q")
 app = create_app(engine, HttpSettings(token=settings["token"], landing_dir=data / "landing",

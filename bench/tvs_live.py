@@ -21,7 +21,7 @@ from common import Table, machine, process_tree_rss_mib, publish  # noqa: E402
 from uncertainty_tvs import LISTING_2  # noqa: E402
 
 from rspstar.endpoint.engine.clock import WallClock  # noqa: E402
-from rspstar.endpoint.engine.runner import Engine, EngineConfig  # noqa: E402
+from rspstar.endpoint.engine.runner import Runner, EngineConfig  # noqa: E402
 from rspstar.endpoint.engine.scheduler import LiveScheduler  # noqa: E402
 from rspstar.endpoint.serve import configure_process  # noqa: E402
 from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session  # noqa: E402
@@ -58,7 +58,7 @@ def live(scenario: str, size: int, rate: int, queries: dict[str, str], seconds: 
     spark = spark_session("local[2]")
     with tempfile.TemporaryDirectory() as tmp:
         store = StreamStore()
-        engine = Engine(store, WallClock(), EngineConfig(max_delay=5_000_000))
+        engine = Runner(store, WallClock(), EngineConfig(max_delay=5_000_000))
         registered = [engine.register(text, name) for name, text in queries.items()]
         source = SourceConfig("live", "simulator", scenario=scenario, size=size, rate=rate, trigger_seconds=TRIGGER,
                               decode=decode)

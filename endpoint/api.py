@@ -32,7 +32,7 @@ from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import format_instant, parse_instant
 
 from .engine.clock import VirtualClock
-from .engine.runner import Engine as _Engine, EngineConfig, RegisteredQuery
+from .engine.runner import Runner, EngineConfig, RegisteredQuery
 from .engine.replay import Replay, ReplayInput
 
 __all__ = ["Engine", "Query", "Results", "replay"]
@@ -133,7 +133,7 @@ class Engine:
         self.store = StreamStore()
         self.clock = VirtualClock(0 if start is None else _instant(start))
         settings.setdefault("federation_allowed", [])
-        self.engine = _Engine(self.store, self.clock, EngineConfig(max_delay=max_delay, history_limit=0, **settings))
+        self.engine = Runner(self.store, self.clock, EngineConfig(max_delay=max_delay, history_limit=0, **settings))
         self.queries: dict[str, Query] = {}
 
     @property

@@ -1,6 +1,6 @@
 """The engine's configuration as `rspstar serve` uses it: the schema's typed settings
 (`rspstar.config.schema`, every setting declared there once) turned into the engine's
-configuration and the queries to register at start (through the same `Engine.register` as the
+configuration and the queries to register at start (through the same `Runner.register` as the
 HTTP API)."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rspstar.config.schema import ConfigError, Settings
 from rspstar.translator.errors import PositionedError, TranslatorError
 from rspstar.translator.partition import PartitionError, PartitionKey
 
-from .engine.runner import Engine, EngineConfig
+from .engine.runner import Runner, EngineConfig
 from .engine.errors import EndpointError
 
 # The packaged configuration (config/ in the repository, inside the package when installed):
@@ -82,7 +82,7 @@ def load_config(path: Path, data_dir: Path | None = None, overrides: dict[str, o
     return config
 
 
-def register_configured(engine: Engine, config: Config) -> list[str]:
+def register_configured(engine: Runner, config: Config) -> list[str]:
     """Register the configured queries that are neither registered (a restart restores
     queries from the data directory first) nor were deleted through the API (the data
     directory remembers that: a user's deletion outlives restarts). Returns the ids

@@ -33,7 +33,7 @@ from rspstar.translator.vocabulary import BATCHES_GRAPH
 
 from .engine.clock import WallClock
 from .config import Config, ConfigError, load_config, register_configured
-from .engine.runner import Engine, UnknownQuery
+from .engine.runner import Runner, UnknownQuery
 from .http import HttpSettings, Readiness, create_app
 from .http.server import HttpServer
 from .allocator import limit_arenas, trimmer
@@ -118,7 +118,7 @@ def http_settings(config: Config, landing: Path | None, token: str | None) -> Ht
     return HttpSettings(token=token, landing_dir=landing, **{name: getattr(http, name) for name in shared})
 
 
-def progress_line(engine: Engine) -> str:
+def progress_line(engine: Runner) -> str:
     """One short console line: streams, then each query's evaluations/results (and its state
     when it is not running); the dashboard and GET /queries have the rest."""
     streams = engine.store.streams()
@@ -142,7 +142,7 @@ def progress_line(engine: Engine) -> str:
         len(streams), ingested, held, queries or "no queries")
 
 
-def progress_reporter(engine: Engine, give_back: Callable[[], object] = lambda: None) -> Callable[[], None]:
+def progress_reporter(engine: Runner, give_back: Callable[[], object] = lambda: None) -> Callable[[], None]:
     """What runs every PROGRESS_SECONDS: a line on the console, and the stream counters saved
     (a crash loses at most this long of their increments); after queries were removed,
     `give_back` returns the memory they held to the system (malloc kept it: 1,000 queries
@@ -159,7 +159,7 @@ def progress_reporter(engine: Engine, give_back: Callable[[], object] = lambda: 
     return report
 
 
-def run_partitioned(engine: Engine, ingestion) -> None:
+def run_partitioned(engine: Runner, ingestion) -> None:
     """Partitioned queries run on Spark's executors: started now and as they are registered,
     stopped (their checkpoint forgotten) as they are removed, restarted with a fresh copy of
     the background when it changes."""
@@ -211,7 +211,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     host, port = config.settings.http.host, config.settings.http.port
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
-    engine = Engine(store, WallClock(), config.engine)
+    engine = Runner(store, WallClock(), config.engine)
     restored = [q.id for q in engine.queries()]
     registered = register_configured(engine, config)
     log.info("queries: %s restored, %s registered from %s", restored or "none", registered or "none", config_path)

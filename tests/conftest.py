@@ -5,7 +5,7 @@ import pyoxigraph as ox
 import pytest
 
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from http_app import BACKGROUND, T0, TOKEN
 from rspstar.store.stream_store import StreamStore
@@ -52,7 +52,7 @@ def compare_lines(expected, actual, ordered):
 def engine(tmp_path):
     store = StreamStore()
     store.background.load(BACKGROUND, ox.RdfFormat.TRIG, "bg.trig")
-    return Engine(store, VirtualClock(T0), EngineConfig(data_dir=tmp_path, allowed_sinks=["http://localhost:9"],
+    return Runner(store, VirtualClock(T0), EngineConfig(data_dir=tmp_path, allowed_sinks=["http://localhost:9"],
                                                       max_delay=0))
 
 

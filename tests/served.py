@@ -10,7 +10,7 @@ SERVER = r"""
 import sys, json, tempfile, pathlib
 import pyoxigraph as ox
 from rspstar.endpoint.engine.clock import WallClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.endpoint.http.server import HttpServer
 from rspstar.store.stream_store import StreamStore
@@ -22,7 +22,7 @@ store = StreamStore()
 store.background.load(b'<http://example.org/s1> <http://example.org/room> <http://example.org/kitchen> .\n'
                       b'<http://example.org/p1> <http://example.org/status> <http://example.org/active> '
                       b'<http://example.org/profile> .\n', ox.RdfFormat.N_QUADS, "background")
-engine = Engine(store, WallClock(), EngineConfig(data_dir=data / "engine", allowed_sinks=["http://localhost:9"]))
+engine = Runner(store, WallClock(), EngineConfig(data_dir=data / "engine", allowed_sinks=["http://localhost:9"]))
 engine.register("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S] "
                 "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "q")
 app_settings = {k: v for k, v in settings.items() if k in HttpSettings.__dataclass_fields__}

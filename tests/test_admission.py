@@ -9,7 +9,7 @@ import pytest
 
 from http_app import AUTH, T0, TOKEN
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import Engine, EngineAtCapacity, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineAtCapacity, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.endpoint.http.operations import prometheus_text
 from rspstar.store.stream_store import StreamStore
@@ -28,7 +28,7 @@ def stream(count: int) -> bytes:
     return "\n".join(lines).encode()
 
 
-def evaluated(engine: Engine, clock: VirtualClock, store: StreamStore, until: int) -> None:
+def evaluated(engine: Runner, clock: VirtualClock, store: StreamStore, until: int) -> None:
     staged = store.documents.stage("http://example.org/s", stream(400), ox.RdfFormat.TRIG, "s.trig").staged
     store.publish("http://example.org/s", staged)
     store.advance_watermark("http://example.org/s", until)
@@ -38,7 +38,7 @@ def evaluated(engine: Engine, clock: VirtualClock, store: StreamStore, until: in
 
 def test_each_query_shows_what_its_evaluations_cost():
     clock, store = VirtualClock(T0), StreamStore()
-    engine = Engine(store, clock, EngineConfig(max_delay=0))
+    engine = Runner(store, clock, EngineConfig(max_delay=0))
     engine.register(QUERY % 10, "q")
     assert engine.get("q").status.describe()["core_share"] == 0
     evaluated(engine, clock, store, T0 + 10 * S)
@@ -55,7 +55,7 @@ def test_each_query_shows_what_its_evaluations_cost():
 def test_registrations_are_refused_while_the_measured_load_is_over_the_budget():
     clock, store = VirtualClock(T0), StreamStore()
     # A budget any evaluation exceeds: the first query is admitted (nothing is measured yet).
-    engine = Engine(store, clock, EngineConfig(max_delay=0, max_load=1e-9))
+    engine = Runner(store, clock, EngineConfig(max_delay=0, max_load=1e-9))
     engine.register(QUERY % 10, "first")
     engine.register(QUERY % 11, "second")
     evaluated(engine, clock, store, T0 + 10 * S)
@@ -69,7 +69,7 @@ def test_registrations_are_refused_while_the_measured_load_is_over_the_budget():
 
 
 def test_registrations_beyond_the_number_of_queries_get_503_naming_the_limit(tmp_path):
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / "e", max_queries=2))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / "e", max_queries=2))
     client = create_app(engine, HttpSettings(token=TOKEN)).test_client()
     for k in range(2):
         assert client.post("/queries", data=QUERY % k, headers={**AUTH, "Content-Type": "application/sparql-query"},
@@ -82,7 +82,7 @@ def test_registrations_beyond_the_number_of_queries_get_503_naming_the_limit(tmp
     assert client.post("/queries", data=QUERY % 9, headers={**AUTH, "Content-Type": "application/sparql-query"}
                        ).status_code == 201
     # Restored at a restart, the registered queries are not refused.
-    again = Engine(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / "e", max_queries=1))
+    again = Runner(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / "e", max_queries=1))
     assert len(again.queries()) == 2
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.config import ConfigError, load_config, register_configured
-from rspstar.endpoint.engine.runner import Engine
+from rspstar.endpoint.engine.runner import Runner
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.partition import PartitionKey
 from rspstar.translator.temporal import parse_instant
@@ -33,12 +33,12 @@ options = { report = "non-empty" }
 ''')
     config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
     assert config.engine.max_delay == 500_000
-    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    engine = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(engine, config) == ["from-config"]
     q = engine.get("from-config")
     assert q.spec.options == {"report": "non-empty"} and q.evaluator.options.report == "non-empty"
     # After a restart the query comes back from the data directory, not twice from config.
-    again = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    again = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(again, config) == []
     assert [x.id for x in again.queries()] == ["from-config"]
 
@@ -53,7 +53,7 @@ file = "cqels.rq"
 options = { dialect = "cqels", start = "2026-03-01T08:00:01Z" }
 ''')
     config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
-    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    engine = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(engine, config) == ["cqels"]
     query = engine.get("cqels").query
     assert query.dialect == "cqels" and query.windows["http://example.org/s"].start == T0 + 1_000_000
@@ -87,7 +87,7 @@ def test_bad_configuration_names_file_and_key(tmp_path, toml, query, fragment):
     (tmp_path / "engine.toml").write_text(toml)
     with pytest.raises(ConfigError, match=re.escape(fragment)):
         config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
-        register_configured(Engine(StreamStore(), VirtualClock(T0), config.engine), config)
+        register_configured(Runner(StreamStore(), VirtualClock(T0), config.engine), config)
 
 
 def test_partition_keys_from_config_let_a_query_run_partitioned(tmp_path):
@@ -101,7 +101,7 @@ file = "q.rq"
 options = { partition = "?o" }
 ''')
     config = load_config(tmp_path / "engine.toml")
-    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    engine = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(engine, config) == ["per-subject"]
     registered = engine.get("per-subject")
     assert registered.partitioned and engine.tick() == 0

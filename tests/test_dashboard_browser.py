@@ -14,7 +14,7 @@ import pytest
 from werkzeug.serving import make_server
 
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import create_app
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
@@ -37,7 +37,7 @@ def server():
                      " ex:e%d { ex:o%d ex:v %d . }" % (i, i, i, i, 10 + (i * 7) % 13))
     store.publish("http://example.org/s", store.documents.stage(
         "http://example.org/s", "\n".join(lines).encode(), ox.RdfFormat.TRIG, "s.trig").staged)
-    engine = Engine(store, VirtualClock(T0), EngineConfig(max_delay=0))
+    engine = Runner(store, VirtualClock(T0), EngineConfig(max_delay=0))
     engine.register("PREFIX ex: <http://example.org/> PREFIX rspu: <http://w3id.org/rsp/rspu#> "
                     "SELECT ?o ?v ?d FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] "
                     "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v "

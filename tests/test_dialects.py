@@ -7,7 +7,7 @@ import pytest
 
 from rspstar.endpoint.cli import main
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import Engine
+from rspstar.endpoint.engine.runner import Runner
 from rspstar.endpoint.engine.replay import Replay, ReplayInput
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.dialects import detect
@@ -125,7 +125,7 @@ WHERE { ?t ex:value ?v FILTER(f:timestamp(?t, ex:value, ?v) > "2026-03-01T08:00:
 
 
 def test_the_engine_registers_dialect_queries_and_describes_their_translation():
-    engine = Engine(StreamStore(), VirtualClock(0))
+    engine = Runner(StreamStore(), VirtualClock(0))
     registered = engine.register(CQELS, "q")
     described = registered.describe()
     assert described["dialect"] == "cqels" and "WINDOW <http://example.org/temp>" in described["translation"]
@@ -326,7 +326,7 @@ WHERE { { SELECT ?p (SUM(?v) AS ?total) WHERE { WINDOW ex:w { GRAPH ?g { ?p ex:v
 
 
 def test_registration_answers_with_the_forms_normalised_and_the_warnings():
-    engine = Engine(StreamStore(), VirtualClock(0))
+    engine = Runner(StreamStore(), VirtualClock(0))
     described = engine.register(HAVING_ALIAS.replace("[RANGE 5m TUMBLING]", "[RANGE 5 min SLIDE 1 min]"), "q").describe()
     assert described["normalised"] == ["3:44: 5 min read as 5m", "3:50: SLIDE read as STEP (C-SPARQL's [RANGE 5m STEP 1m])",
                                        "3:56: 1 min read as 1m"]

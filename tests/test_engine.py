@@ -14,7 +14,7 @@ from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.endpoint.config import load_config, register_configured
 from rspstar.endpoint.engine.runner import (
-    MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Engine, EngineConfig, InvalidQueryId, UnknownQuery,
+    MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Runner, EngineConfig, InvalidQueryId, UnknownQuery,
 )
 from rspstar.endpoint.engine.sinks import ResultHistory, SinkNotAllowed
 from rspstar.endpoint.engine.errors import UsageError
@@ -69,7 +69,7 @@ def test_conformance_cases_through_the_live_engine_and_its_sinks(case, tmp_path)
     start, end = parse_instant(manifest["from"]), parse_instant(manifest["to"])
     clock = VirtualClock(start)
     delivered = []
-    engine = Engine(store, clock, EngineConfig(data_dir=tmp_path, allowed_sinks=["http://receiver.test"]),
+    engine = Runner(store, clock, EngineConfig(data_dir=tmp_path, allowed_sinks=["http://receiver.test"]),
                     post=lambda url, body, headers: delivered.append(json.loads(body)) or 200)
     registered = engine.register((case_dir / manifest["query"]).read_text(), "case",
                                  sinks=["http://receiver.test/results"], options=manifest.get("options") or {})
@@ -137,7 +137,7 @@ def test_receiver_outage_and_restart_deliver_every_evaluation_once_in_order(tmp_
         clock = VirtualClock(T0)
         store = StreamStore(str(tmp_path / "db"))
         staged = store.documents.stage("http://example.org/s", stream_text(20), ox.RdfFormat.TRIG, "s.trig").staged
-        engine = Engine(store, clock, config)
+        engine = Runner(store, clock, config)
         engine.register(QUERY, "q", sinks=[receiver.origin + "/in"])
 
         def advance(engine, until):
@@ -155,7 +155,7 @@ def test_receiver_outage_and_restart_deliver_every_evaluation_once_in_order(tmp_
         del engine, store                      # the engine stops
 
         store = StreamStore(str(tmp_path / "db"))
-        engine = Engine(store, clock, config)  # restart: queries and outbox from the data directory
+        engine = Runner(store, clock, config)  # restart: queries and outbox from the data directory
         assert [q.id for q in engine.queries()] == ["q"]
         assert engine.get("q").next_instant() == T0 + 8 * S
         advance(engine, T0 + 12 * S)
@@ -175,7 +175,7 @@ def test_receiver_outage_and_restart_deliver_every_evaluation_once_in_order(tmp_
 def test_construct_output_stream_feeds_a_second_query(tmp_path):
     clock = VirtualClock(T0)
     store = StreamStore()
-    engine = Engine(store, clock, EngineConfig())
+    engine = Runner(store, clock, EngineConfig())
     staged = store.documents.stage("http://example.org/s", stream_text(12), ox.RdfFormat.TRIG, "s.trig").staged
     engine.register("""PREFIX ex: <http://example.org/>
 REGISTER STREAM ex:big AS CONSTRUCT { ?o a ex:Big } FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
@@ -205,7 +205,7 @@ WHERE { WINDOW ex:b { GRAPH ?g { ?o a ex:Big } } }""", "downstream")
 def test_max_delay_triggers_an_evaluation_when_a_stream_stalls():
     clock = VirtualClock(T0)
     store = StreamStore()
-    engine = Engine(store, clock, EngineConfig(max_delay=3 * S))
+    engine = Runner(store, clock, EngineConfig(max_delay=3 * S))
     q = engine.register(QUERY, "q")
     clock.set(T0 + 4 * S)
     assert engine.tick() == 0                  # no watermark, max_delay not reached for :02
@@ -216,7 +216,7 @@ def test_max_delay_triggers_an_evaluation_when_a_stream_stalls():
 
 
 def test_registration_refuses_bad_queries_sinks_and_ids(tmp_path):
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path, allowed_sinks=["http://ok.test"]))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path, allowed_sinks=["http://ok.test"]))
     with pytest.raises(QuerySyntaxError) as info:
         engine.register(QUERY.replace("WINDOW ex:w {", "WINDOW ex:x {"))
     assert "not declared" in info.value.message and info.value.line == 3
@@ -241,7 +241,7 @@ def test_registration_refuses_bad_queries_sinks_and_ids(tmp_path):
 def test_a_failing_query_is_marked_failed_and_the_others_keep_running():
     clock = VirtualClock(T0)
     store = StreamStore()
-    engine = Engine(store, clock, EngineConfig(max_delay=0, federation_allowed=["http://127.0.0.1:9"]))
+    engine = Runner(store, clock, EngineConfig(max_delay=0, federation_allowed=["http://127.0.0.1:9"]))
     broken = engine.register("""PREFIX ex: <http://example.org/>
 SELECT * FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
 WHERE { { SERVICE <http://127.0.0.1:9/sparql> { ?a ?b ?c } } UNION { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } } }""",
@@ -259,7 +259,7 @@ WHERE { { SERVICE <http://127.0.0.1:9/sparql> { ?a ?b ?c } } UNION { WINDOW ex:w
 
 
 def test_registered_queries_get_ids_from_their_names_and_describe_their_status():
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
     q = engine.register("PREFIX ex: <http://example.org/> REGISTER QUERY ex:oxygen-alert AS " + QUERY.split("\n", 1)[1])
     assert q.id == "oxygen-alert"
     engine.clock.set(T0 + 2 * S)
@@ -282,7 +282,7 @@ def test_istream_and_dstream_compare_with_the_last_evaluation_before_a_restart(t
     store = StreamStore()
     staged = store.documents.stage("http://example.org/s", stream_text(20), ox.RdfFormat.TRIG, "s.trig").staged
     window = "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"
-    engine = Engine(store, clock, config)
+    engine = Runner(store, clock, config)
     engine.register("PREFIX ex: <http://example.org/>\nSELECT ISTREAM ?o " + window, "new")
     engine.register("PREFIX ex: <http://example.org/>\nCONSTRUCT DSTREAM { ?o a ex:Seen } " + window, "gone")
 
@@ -297,7 +297,7 @@ def test_istream_and_dstream_compare_with_the_last_evaluation_before_a_restart(t
     advance(engine, T0 + 4 * S)      # windows [-2, 2) and [0, 4): o0 o1, then o0 .. o3
     before = engine.get("new").status.describe()
     del engine
-    engine = Engine(store, clock, config)
+    engine = Runner(store, clock, config)
     # The status counters come back with the query (they read 0 and last_evaluation null).
     restored = engine.get("new").status.describe()
     assert (restored["evaluations"], restored["results_emitted"], restored["last_evaluation"],
@@ -325,7 +325,7 @@ def test_the_result_history_survives_restarts_and_stays_bounded(tmp_path):
                                                                ox.RdfFormat.TRIG, "s.trig").staged)
     query = "PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S] " \
             "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"
-    engine = Engine(store, clock, config)
+    engine = Runner(store, clock, config)
     engine.register(query, "q")
     for t in range(1, 11):
         clock.set(T0 + t * S)
@@ -336,7 +336,7 @@ def test_the_result_history_survives_restarts_and_stays_bounded(tmp_path):
     assert len(history_file.read_text().splitlines()) < 2 * 3
     with history_file.open("a") as out:
         out.write('{"time": "2026-03-01T08:00:1')        # a line cut short by a crash
-    restarted = Engine(store, clock, config)
+    restarted = Runner(store, clock, config)
     assert restarted.get("q").history.since() == kept
     restarted.remove("q")
     assert not history_file.exists()
@@ -365,16 +365,16 @@ def test_a_configured_query_deleted_through_the_api_stays_deleted(tmp_path):
                                    "[RANGE PT1S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
     (tmp_path / "engine.toml").write_text('[[queries]]\nid = "configured"\nfile = "q.rq"\n')
     config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
-    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    engine = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(engine, config) == ["configured"]
     engine.remove("configured")
-    restarted = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    restarted = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(restarted, config) == [] and restarted.queries() == []
     # Registering it again through the API undoes the deletion: it is the user's query again.
     restarted.register(config.queries[0].text, "configured")
     restarted.remove("configured")
     restarted.register(config.queries[0].text, "configured")
-    again = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    again = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert [q.id for q in again.queries()] == ["configured"] and register_configured(again, config) == []
 
 
@@ -387,20 +387,20 @@ def test_a_configured_query_deleted_through_the_api_stays_deleted(tmp_path):
     ("[FROM NOW-P2D TO NOW-P1D STEP PT1H]", "RANGE PT172800S is longer"),
 ])
 def test_windows_past_the_limits_are_refused_at_registration(window, fragment):
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig())
     text = "PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s %s " \
            "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }" % window
     with pytest.raises(QueryOverLimits, match=re.escape(fragment)):
         engine.register(text, "q")
     assert engine.queries() == []
     # Within configured limits the same query registers.
-    roomy = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_range=10**20, max_reports_per_second=2e6,
+    roomy = Runner(StreamStore(), VirtualClock(T0), EngineConfig(max_range=10**20, max_reports_per_second=2e6,
                                                                  max_elements=10**6))
     roomy.register(text, "q")
 
 
 def test_a_deleted_query_stops_at_once():
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
     registered = engine.register(QUERY, "q")
     evaluate = registered.evaluator.evaluate
     calls = []
@@ -417,7 +417,7 @@ def test_a_deleted_query_stops_at_once():
 
 
 def test_a_query_far_behind_catches_up_a_few_instants_per_run_and_says_how_far_behind_it_is():
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
     registered = engine.register(QUERY, "q")          # a report instant every 2 s
     engine.clock.set(T0 + 60 * S)                     # thirty are due
     assert engine.run_query("q") == MAX_EVALUATIONS_PER_RUN
@@ -431,8 +431,8 @@ def test_a_stored_query_now_past_the_limits_is_set_aside_not_lost(tmp_path):
     text = "PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT0.01S] " \
            "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"
     generous = EngineConfig(data_dir=tmp_path / "data", max_reports_per_second=1000)
-    Engine(StreamStore(), VirtualClock(T0), generous).register(text, "fast")
-    strict = Engine(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / "data"))
+    Runner(StreamStore(), VirtualClock(T0), generous).register(text, "fast")
+    strict = Runner(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / "data"))
     assert strict.queries() == []
     [kept] = json.loads((tmp_path / "data" / "unrestored-queries.json").read_text())
     assert kept["id"] == "fast" and kept["text"] == text
@@ -451,7 +451,7 @@ def test_background_updated_while_a_query_runs_is_seen_by_the_next_evaluation():
     store.background.load(b"<http://example.org/r1> <http://example.org/label> \"kitchen\" .",
                           ox.RdfFormat.N_TRIPLES, "background")
     clock = VirtualClock(T0)
-    engine = Engine(store, clock)
+    engine = Runner(store, clock)
     registered = engine.register(
         "PREFIX ex: <http://example.org/> SELECT ?label FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] "
         "WHERE { WINDOW ex:w { GRAPH ?g { ?t ex:room ?r } } ?r ex:label ?label }", "q")
@@ -470,7 +470,7 @@ def test_background_updated_while_a_query_runs_is_seen_by_the_next_evaluation():
 def test_retention_keeps_the_last_elements_a_count_window_reads():
     store = StreamStore()
     clock = VirtualClock(T0)
-    engine = Engine(store, clock)
+    engine = Runner(store, clock)
     engine.register("PREFIX ex: <http://example.org/> SELECT (COUNT(*) AS ?n) "
                     "FROM NAMED WINDOW ex:w ON ex:s [ELEMS 3] WHERE { WINDOW ex:w { GRAPH ?g { ?t ?p ?o } } }", "q")
     for k in range(1, 11):
@@ -489,7 +489,7 @@ def test_a_watermark_at_the_epoch_counts_as_complete_input():
     # closing there runs on the watermark, not after max_delay.
     store = StreamStore()
     clock = VirtualClock(-5 * S)
-    engine = Engine(store, clock, EngineConfig(max_delay=60 * S))
+    engine = Runner(store, clock, EngineConfig(max_delay=60 * S))
     registered = engine.register(
         'PREFIX ex: <http://example.org/> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#> SELECT * '
         'FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S START "1969-12-31T23:59:50Z"^^xsd:dateTime] '
@@ -502,7 +502,7 @@ def test_a_watermark_at_the_epoch_counts_as_complete_input():
 def test_the_status_names_a_count_windows_next_close_once_its_element_is_in():
     store = StreamStore()
     clock = VirtualClock(T0)
-    engine = Engine(store, clock, EngineConfig(max_delay=60 * S))
+    engine = Runner(store, clock, EngineConfig(max_delay=60 * S))
     registered = engine.register("PREFIX ex: <http://example.org/> SELECT * FROM NAMED WINDOW ex:w ON ex:s "
                                  "[ELEMS 2 STEP 2] WHERE { WINDOW ex:w { GRAPH ?g { ?s ?p ?o } } }", "q")
     assert registered.status.next_close is None
@@ -520,7 +520,7 @@ def test_a_history_of_no_records_keeps_and_writes_nothing(tmp_path):
 
 
 def test_registered_queries_differing_in_constants_form_one_group_until_removed():
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
     sliding = QUERY.replace("[RANGE PT2S]", "[RANGE PT4S STEP PT1S]").replace("?o ex:v ?v", "?o ex:v ?v FILTER(?v > %d)")
     first, second = engine.register(sliding % 1, "a"), engine.register(sliding % 2, "b")
     engine.register(QUERY, "c")                    # no constants: alone
@@ -541,7 +541,7 @@ def test_registering_removing_and_evaluating_a_query_write_its_own_file_only(tmp
     config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
     clock = VirtualClock(T0)
     store = StreamStore()
-    engine = Engine(store, clock, config)
+    engine = Runner(store, clock, config)
     query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S STEP PT2S] "
              "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v > %d) } } }")
     for k in range(5):
@@ -563,7 +563,7 @@ def test_registering_removing_and_evaluating_a_query_write_its_own_file_only(tmp
     progress = (tmp_path / "data" / "progress.jsonl").read_text().splitlines()
     assert [json.loads(line)["id"] for line in progress] == ["q3"]
     # A restart registers them again in the order they were first registered.
-    again = Engine(store, clock, config)
+    again = Runner(store, clock, config)
     assert [q.id for q in again.queries()] == ["q0", "q1", "q3", "q4", "late"]
     assert again.get("q3").status.evaluations == 1
 
@@ -574,7 +574,7 @@ def test_the_single_file_of_earlier_versions_becomes_a_file_per_query(tmp_path):
     query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S STEP PT2S] "
              "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
     (data / "queries.json").write_text(json.dumps([{"id": "b", "text": query}, {"id": "a", "text": query}]))
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=data))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=data))
     assert [q.id for q in engine.queries()] == ["b", "a"]
     assert not (data / "queries.json").exists() and sorted(p.name for p in (data / "queries").iterdir()) == [
         "a.json", "b.json"]
@@ -585,7 +585,7 @@ def test_the_progress_log_keeps_each_querys_latest_line_and_survives_a_cut_line(
     monkeypatch.setattr(repository, "PROGRESS_LINES", 6)
     config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
     clock, store = VirtualClock(T0), StreamStore()
-    engine = Engine(store, clock, config)
+    engine = Runner(store, clock, config)
     query = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S STEP PT1S] "
              "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
     engine.register(query, "a")
@@ -599,7 +599,7 @@ def test_the_progress_log_keeps_each_querys_latest_line_and_survives_a_cut_line(
     with log.open("a") as f:
         f.write('{"id": "a", "last_evalu')               # a crash in the middle of a line
     engine.close()
-    again = Engine(store, clock, config)
+    again = Runner(store, clock, config)
     assert [q.id for q in again.queries()] == ["a"]
     assert again.get("a").status.evaluations == 9
     assert again.get("a").status.last_evaluation == T0 + 9 * S
@@ -623,7 +623,7 @@ def test_overrun_skip_evaluates_only_the_latest_due_instant_with_the_rows_of_cat
     store = StreamStore()
     staged = store.documents.stage("http://example.org/s", stream_text(50), ox.RdfFormat.TRIG, "s.trig").staged
     _publish_until(store, staged, T0 + 40 * S)
-    engine = Engine(store, VirtualClock(T0), EngineConfig(max_delay=0))
+    engine = Runner(store, VirtualClock(T0), EngineConfig(max_delay=0))
     skipping = engine.register(text, "skipping", options={"overrun": "skip"})
     catching_up = engine.register(text, "catching-up")
     engine.clock.set(T0 + 40 * S)                          # twenty instants due
@@ -648,13 +648,13 @@ def test_overrun_skip_evaluates_only_the_latest_due_instant_with_the_rows_of_cat
 
 def test_overrun_is_an_option_with_two_values_and_its_skips_survive_a_restart(tmp_path):
     config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
-    engine = Engine(StreamStore(), VirtualClock(T0), config)
+    engine = Runner(StreamStore(), VirtualClock(T0), config)
     with pytest.raises(UsageError, match="overrun takes catch-up or skip, not 'drop'"):
         engine.register(QUERY, "q", options={"overrun": "drop"})
     engine.register(QUERY, "q", options={"overrun": "skip"})
     engine.clock.set(T0 + 10 * S)
     engine.run_query("q")
-    again = Engine(StreamStore(), VirtualClock(T0 + 10 * S), config)
+    again = Runner(StreamStore(), VirtualClock(T0 + 10 * S), config)
     assert again.get("q").describe()["status"]["skipped_instants"] == 4
 
 
@@ -665,7 +665,7 @@ def test_a_registered_query_keeps_few_objects_for_the_cycle_collector(tmp_path):
     # syntax tree) a registration that met one took 100-190 ms.
     store = StreamStore()
     clock = VirtualClock(T0)
-    engine = Engine(store, clock, EngineConfig(data_dir=tmp_path, max_delay=0))
+    engine = Runner(store, clock, EngineConfig(data_dir=tmp_path, max_delay=0))
     shape = """PREFIX ex: <http://example.org/>
 SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S STEP PT1S]
 WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v > %d) } } }"""

@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.endpoint.engine.sinks import post_with_requests
 from rspstar.store.stream_store import StreamStore
@@ -58,7 +58,7 @@ def test_an_allowed_origin_may_be_reached_and_no_other():
 
 def test_no_way_in_reaches_the_canary(canary):
     address, hits = canary
-    engine = Engine(StreamStore(), VirtualClock(parse_instant("2026-03-01T08:00:00Z")), EngineConfig())
+    engine = Runner(StreamStore(), VirtualClock(parse_instant("2026-03-01T08:00:00Z")), EngineConfig())
     client = create_app(engine, HttpSettings()).test_client()
     select = "SELECT * WHERE { SERVICE <%s/sparql> { ?s ?p ?o } }" % address
     assert client.get("/sparql", query_string={"query": select}).status_code == 400
@@ -73,7 +73,7 @@ def test_no_way_in_reaches_the_canary(canary):
 
 def test_an_allowed_service_does_reach_out(canary):
     address, hits = canary
-    engine = Engine(StreamStore(), VirtualClock(parse_instant("2026-03-01T08:00:00Z")),
+    engine = Runner(StreamStore(), VirtualClock(parse_instant("2026-03-01T08:00:00Z")),
                     EngineConfig(federation_allowed=[address]))
     client = create_app(engine, HttpSettings()).test_client()
     client.get("/sparql", query_string={"query": "SELECT * WHERE { SERVICE <%s/sparql> { ?s ?p ?o } }" % address})

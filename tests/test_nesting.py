@@ -95,12 +95,12 @@ def test_rdf_input_nested_too_deep_is_rejected_with_its_line():
 PROBE = r"""
 import json, sys
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.store.stream_store import StreamStore
 import tempfile, pathlib
 landing = pathlib.Path(tempfile.mkdtemp())
-app = create_app(Engine(StreamStore(), VirtualClock(0), EngineConfig()),
+app = create_app(Runner(StreamStore(), VirtualClock(0), EngineConfig()),
                  HttpSettings(token=None, max_body=1 << 24, landing_dir=landing))
 client = app.test_client()
 method, path, content_type, body = json.loads(sys.stdin.read())

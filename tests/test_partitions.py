@@ -10,7 +10,7 @@ import pytest
 
 from conftest import CONFORMANCE, compare_lines
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.store.codec import Payload
 from rspstar.store.partitions import (
     KEYLESS, NO_KEY, KeptStores, KeyedFrames, PartitionPlan, PartitionState, PlanRunner, key_group, keyed_elements,
@@ -61,7 +61,7 @@ def engine_for(manifest, directory, keys, store=None, **config):
     if manifest.get("background"):
         path = directory / manifest["background"]
         store.background.load(path.read_bytes(), ox.RdfFormat.TRIG, str(path))
-    return Engine(store, VirtualClock(parse_instant(manifest["from"])),
+    return Runner(store, VirtualClock(parse_instant(manifest["from"])),
                   EngineConfig(partition_keys=keys, federation_allowed=None, **config))
 
 

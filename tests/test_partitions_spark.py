@@ -110,14 +110,14 @@ def test_the_tvs_example_query_partitioned_by_sector_equals_the_single_store(spa
     # clock: the single store (ingestion + runner) and the partitioned run read the same rows.
     from rspstar.endpoint.config import DEFAULT_CONFIG
     from rspstar.endpoint.engine.clock import VirtualClock
-    from rspstar.endpoint.engine.runner import Engine, EngineConfig
+    from rspstar.endpoint.engine.runner import Runner, EngineConfig
     from rspstar.store.simulator import SOSA, TVS
     from rspstar.translator.partition import PartitionKey
 
     start = parse_instant("2026-03-01T08:00:00Z")
     keys = {stream: PartitionKey(SOSA + "hasFeatureOfInterest") for stream in TVS.streams}
     store = StreamStore()
-    engine = Engine(store, VirtualClock(start), EngineConfig(partition_keys=keys, max_delay=YEARS))
+    engine = Runner(store, VirtualClock(start), EngineConfig(partition_keys=keys, max_delay=YEARS))
     text = (DEFAULT_CONFIG.parent / "queries" / "tvs-warning.rq").read_text()
     single = engine.register(text, "single")
     partitioned = engine.register(text, "partitioned", options={"partition": "?location"})

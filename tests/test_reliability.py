@@ -10,7 +10,7 @@ import pyoxigraph as ox
 
 from conftest import REPO
 from rspstar.endpoint.engine.clock import WallClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.store.stream_store import StreamStore
 
@@ -69,7 +69,7 @@ def test_slow_queries_are_stopped_and_do_not_starve_other_clients(tmp_path):
     store = StreamStore(str(tmp_path / "store"))
     store.background.load("\n".join('<http://s%d> <http://p> "%d" <http://g%d> .' % (i, i, i) for i in range(400)),
                           ox.RdfFormat.N_QUADS, "bg.nq")
-    app = create_app(Engine(store, WallClock(), EngineConfig()), HttpSettings(query_timeout=1.0, query_workers=2))
+    app = create_app(Runner(store, WallClock(), EngineConfig()), HttpSettings(query_timeout=1.0, query_workers=2))
     adhoc = app.extensions["rspstar"].adhoc
     assert adhoc.wait_ready()
     client = app.test_client()

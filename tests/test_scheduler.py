@@ -4,7 +4,7 @@ the periodic jobs. Stepped by hand: a virtual engine clock, a fake monotonic clo
 import time
 
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import MAX_EVALUATIONS_PER_RUN, Engine, EngineConfig
+from rspstar.endpoint.engine.runner import MAX_EVALUATIONS_PER_RUN, Runner, EngineConfig
 from rspstar.endpoint.engine.scheduler import DELIVERY_JOB, INLINE, RETENTION_JOB, LiveScheduler
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
@@ -25,7 +25,7 @@ class Monotonic:
 
 
 def scheduled(max_delay: int, *ids: str):
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=max_delay))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=max_delay))
     for query_id in ids:
         engine.register(QUERY, query_id)
     clock = Monotonic()
@@ -114,7 +114,7 @@ def test_removed_queries_are_not_asked_and_new_ones_are():
 
 
 def test_the_dispatcher_thread_runs_due_queries_with_real_workers():
-    engine = Engine(StreamStore(), VirtualClock(T0 + 10 * S), EngineConfig(max_delay=0))
+    engine = Runner(StreamStore(), VirtualClock(T0 + 10 * S), EngineConfig(max_delay=0))
     scheduler = LiveScheduler(engine)
     scheduler.start()
     try:
@@ -132,7 +132,7 @@ def test_the_dispatcher_thread_runs_due_queries_with_real_workers():
 
 
 def test_a_run_that_finds_the_query_busy_counts_a_missed_run():
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
     q = engine.register(QUERY, "a")
     with q.lock:
         assert engine.run_query("a") == 0

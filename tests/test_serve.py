@@ -4,7 +4,7 @@ import pytest
 
 from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.config import DEFAULT_CONFIG, ConfigError, load_config, register_configured
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint import serve as serve_module
 from rspstar.endpoint.serve import progress_line, progress_reporter, write_token
 from rspstar.store.stream_store import StreamStore
@@ -15,7 +15,7 @@ T0 = parse_instant("2026-03-01T08:00:00Z")
 
 def test_the_embedded_configuration_registers_every_example_query(tmp_path):
     config = load_config(DEFAULT_CONFIG, tmp_path / "engine")
-    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    engine = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(engine, config) == ["oxygen-warning", "tvs-warning", "homecare-low-emergency"]
     for name in config.settings.background.files:
         assert config.relative(name).is_file()
@@ -24,7 +24,7 @@ def test_the_embedded_configuration_registers_every_example_query(tmp_path):
 
 def test_the_progress_line_is_short_and_names_failed_queries():
     config = load_config(DEFAULT_CONFIG)
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig())
     register_configured(engine, config)
     engine.get("tvs-warning").status.state = "failed"
     line = progress_line(engine)
@@ -37,7 +37,7 @@ THRESHOLD_QUERY = ("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW
 
 
 def test_with_many_queries_the_progress_line_gives_totals_and_the_failed_ones():
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig())
     for k in range(300):
         engine.register(THRESHOLD_QUERY % k, "q%d" % k)
     for k in (7, 8):
@@ -48,7 +48,7 @@ def test_with_many_queries_the_progress_line_gives_totals_and_the_failed_ones():
 
 
 def test_memory_is_given_back_at_the_progress_line_after_queries_were_removed():
-    engine = Engine(StreamStore(), VirtualClock(T0), EngineConfig())
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig())
     trims = []
     report = progress_reporter(engine, lambda: trims.append(1))
     engine.register(THRESHOLD_QUERY % 0, "a")
@@ -93,7 +93,7 @@ def test_the_quarantine_budget_comes_from_the_configuration(tmp_path):
 
 def test_only_configured_queries_deleted_by_a_user_are_remembered_across_restarts(tmp_path):
     config = load_config(DEFAULT_CONFIG, tmp_path / "engine")
-    engine = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    engine = Runner(StreamStore(), VirtualClock(T0), config.engine)
     register_configured(engine, config)
     text = engine.get("oxygen-warning").spec.text
     for k in range(50):                     # registered through the API and deleted: nothing to remember
@@ -101,13 +101,13 @@ def test_only_configured_queries_deleted_by_a_user_are_remembered_across_restart
         engine.remove("api-%d" % k)
     engine.remove("oxygen-warning")
     assert engine.removed_ids == {"oxygen-warning"}
-    restarted = Engine(StreamStore(), VirtualClock(T0), config.engine)
+    restarted = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(restarted, config) == []          # restored, and the deleted one stays deleted
     assert sorted(q.id for q in restarted.queries()) == ["homecare-low-emergency", "tvs-warning"]
     # A deletion remembered for a query the configuration no longer has is forgotten.
     config.queries = [q for q in config.queries if q.id != "oxygen-warning"]
-    register_configured(Engine(StreamStore(), VirtualClock(T0), config.engine), config)
-    assert Engine(StreamStore(), VirtualClock(T0), config.engine).removed_ids == set()
+    register_configured(Runner(StreamStore(), VirtualClock(T0), config.engine), config)
+    assert Runner(StreamStore(), VirtualClock(T0), config.engine).removed_ids == set()
 
 
 def test_the_server_reports_its_port_as_a_number():

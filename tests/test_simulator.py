@@ -5,7 +5,7 @@ import pytest
 
 from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.config import DEFAULT_CONFIG, load_config
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.store.simulator import EPISODE_CYCLE_SECONDS, EPISODE_SECONDS, HOMECARE, SCENARIOS, SENSORS, TVS, mix
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
@@ -34,7 +34,7 @@ def low_emergencies(store: StreamStore, start: int, seconds: int) -> list[dict]:
     """The example query's records at every close in (start, start + seconds]."""
     config = load_config(DEFAULT_CONFIG)
     entry = next(q for q in config.queries if q.id == "homecare-low-emergency")
-    engine = Engine(store, VirtualClock(start), EngineConfig(max_delay=0))
+    engine = Runner(store, VirtualClock(start), EngineConfig(max_delay=0))
     registered = engine.register(entry.text, entry.id, entry.sinks, entry.options)
     engine.clock.set(start + seconds * S)
     engine.tick()

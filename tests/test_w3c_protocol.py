@@ -12,7 +12,7 @@ from rdflib.namespace import RDF, RDFS
 
 from http_app import AUTH, TOKEN
 from rspstar.endpoint.engine.clock import VirtualClock
-from rspstar.endpoint.engine.runner import Engine, EngineConfig
+from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.store.stream_store import StreamStore
 
@@ -76,7 +76,7 @@ def _client(test):
         quads = [ox.Quad(q.subject, q.predicate, q.object, ox.NamedNode(label))
                  for q in ox.parse((SUITE / file).read_bytes(), format=ox.RdfFormat.N_TRIPLES)]
         store.background.load(ox.serialize(quads, format=ox.RdfFormat.N_QUADS), ox.RdfFormat.N_QUADS, label)
-    engine = Engine(store, VirtualClock(0), EngineConfig())
+    engine = Runner(store, VirtualClock(0), EngineConfig())
     return create_app(engine, HttpSettings(token=TOKEN)).test_client()
 
 

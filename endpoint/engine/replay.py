@@ -23,7 +23,7 @@ from rspstar.translator.temporal import format_instant
 from rspstar.translator.validate import compile_query
 
 from .clock import VirtualClock
-from .runner import Engine, EngineConfig
+from .runner import Runner, EngineConfig
 from .evaluation import EvaluationOptions
 from .errors import UsageError
 
@@ -85,7 +85,7 @@ class Replay:
             self.store, pending = self._stage(optimistic=False)
         self.pending = pending
         self.clock = VirtualClock(spec.start)
-        self.engine = Engine(self.store, self.clock, EngineConfig(**_OFFLINE))
+        self.engine = Runner(self.store, self.clock, EngineConfig(**_OFFLINE))
         self.registered = {query_id: self.engine.register(text, query_id, options=spec.options,
                                                           compiled=self.queries[query_id])
                            for query_id, text in spec.queries.items()}

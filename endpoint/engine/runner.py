@@ -1,7 +1,7 @@
 """The continuous-query engine: registered queries evaluated at their report instants, once
 their input is complete, with results going to every sink (spec §3 and §5).
 
-`Engine.tick()` does all that is due at the clock's current time; the live scheduler calls
+`Runner.tick()` does all that is due at the clock's current time; the live scheduler calls
 it from APScheduler jobs, tests call it after moving a virtual clock. Evaluation is the same
 `QueryEvaluator` that `rspstar replay` uses, so live results equal a replay of the same input.
 """
@@ -158,7 +158,7 @@ class RegisteredQuery:
         self.after = start          # the next evaluation is at the query's first instant after this
         self.status.next_close = evaluator.next_instant(start)
         self.lock = threading.Lock()
-        self.removed = False        # set by Engine.remove: an evaluation loop stops at the next instant
+        self.removed = False        # set by Runner.remove: an evaluation loop stops at the next instant
         # Evaluated per key on Spark's executors (option partition), not by the runner here.
         self.partitioned = evaluator.options.partition is not None
 
@@ -210,7 +210,7 @@ class EngineAtCapacity(EndpointError):
     retry_after = 60
 
 
-class Engine:
+class Runner:
     """Registered continuous queries over one stream store."""
 
     def __init__(self, store: StreamStore, clock: Clock, config: EngineConfig = EngineConfig(),

@@ -1,10 +1,10 @@
-"""The live scheduler: drives an `Engine` in wall-clock time.
+"""The live scheduler: drives an `Runner` in wall-clock time.
 
 Each registered query is asked to evaluate when it can have something to do: at its next close
 plus `max_delay` (the latest it may wait for complete input), or at once when a watermark it
 waits for passes its next close. A dispatcher thread keeps those wake-ups in one heap and hands
 the queries that are due to a small pool of evaluation workers, in the order they became due;
-the semantics stay in `Engine` (tested on a virtual clock), this layer only decides when to ask.
+the semantics stay in `Runner` (tested on a virtual clock), this layer only decides when to ask.
 
 With a thousand queries, one polling job per query (ten firings a second each) cost the
 scheduler more than the evaluations; a query now costs nothing between its closes. A query
@@ -28,7 +28,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from rspstar.store.stream_store import WatermarkAdvanced
 
-from .runner import MAX_EVALUATIONS_PER_RUN, Engine, UnknownQuery
+from .runner import MAX_EVALUATIONS_PER_RUN, Runner, UnknownQuery
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ INLINE = _Inline()
 
 
 class LiveScheduler:
-    def __init__(self, engine: Engine, interval: float = 0.1, housekeeping_interval: float = 1.0,
+    def __init__(self, engine: Runner, interval: float = 0.1, housekeeping_interval: float = 1.0,
                  workers: int = WORKERS, monotonic: Callable[[], float] = time.monotonic, executor=None):
         self.engine = engine
         self.interval = interval                 # the shortest wait between two asks of one query

@@ -16,7 +16,7 @@ from rspstar.translator.errors import TranslatorError
 
 from ..adhoc import AdhocQueries
 from ..engine.clock import Clock, WallClock
-from ..engine.runner import Engine, EngineConfig
+from ..engine.runner import Runner, EngineConfig
 from ..engine.errors import EndpointError
 from .errors import BadRequest, error_body, status_for
 from . import bodies, dashboard, graph_store, operations, queries, sparql, streams
@@ -24,14 +24,14 @@ from .bodies import BodyBudget
 from .context import STATIC, EventStreams, HttpSettings, Readiness, Services, services
 
 
-def create_app(engine: Engine | None = None, settings: HttpSettings | None = None, *,
+def create_app(engine: Runner | None = None, settings: HttpSettings | None = None, *,
                store: StreamStore | None = None, clock: Clock | None = None,
                config: EngineConfig | None = None,
                ingestion_status: Callable[[], dict] = dict, readiness: Readiness | None = None,
                disk: DiskGuard | None = None) -> Flask:
     settings = settings or HttpSettings()
     if engine is None:
-        engine = Engine(store or StreamStore(), clock or WallClock(), config or EngineConfig())
+        engine = Runner(store or StreamStore(), clock or WallClock(), config or EngineConfig())
     app = Flask("rspstar", static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body
     app.extensions["rspstar"] = Services(engine, engine.store, settings,

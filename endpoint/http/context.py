@@ -15,7 +15,7 @@ from rspstar.store.disk import DiskGuard
 from rspstar.store.stream_store import StreamStore
 
 from ..adhoc import AdhocQueries
-from ..engine.runner import Engine
+from ..engine.runner import Runner
 from .errors import Forbidden, Starting, Unauthorized
 from .bodies import BodyBudget
 
@@ -87,7 +87,7 @@ class EventStreams:
 
 @dataclass
 class Services:
-    engine: Engine
+    engine: Runner
     store: StreamStore
     settings: HttpSettings
     adhoc: AdhocQueries

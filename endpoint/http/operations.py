@@ -7,7 +7,7 @@ from flask import Blueprint, Response
 
 from rspstar.store.disk import DiskGuard
 
-from ..engine.runner import Engine
+from ..engine.runner import Runner
 from .context import services
 from .openapi import document
 
@@ -52,7 +52,7 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def prometheus_text(engine: Engine, sources: dict, disk: DiskGuard | None = None) -> str:
+def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None) -> str:
     lines = []
 
     def metric(name: str, kind: str, help_text: str, samples: list[tuple[dict, float]]) -> None:
