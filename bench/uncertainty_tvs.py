@@ -24,7 +24,10 @@ import pyoxigraph as ox
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import PREFIXES, Table, iso, machine, publish  # noqa: E402
 
-from rspstar.endpoint.engine.evaluation import ConstantGroups, EvaluationOptions, H4Choice, QueryEvaluator  # noqa: E402
+from rspstar.endpoint.engine.evaluation import QueryEvaluator  # noqa: E402
+from rspstar.endpoint.engine.r2r import FilterPlacement  # noqa: E402
+from rspstar.endpoint.engine.sharing import ConstantGroups  # noqa: E402
+from rspstar.translator.options import QueryOptions  # noqa: E402
 from rspstar.store.stream_store import StreamStore  # noqa: E402
 from rspstar.translator.temporal import parse_instant  # noqa: E402
 from rspstar.translator.uncertainty import FunctionLibrary  # noqa: E402
@@ -122,20 +125,21 @@ def load(sectors: int, **profile) -> StreamStore:
     return store
 
 
-class AlwaysDeferred(H4Choice):
+class AlwaysDeferred(FilterPlacement):
     """H4 on every evaluation (the engine keeps it only while it saves calls)."""
 
     def next(self) -> bool:
         return True
 
 
-def measure(store: StreamStore, text: str, options: EvaluationOptions, library=None,
+def measure(store: StreamStore, text: str, options: QueryOptions, library=None,
             always_deferred: bool = False) -> tuple[float, float, float, int]:
     """(median ms per evaluation, calls per evaluation, computed per evaluation, rows)."""
     query = compile_query(text)
     evaluator = QueryEvaluator(query, store, options, library)
-    if always_deferred and evaluator.h4 is not None:
-        evaluator.h4 = AlwaysDeferred()
+    compiled = evaluator.r2r.whole.compiled
+    if always_deferred and compiled.placement is not None:
+        compiled.placement = AlwaysDeferred()
     times, rows = [], 0
     instants = report_policy(query).fixed_instants(START + 8 * 1_000_000, START + SECONDS * 1_000_000)
     for instant in instants:
@@ -149,13 +153,13 @@ def measure(store: StreamStore, text: str, options: EvaluationOptions, library=N
 
 
 CONFIGURATIONS = [
-    ("all on", EvaluationOptions()),
-    ("all on, H4 on every evaluation", EvaluationOptions()),
-    ("cache off", EvaluationOptions(rspu_cache=False)),
-    ("lazy off", EvaluationOptions(lazy_bind=False)),
-    ("H4 off", EvaluationOptions(h4=False)),
-    ("fusion off", EvaluationOptions(fuse_rspu=False)),
-    ("all off", EvaluationOptions(rspu_cache=False, lazy_bind=False, h4=False, fuse_rspu=False)),
+    ("all on", QueryOptions()),
+    ("all on, H4 on every evaluation", QueryOptions()),
+    ("cache off", QueryOptions(rspu_cache=False)),
+    ("lazy off", QueryOptions(lazy_bind=False)),
+    ("H4 off", QueryOptions(h4=False)),
+    ("fusion off", QueryOptions(fuse_rspu=False)),
+    ("all off", QueryOptions(rspu_cache=False, lazy_bind=False, h4=False, fuse_rspu=False)),
 ]
 
 
@@ -181,7 +185,7 @@ def run(sector_counts: list[int], profile: str = "selective") -> str:
                 baseline = baseline or ms
                 table.add(label, name, ms, round(calls), round(computed), rows, "%.2f" % (ms / baseline))
             mc = MonteCarloLibrary()
-            ms, calls, computed, rows = measure(store, text, EvaluationOptions(), mc)
+            ms, calls, computed, rows = measure(store, text, QueryOptions(), mc)
             table.add(label, "all on, 10k-sample Monte Carlo", ms, round(calls), round(computed), rows,
                       "%.2f" % (ms / baseline))
         out.append(table.markdown())

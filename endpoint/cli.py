@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from rspstar.store.errors import StoreError
@@ -13,7 +14,8 @@ from rspstar.translator.constants import parameterized
 from rspstar.translator.dialects import DIALECTS
 from rspstar.translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from rspstar.translator.temporal import parse_instant
-from rspstar.translator.policy import report_policy
+from rspstar.translator.admission import Limits, admit
+from rspstar.translator.options import QueryOptions, r2r_plan
 from rspstar.translator.rewrite import compile_template
 from rspstar.translator.validate import compile_query
 
@@ -22,10 +24,10 @@ from rspstar.config import schema
 
 from .config import DEFAULT_CONFIG, load_config
 from .engine.errors import EndpointError, UsageError
-from .engine.evaluation import EvaluationOptions
 from .engine.replay import Replay, ReplayInput
 
 EXIT_INPUT_ERROR = 2
+_UNLIMITED = Limits(max_range=2**62, max_reports_per_second=float("inf"), max_elements=2**62, federation_allowed=None)
 EXIT_QUERY_FAILED = 3
 _REPLAY_EXIT_STATUS = """exit status:
   0  every query was evaluated at every instant
@@ -80,7 +82,7 @@ def cmd_replay(args) -> int:
         repeated = next(i for i in ids if ids.count(i) > 1)
         raise UsageError("two query files are named %s.*: their results would share %s.jsonl" % (repeated, repeated))
     options = dict(_key_value(o, "--option") for o in args.option)
-    parsed = EvaluationOptions.from_pairs(options)
+    parsed = QueryOptions.from_pairs(options)
     texts = {}
     for query_id, file in zip(ids, files):
         texts[query_id] = _read_query(str(file))
@@ -141,14 +143,15 @@ def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
 
 def cmd_check(args) -> int:
     text = _read_query(args.query)
-    options = EvaluationOptions.from_pairs(dict(_key_value(o, "--option") for o in args.option))
+    options = QueryOptions.from_pairs(dict(_key_value(o, "--option") for o in args.option))
     try:
-        query = compile_query(text, dialect=options.dialect, start=options.start)
-        policy = report_policy(query, options.report)
+        # The serving engine's limits and partition keys are its configuration's, not known here.
+        admitted = admit(text, _UNLIMITED, replace(options, partition=None))
     except QuerySyntaxError as e:
         print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
-    window, why_not = options.incremental_window(query, policy)
+    query, policy, options = admitted.query, admitted.policy, admitted.options
+    plan = r2r_plan(query, policy, options)
     summary = {
         "dialect": query.dialect, "form": query.form.value, "r2s": query.r2s.value, "name": query.name,
         "output_stream": query.output_stream,
@@ -164,15 +167,11 @@ def cmd_check(args) -> int:
             summary["default_graph"] = "the merge of windows %s and the background default graph" % \
                 ", ".join("<%s>" % w for w in query.merged_windows)
     summary["sparql"] = compile_template(query, options.rewrite_options(query)).show().splitlines()
-    shared = parameterized(query) if window is not None and options.share_constants else None
+    shared = parameterized(query) if plan.kind == "incremental" and options.share_constants else None
     if shared is not None:
         summary["constants"] = ["%s at %d:%d" % (constant, *query.body.source.position(at))
                                 for constant, (at, _) in zip(shared.constants, shared.spans)]
-    if window is None and query.windows:
-        join, why_not = options.joined_windows(query, policy)
-        window = join and "a join of windows %s, each incremental%s" % (
-            ", ".join("<%s>" % w for w in join.windows), ", and of background patterns" if join.background else "")
-    summary["incremental"] = window or "no: %s" % why_not
+    summary["incremental"] = plan.describe()
     print(json.dumps(summary, indent=2))
     return 0
 

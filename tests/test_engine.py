@@ -17,7 +17,7 @@ from rspstar.endpoint.engine.runner import (
     MAX_EVALUATIONS_PER_RUN, DuplicateQuery, Runner, EngineConfig, InvalidQueryId, UnknownQuery,
 )
 from rspstar.endpoint.engine.sinks import ResultHistory, SinkNotAllowed
-from rspstar.endpoint.engine.errors import UsageError
+from rspstar.translator.options import OptionError
 from rspstar.store.rdf_input import Element, format_for_path, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import QuerySyntaxError
@@ -524,10 +524,10 @@ def test_registered_queries_differing_in_constants_form_one_group_until_removed(
     sliding = QUERY.replace("[RANGE PT2S]", "[RANGE PT4S STEP PT1S]").replace("?o ex:v ?v", "?o ex:v ?v FILTER(?v > %d)")
     first, second = engine.register(sliding % 1, "a"), engine.register(sliding % 2, "b")
     engine.register(QUERY, "c")                    # no constants: alone
-    assert len(engine.constant_groups) == 1 and first.evaluator.constants is second.evaluator.constants
-    assert first.evaluator.constants.shared()
+    assert len(engine.constant_groups) == 1 and first.evaluator.r2r.ranges.group is second.evaluator.r2r.ranges.group
+    assert first.evaluator.r2r.ranges.group.shared()
     engine.remove("a")
-    assert not second.evaluator.constants.shared()
+    assert not second.evaluator.r2r.ranges.group.shared()
     engine.remove("b")
     assert len(engine.constant_groups) == 0
 
@@ -649,7 +649,7 @@ def test_overrun_skip_evaluates_only_the_latest_due_instant_with_the_rows_of_cat
 def test_overrun_is_an_option_with_two_values_and_its_skips_survive_a_restart(tmp_path):
     config = EngineConfig(data_dir=tmp_path / "data", max_delay=0)
     engine = Runner(StreamStore(), VirtualClock(T0), config)
-    with pytest.raises(UsageError, match="overrun takes catch-up or skip, not 'drop'"):
+    with pytest.raises(OptionError, match="overrun takes catch-up or skip, not 'drop'"):
         engine.register(QUERY, "q", options={"overrun": "drop"})
     engine.register(QUERY, "q", options={"overrun": "skip"})
     engine.clock.set(T0 + 10 * S)

@@ -5,8 +5,10 @@ import threading
 import pyoxigraph as ox
 import pytest
 
-from rspstar.endpoint.engine import evaluation
-from rspstar.endpoint.engine.evaluation import ConstantGroups, EvaluationOptions, QueryEvaluator, RangeResults
+from rspstar.endpoint.engine import r2r, sharing
+from rspstar.endpoint.engine.evaluation import QueryEvaluator
+from rspstar.endpoint.engine.sharing import ConstantGroups, RangeResults
+from rspstar.translator.options import QueryOptions
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import QuerySyntaxError
@@ -30,16 +32,17 @@ def element(k: int, at: int) -> Element:
 
 def evaluators(store):
     query = compile_query(QUERY)
-    on = QueryEvaluator(query, store, EvaluationOptions())
-    off = QueryEvaluator(query, store, EvaluationOptions(incremental=False))
+    on = QueryEvaluator(query, store, QueryOptions())
+    off = QueryEvaluator(query, store, QueryOptions(incremental=False))
     queried = {id(on): [], id(off): []}
     for evaluator in (on, off):
-        real = evaluator._run
+        compiled = evaluator.r2r.whole.compiled
+        real = compiled.run
 
         def counting(elements, count, convert, real=real, seen=queried[id(evaluator)]):
             seen.append(count)
             return real(elements, count, convert)
-        evaluator._run = counting
+        compiled.run = counting
     return on, off, queried[id(on)], queried[id(off)]
 
 
@@ -51,7 +54,7 @@ def test_a_sliding_window_evaluates_each_element_once_with_the_same_results():
     store = StreamStore()
     store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(80)])     # 4 per second
     on, off, queried_on, queried_off = evaluators(store)
-    assert on.incremental_window == "http://example.org/w" and off.incremental_window is None
+    assert on.plan.window == "http://example.org/w" and off.plan.window is None
     for second in range(1, 21):
         store.advance_watermark(STREAM, T0 + second * S)
         assert rows_at(on, T0 + second * S) == rows_at(off, T0 + second * S)
@@ -93,9 +96,9 @@ def test_incremental_evaluations_count_the_windows_elements_and_skip_empty_ones_
     store = StreamStore()
     store.add_elements(STREAM, [element(k, T0 + k * S) for k in (0, 1, 2)])
     query = compile_query(QUERY)
-    evaluator = QueryEvaluator(query, store, EvaluationOptions(report="non-empty"))
+    evaluator = QueryEvaluator(query, store, QueryOptions(report="non-empty"))
     store.advance_watermark(STREAM, T0 + 9 * S)
-    assert evaluator.incremental_window is not None
+    assert evaluator.plan.kind == "incremental"
     assert evaluator.evaluate(T0 + 2 * S).elements == 2          # [T0-2s, T0+2s): e0, e1
     assert evaluator.evaluate(T0 + 3 * S).elements == 3
     assert evaluator.evaluate(T0 + 8 * S) is None                # [T0+4s, T0+8s): empty, skipped
@@ -126,13 +129,13 @@ def test_a_join_of_windows_evaluates_each_window_incrementally_with_the_same_res
     store.add_elements(OTHER, [tagged(k, T0 + k * S // 3, None if k % 5 == 0 else k % 7) for k in range(60)])
     for projection in ("?o ?v ?q", "*"):
         query = compile_query(JOINED % projection)
-        on = QueryEvaluator(query, store, EvaluationOptions())
-        off = QueryEvaluator(query, store, EvaluationOptions(incremental=False))
-        assert sorted(on.joined) == ["http://example.org/w", "http://example.org/x"] and not off.joined
+        on = QueryEvaluator(query, store, QueryOptions())
+        off = QueryEvaluator(query, store, QueryOptions(incremental=False))
+        assert sorted(on.r2r.parts) == ["http://example.org/w", "http://example.org/x"] and off.plan.kind == "whole"
         evaluated, emitted = [], []
-        for child in on.joined.values():
-            real = child._run
-            child._run = lambda elements, count, convert, real=real: evaluated.append(count) or real(elements, count, convert)
+        for part in on.r2r.parts.values():
+            real = part.compiled.run
+            part.compiled.run = lambda elements, count, convert, real=real: evaluated.append(count) or real(elements, count, convert)
         for second in range(1, 22):
             store.advance_watermark(STREAM, T0 + second * S)
             store.advance_watermark(OTHER, T0 + second * S)
@@ -157,9 +160,9 @@ def test_a_join_with_the_background_reads_the_background_as_it_is_at_each_evalua
 SELECT ?o ?q FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT1S]
 FROM NAMED WINDOW ex:x ON ex:t [RANGE PT4S STEP PT1S]
 WHERE { ?o ex:in ex:lab . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?q ex:tag ?o } } }""")
-    on = QueryEvaluator(query, store, EvaluationOptions())
-    off = QueryEvaluator(query, store, EvaluationOptions(incremental=False))
-    assert on.joined and on._background is not None
+    on = QueryEvaluator(query, store, QueryOptions())
+    off = QueryEvaluator(query, store, QueryOptions(incremental=False))
+    assert on.plan.kind == "joined" and on.r2r.background is not None
     seen = []
     for second in range(2, 9):
         if second == 5:
@@ -186,9 +189,9 @@ def test_queries_with_equal_window_blocks_evaluate_each_range_once_between_them(
     first, second = QueryEvaluator(alone, store, shared=shared), QueryEvaluator(joined, store, shared=shared)
     unshared = QueryEvaluator(joined, store)
     runs = []
-    for evaluator in (first, second.joined["http://example.org/w"]):
-        real = evaluator._run
-        evaluator._run = lambda elements, count, convert, real=real, who=evaluator: runs.append(who) or real(
+    for compiled in (first.r2r.whole.compiled, second.r2r.parts["http://example.org/w"].compiled):
+        real = compiled.run
+        compiled.run = lambda elements, count, convert, real=real, who=compiled: runs.append(who) or real(
             elements, count, convert)
     for second_ in range(1, 11):
         for stream in (STREAM, OTHER):
@@ -196,7 +199,7 @@ def test_queries_with_equal_window_blocks_evaluate_each_range_once_between_them(
         first.evaluate(T0 + second_ * S)
         got = second.evaluate(T0 + second_ * S)
         assert sorted(map(sorted_items, got.rows)) == sorted(map(sorted_items, unshared.evaluate(T0 + second_ * S).rows))
-    assert runs and all(who is first for who in runs)      # the join's ex:w ranges all came from the first query
+    assert runs and all(who is first.r2r.whole.compiled for who in runs)      # the join's ex:w ranges all came from the first query
     assert shared.hits >= 10
     # What no window can still reach is not kept: the last window opens at T0 + 6 s.
     assert shared._rows and all(hi > T0 + 6 * S for _, _, _, hi, _ in shared._rows)
@@ -217,7 +220,7 @@ def test_queries_differing_only_in_constants_evaluate_each_range_once_between_th
     groups = ConstantGroups()
     together = [QueryEvaluator(compile_query(threshold_query(t)), store, groups=groups) for t in (3, 10, 3, 25)]
     alone = [QueryEvaluator(compile_query(threshold_query(t)), store) for t in (3, 10, 3, 25)]
-    assert len(groups) == 1 and all(e.constants is together[0].constants for e in together)
+    assert len(groups) == 1 and all(e.r2r.ranges.group is together[0].r2r.ranges.group for e in together)
     evaluated = []
     real = store.evaluate
     store.evaluate = lambda template, elements, *rest: evaluated.append(elements) or real(template, elements, *rest)
@@ -245,12 +248,12 @@ def test_a_removed_query_leaves_its_group_and_the_rest_go_on_alone():
     reference = QueryEvaluator(compile_query(threshold_query(3)), store)
     store.advance_watermark(STREAM, T0 + 2 * S)
     first.evaluate(T0 + 2 * S)      # leaves the second query's rows unread
-    group = first.constants
+    group = first.r2r.ranges.group
     assert group.shared() and group._unread
     second.close()
-    assert not group.shared() and all(second not in unread for unread in group._unread.values())
+    assert not group.shared() and all(second.r2r.ranges not in unread for unread in group._unread.values())
     # Removed while evaluating (after asking whether the group is shared): it goes alone.
-    assert group.rows(second, (STREAM, T0, T0 + S, 0), ["http://example.org/e0"], T0) is None
+    assert group.rows(second.r2r.ranges, (STREAM, T0, T0 + S, 0), ["http://example.org/e0"], T0) is None
     for k in range(3, 11):
         store.advance_watermark(STREAM, T0 + k * S)
         assert bag(first.evaluate(T0 + k * S).rows) == bag(reference.evaluate(T0 + k * S).rows)
@@ -261,10 +264,10 @@ def test_a_removed_query_leaves_its_group_and_the_rest_go_on_alone():
 def test_constants_are_not_shared_when_the_option_is_off_or_the_query_is_partitioned():
     store = StreamStore()
     groups = ConstantGroups()
-    for options in (EvaluationOptions(share_constants=False), EvaluationOptions(partition="?o")):
+    for options in (QueryOptions(share_constants=False), QueryOptions(partition="?o")):
         evaluator = QueryEvaluator(compile_query(threshold_query(3)), store, options, groups=groups)
-        assert evaluator.constants is None and len(groups) == 0
-    assert QueryEvaluator(compile_query(threshold_query(3)), store, groups=groups).constants is not None
+        assert evaluator.r2r.ranges.group is None and len(groups) == 0
+    assert QueryEvaluator(compile_query(threshold_query(3)), store, groups=groups).r2r.ranges.group is not None
 
 
 def test_queries_differing_in_r2s_and_name_as_well_share_their_ranges():
@@ -275,7 +278,7 @@ def test_queries_differing_in_r2s_and_name_as_well_share_their_ranges():
              threshold_query(10).replace("PREFIX ex: <http://example.org/>\n", "")]
     together = [QueryEvaluator(compile_query(t), store, groups=groups) for t in texts]
     alone = [QueryEvaluator(compile_query(t), store) for t in texts]
-    assert len(groups) == 1 and together[0].constants.shared()
+    assert len(groups) == 1 and together[0].r2r.ranges.group.shared()
     for second in range(1, 11):
         store.advance_watermark(STREAM, T0 + second * S)
         for mine, its_own in zip(together, alone):
@@ -291,7 +294,7 @@ def test_queries_watching_different_sensors_share_their_ranges():
     groups = ConstantGroups()
     together = [QueryEvaluator(compile_query(t), store, groups=groups) for t in texts]
     alone = [QueryEvaluator(compile_query(t), store) for t in texts]
-    assert len(groups) == 1 and together[0].constants.shared()
+    assert len(groups) == 1 and together[0].r2r.ranges.group.shared()
     seen = set()
     for second in range(1, 11):
         store.advance_watermark(OTHER, T0 + second * S)
@@ -313,11 +316,11 @@ def test_a_group_whose_query_does_not_compile_leaves_each_member_to_evaluate_alo
         raise QuerySyntaxError("refused", 1, 1)
 
     # The group's query (of every member's constants) does not compile; each member's own does.
-    monkeypatch.setattr(evaluation._ConstantGroup, "_compile", refuse)
+    monkeypatch.setattr(sharing._ConstantGroup, "_compile", refuse)
     store.advance_watermark(STREAM, T0 + 5 * S)
     assert bag(together[1].evaluate(T0 + 5 * S).rows) == bag(alone.evaluate(T0 + 5 * S).rows)
     assert together[1].evaluate(T0 + 5 * S).rows
-    assert not together[0].constants.shared()      # tried once, not at every range
+    assert not together[0].r2r.ranges.group.shared()      # tried once, not at every range
 
 
 def test_joins_of_windows_whose_blocks_differ_in_constants_share_those_blocks_ranges():
@@ -328,8 +331,8 @@ def test_joins_of_windows_whose_blocks_differ_in_constants_share_those_blocks_ra
     groups = ConstantGroups()
     together = [QueryEvaluator(compile_query(t), store, groups=groups) for t in texts]
     alone = [QueryEvaluator(compile_query(t), store) for t in texts]
-    blocks = [e.joined["http://example.org/w"] for e in together]
-    assert len(groups) == 1 and all(b.constants is blocks[0].constants for b in blocks) and blocks[0].constants.shared()
+    blocks = [e.r2r.parts["http://example.org/w"] for e in together]
+    assert len(groups) == 1 and all(b.group is blocks[0].group for b in blocks) and blocks[0].group.shared()
     for second in range(1, 22):
         for stream in (STREAM, OTHER):
             store.advance_watermark(stream, T0 + second * S)
@@ -348,8 +351,9 @@ def test_many_queries_of_one_shape_cost_their_group_not_each_member(monkeypatch)
     store = StreamStore()
     store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(40)])
     compiled = []
-    real_compile = evaluation.compile_template
-    monkeypatch.setattr(evaluation, "compile_template", lambda *a: compiled.append(a) or real_compile(*a))
+    for module in (r2r, sharing):
+        monkeypatch.setattr(module, "compile_template",
+                            lambda *a, real=module.compile_template: compiled.append(a) or real(*a))
     groups, shared = ConstantGroups(), RangeResults()
     members = [QueryEvaluator(compile_query(threshold_query(t)), store, shared=shared, groups=groups) for t in range(30)]
     checks = len(compiled)
@@ -391,7 +395,7 @@ def test_queries_join_and_leave_a_group_while_it_evaluates_a_range_without_waiti
     if held_in == "evaluation":
         monkeypatch.setattr(store, "evaluate", holding(store.evaluate))
     else:
-        monkeypatch.setattr(evaluation, "compile_template", holding(evaluation.compile_template))
+        monkeypatch.setattr(sharing, "compile_template", holding(sharing.compile_template))
     store.advance_watermark(STREAM, T0 + 2 * S)
     result = []
     evaluating = threading.Thread(target=lambda: result.append(first.evaluate(T0 + 2 * S)))

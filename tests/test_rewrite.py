@@ -2,7 +2,9 @@
 import pyoxigraph as ox
 import pytest
 
-from rspstar.endpoint.engine.evaluation import EvaluationOptions, H4Choice, QueryEvaluator
+from rspstar.endpoint.engine.evaluation import QueryEvaluator
+from rspstar.endpoint.engine.r2r import FilterPlacement
+from rspstar.translator.options import QueryOptions
 from rspstar.store.rdf_input import read_elements
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import QuerySyntaxError
@@ -43,7 +45,7 @@ ex:extra { ex:s0 ex:label "zero" . }""", ox.RdfFormat.TRIG, "bg.trig")
 
 def rows(store, text, instant, **options):
     query = compile_query(PREFIXES + text)
-    evaluation = QueryEvaluator(query, store, EvaluationOptions(**options)).evaluate(instant)
+    evaluation = QueryEvaluator(query, store, QueryOptions(**options)).evaluate(instant)
     return evaluation.rows
 
 
@@ -130,7 +132,7 @@ def test_lazy_bind_skips_unused_rspu_calls(store):
             '?o ex:value ?v BIND(rspu:add("N(0, 1)"^^rspu:distribution, ?v) AS ?unused) } } }')
     query = compile_query(PREFIXES + text)
     for lazy, expected_calls in ((True, 0), (False, 4)):
-        evaluator = QueryEvaluator(query, store, EvaluationOptions(lazy_bind=lazy))
+        evaluator = QueryEvaluator(query, store, QueryOptions(lazy_bind=lazy))
         evaluation = evaluator.evaluate(T0 + 4 * S)
         assert len(evaluation.rows) == 4
         assert evaluator.functions.counts.calls == expected_calls
@@ -158,7 +160,7 @@ WHERE { ?s ex:room ?room
 
 def rows_and_calls(store, text: str, **options) -> tuple[list[dict], int]:
     """One evaluation at T0 + 10 s without the rspu cache: its rows and rspu: calls."""
-    evaluator = QueryEvaluator(compile_query(PREFIXES + text), store, EvaluationOptions(rspu_cache=False, **options))
+    evaluator = QueryEvaluator(compile_query(PREFIXES + text), store, QueryOptions(rspu_cache=False, **options))
     rows_ = evaluator.evaluate(T0 + 10 * S).rows
     return sorted(rows_, key=str), evaluator.functions.counts.calls
 
@@ -209,15 +211,15 @@ def test_fused_shapes_are_checked():
 def test_h4_is_dropped_while_it_costs_more_calls_than_it_saves(store):
     # Every observation of x joins five of y: deferring the FILTER multiplies its calls by five.
     query = compile_query(PREFIXES + H4_QUERY.replace("FILTER(?w = 3)", ""))
-    evaluator = QueryEvaluator(query, store, EvaluationOptions(rspu_cache=False))
+    evaluator = QueryEvaluator(query, store, QueryOptions(rspu_cache=False))
     calls, results = [], []
-    for _ in range(H4Choice.PROBE_EVERY + 1):
+    for _ in range(FilterPlacement.PROBE_EVERY + 1):
         before = evaluator.functions.counts.calls
         results.append(sorted(map(str, evaluator.evaluate(T0 + 10 * S).rows)))
         calls.append(evaluator.functions.counts.calls - before)
     assert calls[:3] == [100, 20, 20]                       # H4 first, then in place, kept
-    assert calls[H4Choice.PROBE_EVERY - 1] == 100           # probed again
-    assert calls[H4Choice.PROBE_EVERY] == 20
+    assert calls[FilterPlacement.PROBE_EVERY - 1] == 100           # probed again
+    assert calls[FilterPlacement.PROBE_EVERY] == 20
     assert all(r == results[0] for r in results)
     assert 0 < len(results[0]) < 50                          # 10 x 5 joined rows, some filtered out
 
@@ -229,8 +231,8 @@ def test_h4_leaves_filters_under_optional_in_place(store):
     from rspstar.translator.rewrite import rewrite
     rewritten = rewrite(query, {w: [] for w in query.windows}, [])
     assert "__rsph4" not in rewritten.text
-    on = QueryEvaluator(query, store, EvaluationOptions(h4=True)).evaluate(T0 + 10 * S).rows
-    off = QueryEvaluator(query, store, EvaluationOptions(h4=False)).evaluate(T0 + 10 * S).rows
+    on = QueryEvaluator(query, store, QueryOptions(h4=True)).evaluate(T0 + 10 * S).rows
+    off = QueryEvaluator(query, store, QueryOptions(h4=False)).evaluate(T0 + 10 * S).rows
     assert sorted(map(str, on)) == sorted(map(str, off))
 
 
@@ -260,13 +262,13 @@ def test_union_option_puts_element_content_in_the_window_default_graph(store):
 
 
 def test_a_query_is_rewritten_once_and_each_evaluation_only_fills_its_slots(store, monkeypatch):
-    import rspstar.endpoint.engine.evaluation as evaluation
+    import rspstar.endpoint.engine.r2r as r2r
     compiled = []
-    real = evaluation.compile_template
-    monkeypatch.setattr(evaluation, "compile_template", lambda q, o: compiled.append(o) or real(q, o))
+    real = r2r.compile_template
+    monkeypatch.setattr(r2r, "compile_template", lambda q, o: compiled.append(o) or real(q, o))
     query = compile_query(PREFIXES + """SELECT ?o FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S STEP PT1S]
 WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } GRAPH ex:a3 { ?x ex:value ?y } } GRAPH ex:profile { ?s ex:status ?t } }""")
-    evaluator = QueryEvaluator(query, store, EvaluationOptions.from_pairs({"h4": "false"}))
+    evaluator = QueryEvaluator(query, store, QueryOptions.from_pairs({"h4": "false"}))
     results = [sorted(r["o"] for r in evaluator.evaluate(T0 + k * S).rows) for k in range(1, 7)]
     assert len(compiled) == 1
     # GRAPH ex:a3 matches only while ex:a3 is in the window ([T0+2s, T0+4s) and [T0+3s, T0+5s)).

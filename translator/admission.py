@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from .errors import TranslatorError
 from .federation import check_federation
 from .model import ContinuousQuery, CountWindow, TimeWindow
+from .options import QueryOptions
 from .partition import PartitionKey, check_partitioned
 from .policy import ReportPolicy, report_policy
 from .temporal import format_duration
@@ -37,21 +38,24 @@ class Limits:
 class Admitted:
     query: ContinuousQuery
     policy: ReportPolicy
+    options: QueryOptions
 
 
-def admit(text: str, limits: Limits, *, dialect: str | None = None, start: str | None = None,
-          report: str | None = None, partition: str | None = None,
+def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | None = None, *,
           compiled: ContinuousQuery | None = None) -> Admitted:
-    """The query of `text` with its report policy, if the engine may run it under `limits`
-    (`compiled`: `text` as compile_query gave it with this dialect and start, not compiled again)."""
-    query = compiled if compiled is not None else compile_query(text, dialect=dialect, start=start)
+    """The query of `text` with its options (read here from KEY=VALUE pairs when given so) and
+    its report policy, if the engine may run it under `limits` (`compiled`: `text` as
+    compile_query gave it with these options' dialect and start, not compiled again)."""
+    if not isinstance(options, QueryOptions):
+        options = QueryOptions.from_pairs(options or {})
+    query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start)
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed)
-    policy = report_policy(query, report)
+    policy = report_policy(query, options.report)
     _check_limits(query, policy, limits)
-    if partition is not None:
-        check_partitioned(query, partition, limits.partition_keys, policy)
-    return Admitted(query, policy)
+    if options.partition is not None:
+        check_partitioned(query, options.partition, limits.partition_keys, policy)
+    return Admitted(query, policy, options)
 
 
 def _check_limits(query: ContinuousQuery, policy: ReportPolicy, limits: Limits) -> None:

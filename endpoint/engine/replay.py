@@ -20,11 +20,11 @@ from rspstar.store.staged import StagedElement
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.model import ContinuousQuery
 from rspstar.translator.temporal import format_instant
+from rspstar.translator.options import QueryOptions
 from rspstar.translator.validate import compile_query
 
 from .clock import VirtualClock
 from .runner import Runner, EngineConfig
-from .evaluation import EvaluationOptions
 from .errors import UsageError
 
 # Replay is offline, over the user's own files: the limits that protect a shared live engine
@@ -66,7 +66,7 @@ class Replay:
         self.spec = spec
         if not spec.queries:
             raise UsageError("a replay needs a query")
-        options = EvaluationOptions.from_pairs(spec.options)
+        options = QueryOptions.from_pairs(spec.options)
         self.queries = {query_id: compile_query(text, dialect=options.dialect, start=options.start)
                         for query_id, text in spec.queries.items()}
         read = set().union(*(q.streams for q in self.queries.values()))

@@ -34,7 +34,8 @@ from rspstar.translator.admission import Limits, admit
 
 from .clock import Clock
 from .errors import EndpointError
-from .evaluation import ConstantGroups, Evaluation, EvaluationOptions, QueryEvaluator, RangeResults
+from .evaluation import Evaluation, QueryEvaluator
+from .sharing import ConstantGroups, RangeResults
 from .repository import QueryRepository, QuerySpec
 from .sinks import (
     Delivery, EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed,
@@ -269,15 +270,13 @@ class Runner:
                  resume_after: int | None = None, resume_r2s: list | None = None,
                  compiled: ContinuousQuery | None = None) -> RegisteredQuery:
         """Check and register a query (TranslatorError for a bad query, SinkNotAllowed for a
-        sink outside the allow-list, UsageError for a bad option); nothing changes on error.
+        sink outside the allow-list, OptionError for a bad option); nothing changes on error.
         Its first evaluation is the first report instant after now (or after `resume_after`,
         with the IStream/DStream state `resume_r2s` of the evaluation there). `compiled`: the
         text as compile_query gave it under the options' dialect and start, when the caller has it."""
         options = dict(options or {})
-        evaluation_options = EvaluationOptions.from_pairs(options)
-        query = admit(text, self.limits, dialect=evaluation_options.dialect, start=evaluation_options.start,
-                      report=evaluation_options.report, partition=evaluation_options.partition,
-                      compiled=compiled).query
+        admitted = admit(text, self.limits, options, compiled=compiled)
+        query = admitted.query
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
@@ -293,8 +292,8 @@ class Runner:
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             history_file = self.repository.history_file(query_id)
             http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post) for url in sinks]
-            evaluator = QueryEvaluator(query, self.store, evaluation_options, shared=self.range_results,
-                                       groups=self.constant_groups)
+            evaluator = QueryEvaluator(query, self.store, admitted.options, shared=self.range_results,
+                                       groups=self.constant_groups, policy=admitted.policy)
             if resume_r2s is not None:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
@@ -490,7 +489,7 @@ class Runner:
         return PartitionPlan(query_id, registered.spec.text,
                              {s: self.config.partition_keys[s] for s in registered.query.streams},
                              self.store.background.nquads(), options.dialect, options.start, options.report,
-                             registered.evaluator.rewrite_options, options.rspu_cache, self.config.max_delay,
+                             options.rewrite_options(registered.query), options.rspu_cache, self.config.max_delay,
                              self.config.key_groups)
 
     def accept_partitions(self, query_id: str, emitted: list[tuple]) -> int:

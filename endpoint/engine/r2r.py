@@ -1,0 +1,386 @@
+"""R2R: a query's rows over what its windows hold at an instant, computed by the one strategy
+chosen for the query when it is registered (`strategy_for`, from translator.options.r2r_plan):
+
+- `WholeWindows`: every window's elements selected, the whole query evaluated over them;
+- `IncrementalWindow`: one distributive window, its rows the union of the rows of time ranges
+  each evaluated once (`RangeRows`), shared with equal queries and with the queries that differ
+  from it only in constants (sharing.py);
+- `JoinedWindows`: a join of such windows and of background patterns, each part evaluated on its
+  own and the rows joined here.
+
+The last two fall back to `WholeWindows` at an instant whose windows are not complete yet
+(docs/incremental-evaluation.md). All of them run the query through `Compiled`, which compiles
+it once per set of rewrite options and places its rspu: FILTERs where they made fewer calls.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pyoxigraph as ox
+
+from rspstar.store.stream_store import StreamStore
+from rspstar.store.terms import select_rows, triple_to_ntriples
+from rspstar.translator.constants import parameterized
+from rspstar.translator.errors import TranslatorError
+from rspstar.translator.model import ContinuousQuery, QueryForm, WindowContent
+from rspstar.translator.options import QueryOptions, R2RPlan
+from rspstar.translator.parser import parse_query
+from rspstar.translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
+from rspstar.translator.uncertainty import FunctionLibrary
+
+from .sharing import ConstantGroups, RangeResults
+
+
+@dataclass
+class Relation:
+    """What R2R gives for one instant: SELECT rows ({var: term}), CONSTRUCT triples as
+    (N-Triples line, triple) pairs, or an ASK answer; and how many elements the windows held."""
+
+    form: QueryForm
+    value: object
+    elements: int
+
+
+class FilterPlacement:
+    """Whether the next evaluation places the query's rspu: FILTERs after its joins (the RSPU
+    paper's heuristic H4) or where the query writes them.
+
+    Deferring saves calls when the joins are selective and costs calls when they multiply rows
+    (docs/performance.md, "rspu: filters after the joins"). Both placements give the same
+    results, so the one that made fewer rspu: calls per window element runs; the other is tried
+    again every PROBE_EVERY evaluations, as the data may change."""
+
+    PROBE_EVERY = 16
+
+    def __init__(self) -> None:
+        self.cost: dict[bool, float] = {}
+        self.evaluations = 0
+
+    def next(self) -> bool:
+        self.evaluations += 1
+        for deferred in (True, False):
+            if deferred not in self.cost:
+                return deferred
+        best = min((True, False), key=lambda deferred: (self.cost[deferred], not deferred))
+        return (not best) if self.evaluations % self.PROBE_EVERY == 0 else best
+
+    def record(self, deferred: bool, calls: int, elements: int) -> None:
+        self.cost[deferred] = calls / max(elements, 1)
+
+
+class Compiled:
+    """A query compiled once per set of rewrite options (two at most: rspu: FILTERs deferred
+    and in place) and run by the store over given window contents."""
+
+    def __init__(self, query: ContinuousQuery, store: StreamStore, options: RewriteOptions,
+                 functions: FunctionLibrary, place_filters: bool):
+        self.query = query
+        self.store = store
+        self.options = options
+        self.functions = functions
+        self.placement = FilterPlacement() if place_filters and options.h4 and defers_filters(query) else None
+        self._templates: dict[RewriteOptions, Template] = {}
+        self._parsed_from: str | None = None     # the text of a syntax tree let go of
+        self._block_text: str | None = None
+
+    def run(self, elements: dict[str, list[str]], count: int, convert):
+        """The query's result over these window contents, straight from the store, read by
+        `convert` (the rspu: calls are made as the solutions are read)."""
+        options = self.options
+        deferred = self.placement.next() if self.placement is not None else options.h4
+        if deferred != options.h4:
+            options = replace(options, h4=deferred)
+        calls_before = self.functions.counts.calls
+        result = self.store.evaluate(self.template(options), elements, self.functions, convert)
+        if self.placement is not None:
+            self.placement.record(deferred, self.functions.counts.calls - calls_before, count)
+        return result
+
+    def template(self, options: RewriteOptions | None = None) -> Template:
+        """The query compiled under `options` (the query's own when None), once."""
+        options = options or self.options
+        template = self._templates.get(options)
+        if template is None:
+            query = self.query
+            if query.body is None:
+                query = replace(query, body=parse_query(self._parsed_from).body)
+            template = self._templates[options] = compile_template(query, options)
+        return template
+
+    def block_text(self) -> str:
+        """What a range's rows depend on: the compiled query (its window's elements a slot)."""
+        if self._block_text is None:
+            self._block_text = self.template().show()
+        return self._block_text
+
+    def let_go_of_syntax_tree(self, keep_block_text: bool) -> None:
+        """Keep the query without its syntax tree: about forty objects that Python's full
+        collections would scan in each of a thousand members of a group, holding every thread
+        meanwhile. What evaluations read of it is kept (the text shared ranges' rows depend on,
+        when `keep_block_text`); its template, needed when it evaluates alone, is compiled from
+        the text parsed again."""
+        if keep_block_text:
+            self.block_text()
+        self._templates.clear()
+        self._parsed_from = self.query.body.source.text
+        self.query = replace(self.query, body=None)
+
+
+def _distinct_triples(result) -> list[tuple[str, ox.Triple]]:
+    """CONSTRUCT triples by their N-Triples line, each once."""
+    distinct = {}
+    for triple in result:
+        distinct.setdefault(triple_to_ntriples(triple), triple)
+    return list(distinct.items())
+
+
+_READ = {QueryForm.SELECT: select_rows, QueryForm.CONSTRUCT: _distinct_triples, QueryForm.ASK: bool}
+
+
+class WholeWindows:
+    """Every window's elements selected at the instant, the whole query evaluated over them."""
+
+    def __init__(self, compiled: Compiled):
+        self.compiled = compiled
+
+    @property
+    def query(self) -> ContinuousQuery:
+        return self.compiled.query
+
+    @property
+    def whole(self) -> "WholeWindows":
+        """What every strategy falls back to: here, itself."""
+        return self
+
+    def relation(self, contents: dict[str, WindowContent]) -> Relation:
+        query, store = self.compiled.query, self.compiled.store
+        elements = {w: content.select(query.windows[w].stream, store) for w, content in contents.items()}
+        count = sum(len(e) for e in elements.values())
+        return Relation(query.form, self.compiled.run(elements, count, _READ[query.form]), count)
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Range:
+    """The rows a distributive query gives over the elements of one time range of its stream."""
+    opens: int
+    closes: int
+    rows: list[dict]
+    elements: int
+
+
+class RangeRows:
+    """The rows of one distributive window's query, kept as contiguous time ranges inside the
+    window last read, each evaluated once (or read from an equal query's, or a group's)."""
+
+    def __init__(self, compiled: Compiled, window: str, shared: RangeResults | None,
+                 groups: ConstantGroups | None, share_constants: bool):
+        self.compiled = compiled
+        self.window = window
+        self.shared = shared
+        self._ranges: list[_Range] = []
+        self._late_seen: int | None = None
+        self.group = self._join_group(groups) if share_constants else None
+        if self.group is not None:
+            compiled.let_go_of_syntax_tree(keep_block_text=shared is not None)
+
+    @property
+    def store(self) -> StreamStore:
+        return self.compiled.store
+
+    @property
+    def functions(self) -> FunctionLibrary:
+        return self.compiled.functions
+
+    @property
+    def stream(self) -> str:
+        return self.compiled.query.windows[self.window].stream
+
+    def _join_group(self, groups: ConstantGroups | None):
+        """The group of queries differing from this one only in constants, when it has such
+        constants and the group's query compiles (else it is evaluated alone, as always)."""
+        if groups is None:
+            return None
+        query = parameterized(self.compiled.query)
+        if query is None:
+            return None
+
+        def compiles() -> bool:
+            try:
+                compile_template(parse_query(query.text([query.constants])), self.compiled.options)
+                return True
+            except TranslatorError:
+                return False
+        return groups.join(self, query, self.compiled.options, compiles)
+
+    def close(self) -> None:
+        """The query is removed: it leaves its group."""
+        if self.group is not None:
+            self.group.leave(self)
+            self.group = None
+
+    def complete(self, closes: int) -> bool:
+        """Whether no element can still arrive in the window without being counted late."""
+        watermark = self.store.watermark(self.stream)
+        return watermark is not None and watermark >= closes
+
+    def rows(self, opens: int, closes: int) -> tuple[list[dict], int]:
+        """The window's rows, and how many elements it holds, from contiguous time ranges, each
+        evaluated once: ranges still inside the window are reused, the rest evaluated now."""
+        stream = self.stream
+        late = self.store.late_count(stream)
+        if late != self._late_seen:
+            self._ranges, self._late_seen = [], late    # a late element may sit in a kept range
+        kept = [r for r in self._ranges if opens <= r.opens and r.closes <= closes]
+        if not kept:
+            ranges = self._between(stream, opens, closes, opens)
+        else:
+            ranges = self._between(stream, opens, kept[0].opens, opens) + kept + \
+                self._between(stream, kept[-1].closes, closes, opens)
+        self._ranges = ranges
+        return [row for r in ranges for row in r.rows], sum(r.elements for r in ranges)
+
+    def _between(self, stream: str, opens: int, closes: int, window_opens: int) -> list[_Range]:
+        """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
+        (so each later window is a run of whole ranges), in the window opening at
+        `window_opens`."""
+        window = self.compiled.query.windows[self.window]
+        cuts = {opens, closes}
+        for shift in (0, window.range):
+            # Closes lie on start + range + k * step; opens `range` before them.
+            base = window.start + window.range - shift
+            x = base + max(0, (opens - base) // window.step + 1) * window.step
+            while x < closes:
+                cuts.add(x)
+                x += window.step
+        edges = sorted(c for c in cuts if opens <= c <= closes)
+        ranges = []
+        block = self.compiled.block_text() if self.shared is not None else None
+        for lo, hi in zip(edges, edges[1:]):
+            key = (block, stream, lo, hi, self._late_seen)
+            found = self.shared.get(key) if block is not None else None
+            if found is None and self.group is not None:
+                found = self.group.unread(self, (stream, lo, hi, self._late_seen))
+            if found is None:
+                elements = self.store.elements_in(stream, lo, hi)
+                rows = None if elements else []
+                if elements and self.group is not None and self.group.shared():
+                    rows = self.group.rows(self, (stream, lo, hi, self._late_seen), elements, window_opens)
+                if rows is None:
+                    rows = self.compiled.run({self.window: elements}, len(elements), select_rows)
+                found = (rows, len(elements))
+                if block is not None:
+                    self.shared.put(key, found, window_opens)
+            ranges.append(_Range(lo, hi, *found))
+        return ranges
+
+
+class IncrementalWindow:
+    """One distributive window read by time ranges once complete; whole before."""
+
+    def __init__(self, ranges: RangeRows, whole: WholeWindows):
+        self.ranges = ranges
+        self.whole = whole
+
+    @property
+    def query(self) -> ContinuousQuery:
+        return self.whole.query
+
+    def relation(self, contents: dict[str, WindowContent]) -> Relation:
+        window = contents.get(self.ranges.window)
+        if window is None or not self.ranges.complete(window.closes):
+            return self.whole.relation(contents)
+        rows, count = self.ranges.rows(window.opens, window.closes)
+        return Relation(QueryForm.SELECT, rows, count)
+
+    def close(self) -> None:
+        self.ranges.close()
+
+
+def _join_all(sides: list[list[dict]]) -> list[dict]:
+    """The SPARQL join of bags of rows (compatible rows merged), smallest side first."""
+    sides = sorted(sides, key=len)
+    joined = sides[0]
+    for side in sides[1:]:
+        joined = _join(joined, side)
+    return joined
+
+
+def _join(left: list[dict], right: list[dict]) -> list[dict]:
+    if not left or not right:
+        return []
+    shared = sorted(set().union(*left) & set().union(*right))
+    if all(name in row for rows in (left, right) for row in rows for name in shared):
+        index: dict[tuple, list[dict]] = {}
+        for row in right:
+            index.setdefault(tuple(row[name] for name in shared), []).append(row)
+        return [{**row, **match} for row in left for match in index.get(tuple(row[name] for name in shared), ())]
+    # A variable unbound on one side (OPTIONAL in a block) is compatible with any value.
+    return [{**a, **b} for a in left for b in right
+            if all(a[name] == b[name] for name in shared if name in a and name in b)]
+
+
+def _project(rows: list[dict], projected: frozenset[str] | None) -> list[dict]:
+    if projected is None:
+        return rows
+    return [{name: term for name, term in row.items() if name in projected} for row in rows]
+
+
+class JoinedWindows:
+    """A join of windows, each a distributive query of its own read by time ranges, and of the
+    background patterns, evaluated at every instant (docs/incremental-evaluation.md); whole
+    while a window is not complete."""
+
+    def __init__(self, parts: dict[str, RangeRows], background: Compiled | None, whole: WholeWindows,
+                 projected: frozenset[str] | None):
+        self.parts = parts
+        self.background = background
+        self.whole = whole
+        self.projected = projected
+
+    @property
+    def query(self) -> ContinuousQuery:
+        return self.whole.query
+
+    def relation(self, contents: dict[str, WindowContent]) -> Relation:
+        # A window of a join that has not closed yet is empty (spec §6.6), so is the join; the
+        # windows that have closed are still read by ranges, which later evaluations reuse.
+        if not all(part.complete(contents[w].closes) for w, part in self.parts.items() if w in contents):
+            return self.whole.relation(contents)
+        read = [part.rows(contents[w].opens, contents[w].closes) for w, part in self.parts.items() if w in contents]
+        sides = [rows for rows, _ in read]
+        if len(read) < len(self.parts):
+            sides.append([])
+        elif self.background is not None:
+            sides.append(self.background.run({}, 0, select_rows))
+        return Relation(QueryForm.SELECT, _project(_join_all(sides), self.projected), sum(n for _, n in read))
+
+    def close(self) -> None:
+        for part in self.parts.values():
+            part.close()
+
+
+def strategy_for(plan: R2RPlan, query: ContinuousQuery, store: StreamStore, options: QueryOptions,
+                 functions: FunctionLibrary, shared: RangeResults | None, groups: ConstantGroups | None):
+    """The R2R strategy of `plan` for the query (a partitioned query's ranges are evaluated on
+    Spark's executors: it shares no group)."""
+    rewrite_options = options.rewrite_options(query)
+    share_constants = options.share_constants and options.partition is None
+    whole = WholeWindows(Compiled(query, store, rewrite_options, functions, place_filters=True))
+    if plan.kind == "incremental":
+        return IncrementalWindow(RangeRows(whole.compiled, plan.window, shared, groups, share_constants), whole)
+    if plan.kind == "joined":
+        parts = {}
+        for window, sub in plan.join.windows.items():
+            compiled = Compiled(sub, store, options.rewrite_options(sub), functions, place_filters=True)
+            parts[window] = RangeRows(compiled, window, shared, groups, share_constants)
+        background = None
+        if plan.join.background is not None:
+            background = Compiled(plan.join.background, store, rewrite_options, functions, place_filters=False)
+        return JoinedWindows(parts, background, whole, query.body.projected)
+    return whole
+
+
+Strategy = WholeWindows | IncrementalWindow | JoinedWindows
