@@ -3,8 +3,11 @@
 policy, the merged default graph), then compiled as any RSP-QL* query. Errors found in the
 translation are reported at the line and column of the user's text.
 
-A dialect is one reader class (a subclass of `_Reader` naming its `dialect`): defining it
-registers it, and DIALECTS lists the registered names. The window forms the RSP query features page writes and no
+A dialect is one class (a subclass of `Dialect` naming its `dialect`): defining it registers it,
+and DIALECTS lists the registered names. Adding one: subclass `Dialect`, declare what its
+semantics change (`report`, `upper_closed`, `option_defaults`), write `translate()` with the
+shared pieces (`dataset_clauses`, `stream_window`, `merge_or_wrap`, `finish`), teach `detect`
+its window clause, and add conformance cases; the table below gains its row. The window forms the RSP query features page writes and no
 engine's grammar has (spec §6.7: SLIDE or SLIDING for STEP, TUMBLING, units as words) are read
 as their dialect's own and named in `Translation.normalised`.
 
@@ -142,13 +145,14 @@ class _Window:
     iri: str = ""
 
 
-_READERS: dict[str, type["_Reader"]] = {}
+_READERS: dict[str, type["Dialect"]] = {}
 
 
-class _Reader(PrologueReader):
-    """Token-level reading of a dialect query into edits of its text (replacements of token
-    ranges), applied in one pass so that every copied piece keeps its source offset. A subclass
-    naming its `dialect` is registered under that name."""
+class Dialect(PrologueReader):
+    """A language the engine reads besides RSP-QL*: token-level reading of its queries into
+    edits of their text (replacements of token ranges), applied in one pass so that every copied
+    piece keeps its source offset, and its semantics' differences from RSP-QL* declared as class
+    attributes. A subclass naming its `dialect` is registered under that name."""
 
     dialect = ""
     language = ""           # the language's name in messages
@@ -157,6 +161,12 @@ class _Reader(PrologueReader):
     # The word a window's slide is written with in this language, and the ones read as it.
     slide_word = "STEP"
     tumbling = True         # whether the language writes [RANGE d TUMBLING] itself
+    # What the RSP-QL* text cannot say of the language's semantics (spec §6.5): its report
+    # policy, whether its windows are closed at the top, (x − a, x], and the default of the
+    # query options its windows imply.
+    report: str | None = None
+    upper_closed = False
+    option_defaults: dict[str, str] = {}
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -360,7 +370,9 @@ class _Reader(PrologueReader):
                                "OPTIONAL { SELECT %s (MAX(?__rsp_t) AS %s) WHERE { %s }%s } "
                                % (keys, variable, windows, " GROUP BY " + keys if keys else "")))
 
-    def finish(self) -> Translation:
+    def finish(self, merged: bool = False) -> Translation:
+        """The translation: the edits applied, with what the language's class declares and
+        whether the WHERE clause's default graph is the merge of windows (`merged`)."""
         text = self.source.text
         pieces, placed, length, at = [], [], 0, 0
         for start, end, inserted in sorted(self.edits, key=lambda e: (e[0], e[1])):
@@ -374,7 +386,9 @@ class _Reader(PrologueReader):
         pieces.append(text[at:])
         placed.append((length, at, len(text) - at))
         normalised = ["%d:%d: %s" % (*self.source.position(offset), message) for offset, message in sorted(self.notes)]
-        return Translation(self.dialect, self.source, "".join(pieces), placed, name=self.name, normalised=normalised)
+        return Translation(self.dialect, self.source, "".join(pieces), placed, report=self.report,
+                           upper_closed=self.upper_closed, merged=merged, name=self.name,
+                           option_defaults=dict(self.option_defaults), normalised=normalised)
 
     def group_by(self, where_close: int) -> None:
         """`GROUPBY` after the WHERE clause (the RSP query features page writes it) read as GROUP BY."""
@@ -384,9 +398,12 @@ class _Reader(PrologueReader):
                 self.note(tok, "GROUPBY read as GROUP BY")
 
 
-class _CSparql(_Reader):
+class CSparql(Dialect):
     dialect = "csparql"
     language = "C-SPARQL"
+    report = "non-empty"
+    upper_closed = True
+    option_defaults = {"window_default_graph": "union"}
 
     def translate(self) -> Translation:
         self.register()
@@ -402,13 +419,7 @@ class _CSparql(_Reader):
         where_close = self.matching(where_open)
         self.timestamp_function(form_index, where_open, where_close)
         self.group_by(where_close)
-        merged = self.merge_or_wrap(where_open, where_close, self.windows, background)
-        translation = self.finish()
-        translation.report = "non-empty"
-        translation.upper_closed = True
-        translation.merged = merged
-        translation.option_defaults = {"window_default_graph": "union"}
-        return translation
+        return self.finish(merged=self.merge_or_wrap(where_open, where_close, self.windows, background))
 
     def register(self) -> None:
         if not self.peek().is_keyword("REGISTER"):
@@ -455,11 +466,14 @@ class _CSparql(_Reader):
         return spec
 
 
-class _Cqels(_Reader):
+class Cqels(Dialect):
     dialect = "cqels"
     language = "CQELS-QL"
     slide_word = "SLIDE"
     tumbling = False
+    report = "content-change"
+    upper_closed = True
+    option_defaults = {"window_default_graph": "union"}
     from_stream = ("CQELS-QL", " (CQELS-QL reads a stream with STREAM <s> [RANGE ...] { ... } inside WHERE)")
 
     def translate(self) -> Translation:
@@ -495,11 +509,7 @@ class _Cqels(_Reader):
                              self.tokens[where_open])
         self.edit(header_end, None, self.declarations() + " ")
         self.group_by(where_close)
-        translation = self.finish()
-        translation.report = "content-change"
-        translation.upper_closed = True
-        translation.option_defaults = {"window_default_graph": "union"}
-        return translation
+        return self.finish()
 
     def stream_window(self) -> str:
         self.expect_punct("[", "to open the window after STREAM <iri>")
@@ -522,9 +532,10 @@ class _Cqels(_Reader):
         return spec
 
 
-class _StreamingSparql(_Reader):
+class StreamingSparql(Dialect):
     dialect = "streaming-sparql"
     language = "Streaming SPARQL"
+    option_defaults = {"window_default_graph": "union"}
 
     def translate(self) -> Translation:
         self.prologue()
@@ -545,10 +556,7 @@ class _StreamingSparql(_Reader):
         if merged and group_windows:
             raise self.refuse(self.tokens[where_open], "a window inside a graph pattern of a query with several "
                               "streams or background graphs")
-        translation = self.finish()
-        translation.merged = merged
-        translation.option_defaults = {"window_default_graph": "union"}
-        return translation
+        return self.finish(merged=merged)
 
     def group_windows(self, where_open: int, where_close: int, stream: str) -> int:
         """`{ P WINDOW ELEMS n }`: the group's patterns read that window of the stream."""
@@ -606,7 +614,7 @@ class _StreamingSparql(_Reader):
         return int(number.text) * unit, unit
 
 
-class _SparqlStream(_Reader):
+class SparqlStream(Dialect):
     """SPARQLstream (spec §6.8): `FROM NAMED STREAM <s> [1 MINUTES SLIDE 1 MINUTES]` or a window
     in the past `[NOW - 10 MINUTES TO NOW - 2 MINUTES SLIDE 1 MINUTES]`, R2S right after SELECT
     (the one language of the three with all three operators), windows (close − α, close], their
@@ -614,6 +622,9 @@ class _SparqlStream(_Reader):
 
     dialect = "sparqlstream"
     language = "SPARQLstream"
+    report = "non-empty"
+    upper_closed = True
+    option_defaults = {"window_default_graph": "union"}
 
     def translate(self) -> Translation:
         self.prologue()
@@ -627,13 +638,7 @@ class _SparqlStream(_Reader):
             raise self.error("a SPARQLstream query reads at least one FROM NAMED STREAM <iri> [... SLIDE ...]")
         where_open = self.find_where()
         where_close = self.matching(where_open)
-        merged = self.merge_or_wrap(where_open, where_close, self.windows, background)
-        translation = self.finish()
-        translation.report = "non-empty"
-        translation.upper_closed = True
-        translation.merged = merged
-        translation.option_defaults = {"window_default_graph": "union"}
-        return translation
+        return self.finish(merged=self.merge_or_wrap(where_open, where_close, self.windows, background))
 
     def dataset_clauses(self) -> bool:
         """FROM [NAMED] STREAM <s> [...] become window declarations; FROM and FROM NAMED graphs
