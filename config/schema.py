@@ -347,18 +347,20 @@ def settings_of(table: str) -> list[Setting]:
 
 
 # -- typed objects ------------------------------------------------------------------------------
-def _section_class(table: str):
-    """A frozen dataclass with a field per setting of `table`, defaulting to its typed default."""
+def settings_class(table: str, name: str | None = None, extra: tuple = (), frozen: bool = True):
+    """A dataclass with a field per setting of `table`, defaulting to its typed default, and the
+    `extra` fields (name, type, dataclasses.field) of what its user takes besides: a class that
+    reads its settings from here gains a new one with no edit of its own."""
     def field_of(setting: Setting):
         value = None if setting.default is None else setting.kind.read(setting.default, setting.name)
         if isinstance(value, (list, dict)):
             return field(default_factory=lambda value=value: type(value)(value))
         return field(default=value)
-    return make_dataclass(table.title().replace("_", "") + "Settings",
-                          [(s.key, s.kind.python, field_of(s)) for s in settings_of(table)], frozen=True)
+    own = [(s.key, s.kind.python, field_of(s)) for s in settings_of(table) if s.key not in {e[0] for e in extra}]
+    return make_dataclass(name or table.title().replace("_", "") + "Settings", own + list(extra), frozen=frozen)
 
 
-SECTIONS = {table: _section_class(table) for table in tables()}
+SECTIONS = {table: settings_class(table) for table in tables()}
 Source = SECTIONS["sources"]          # one [[sources]] entry
 Query = SECTIONS["queries"]           # one [[queries]] entry
 

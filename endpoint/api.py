@@ -133,7 +133,7 @@ class Engine:
         self.store = StreamStore()
         self.clock = VirtualClock(0 if start is None else _instant(start))
         settings.setdefault("federation_allowed", [])
-        self.engine = Runner(self.store, self.clock, EngineConfig(max_delay=max_delay, history_limit=0, **settings))
+        self.engine = Runner(self.store, self.clock, EngineConfig(max_delay=max_delay, history=0, **settings))
         self.queries: dict[str, Query] = {}
 
     @property

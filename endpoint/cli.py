@@ -14,7 +14,7 @@ from rspstar.translator.constants import parameterized
 from rspstar.translator.dialects import DIALECTS
 from rspstar.translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from rspstar.translator.temporal import parse_instant
-from rspstar.translator.admission import Limits, admit
+from rspstar.translator.admission import admit
 from rspstar.translator.options import QueryOptions, r2r_plan
 from rspstar.translator.rewrite import compile_template
 from rspstar.translator.validate import compile_query
@@ -24,10 +24,12 @@ from rspstar.config import schema
 
 from .config import DEFAULT_CONFIG, load_config
 from .engine.errors import EndpointError, UsageError
+from .engine.runner import EngineConfig
 from .engine.replay import Replay, ReplayInput
 
 EXIT_INPUT_ERROR = 2
-_UNLIMITED = Limits(max_range=2**62, max_reports_per_second=float("inf"), max_elements=2**62, federation_allowed=None)
+_UNLIMITED = EngineConfig(max_range=2**62, max_reports_per_second=float("inf"), max_elements=2**62,
+                          federation_allowed=None)
 EXIT_QUERY_FAILED = 3
 _REPLAY_EXIT_STATUS = """exit status:
   0  every query was evaluated at every instant

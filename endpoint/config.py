@@ -4,7 +4,7 @@ configuration and the queries to register at start (through the same `Runner.reg
 HTTP API)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rspstar.config import schema
@@ -58,14 +58,11 @@ def _partition_keys(table: dict[str, str], where: str) -> dict[str, PartitionKey
 
 
 def engine_config(settings: Settings, data_dir: Path | None) -> EngineConfig:
-    engine = settings.engine
+    """Every [engine] setting, and what the runner takes from the other tables."""
     return EngineConfig(
-        data_dir=data_dir, allowed_sinks=settings.sinks.allowed, max_delay=engine.max_delay,
-        history_limit=engine.history, history_bytes=engine.history_bytes, idle_retention=engine.idle_retention,
-        federation_allowed=settings.federation.allowed, max_range=engine.max_range,
-        max_reports_per_second=engine.max_reports_per_second, max_elements=engine.max_elements,
-        partition_keys=_partition_keys(settings.partition_keys.streams, "%s [partition_keys]" % settings.path),
-        key_groups=engine.key_groups, max_queries=engine.max_queries, max_load=engine.max_load)
+        **asdict(settings.engine), data_dir=data_dir, allowed_sinks=settings.sinks.allowed,
+        federation_allowed=settings.federation.allowed,
+        partition_keys=_partition_keys(settings.partition_keys.streams, "%s [partition_keys]" % settings.path))
 
 
 def load_config(path: Path, data_dir: Path | None = None, overrides: dict[str, object] | None = None) -> Config:

@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import fields, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
@@ -111,11 +111,8 @@ def recordings(config: Config, data_dir: Path) -> Recordings | None:
 
 
 def http_settings(config: Config, landing: Path | None, token: str | None) -> HttpSettings:
-    """The app's settings: each [http] setting the app reads, by name, and the token and landing
-    directory serve decided."""
-    http = config.settings.http
-    shared = {f.name for f in fields(HttpSettings)} & {f.name for f in fields(http)} - {"token"}
-    return HttpSettings(token=token, landing_dir=landing, **{name: getattr(http, name) for name in shared})
+    """The app's settings: every [http] setting, and the token and landing directory serve decided."""
+    return HttpSettings(**{**asdict(config.settings.http), "token": token}, landing_dir=landing)
 
 
 def progress_line(engine: Runner) -> str:

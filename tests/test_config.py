@@ -125,7 +125,7 @@ def test_the_engine_and_the_app_take_their_defaults_from_the_schema():
     from rspstar.store.recordings import Recordings
     from pathlib import Path
     engine = EngineConfig()
-    assert (engine.max_delay, engine.history_limit, engine.max_range) == \
+    assert (engine.max_delay, engine.history, engine.max_range) == \
         (default("engine.max_delay"), default("engine.history"), 86_400_000_000)
     assert HttpSettings().max_body == default("http.max_body") == 16 * 1024 * 1024
     assert Recordings(Path("/nonexistent")).max_bytes == default("recording.max_bytes")

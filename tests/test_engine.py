@@ -318,7 +318,7 @@ def test_istream_and_dstream_compare_with_the_last_evaluation_before_a_restart(t
 
 
 def test_the_result_history_survives_restarts_and_stays_bounded(tmp_path):
-    config = EngineConfig(data_dir=tmp_path / "data", history_limit=3, max_delay=0)
+    config = EngineConfig(data_dir=tmp_path / "data", history=3, max_delay=0)
     clock = VirtualClock(T0)
     store = StreamStore()
     store.publish("http://example.org/s", store.documents.stage("http://example.org/s", stream_text(20),

@@ -6,7 +6,8 @@ rules checked. What is refused raises a TranslatorError naming what and where; n
 registered."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Protocol
 
 from .errors import TranslatorError
 from .federation import check_federation
@@ -22,16 +23,16 @@ class QueryOverLimits(TranslatorError):
     """A query whose windows or report rate pass the engine's configured limits."""
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What a registered query may ask of the engine (docs/configuration.md, [engine])."""
+class Limits(Protocol):
+    """What a registered query may ask of the engine: the runner's configuration is read through
+    these names (its [engine] settings, docs/configuration.md), nothing copies them."""
 
     max_range: int                                   # µs, the longest window RANGE
     max_reports_per_second: float                    # evaluations a query may ask for
     max_elements: int                                # the most elements a count window may hold
     # Origins SERVICE and LOAD may reach; None: anything (offline, a replay of the user's own files).
-    federation_allowed: list[str] | None = field(default_factory=list)
-    partition_keys: dict[str, PartitionKey] = field(default_factory=dict)
+    federation_allowed: list[str] | None
+    partition_keys: dict[str, PartitionKey]
 
 
 @dataclass

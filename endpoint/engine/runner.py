@@ -22,15 +22,14 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from rspstar.config.schema import default
+from rspstar.config.schema import settings_class
 from rspstar.store.partitions import FAILED, HOLDS, MARK, ROWS, PartitionPlan
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm
 from rspstar.translator.temporal import format_instant
-from rspstar.translator.partition import PartitionKey
-from rspstar.translator.admission import Limits, admit
+from rspstar.translator.admission import admit
 
 from .clock import Clock
 from .errors import EndpointError
@@ -184,25 +183,19 @@ class RegisteredQuery:
         }
 
 
-@dataclass
-class EngineConfig:
-    data_dir: Path | None = None
-    allowed_sinks: list[str] = field(default_factory=list)
-    # Each default is the setting's, declared in rspstar.config.schema (docs/configuration.md).
-    max_delay: int = default("engine.max_delay")
-    history_limit: int = default("engine.history")              # records kept per query for polling
-    history_bytes: int = default("engine.history_bytes")        # and at most this much of their JSON
-    idle_retention: int = default("engine.idle_retention")
-    # Origins SERVICE and LOAD may reach; None only offline (a replay of the user's own files).
-    federation_allowed: list[str] | None = field(default_factory=list)
-    max_range: int = default("engine.max_range")                # µs, the longest window RANGE
-    max_reports_per_second: float = default("engine.max_reports_per_second")   # evaluations a query may ask for
-    max_elements: int = default("engine.max_elements")          # the most elements a count window may hold
-    partition_keys: dict[str, PartitionKey] = field(default_factory=dict)   # per stream, for partitioned queries
-    key_groups: int = default("engine.key_groups")              # what a partitioned query's keys are spread over
+# The runner's configuration: every [engine] setting as config/schema.py declares it (a new one
+# is declared there alone), and what the runner takes from the other tables.
+EngineConfig = settings_class("engine", "EngineConfig", frozen=False, extra=(
+    ("data_dir", Path | None, field(default=None)),
+    ("allowed_sinks", list, field(default_factory=list)),                  # [sinks] allowed
+    # [federation] allowed: origins SERVICE and LOAD may reach; None only offline (a replay of
+    # the user's own files).
+    ("federation_allowed", list | None, field(default_factory=list)),
+    ("partition_keys", dict, field(default_factory=dict)),                 # [partition_keys], parsed
     # Admission (None: no limit, the library's and a replay's default; `rspstar serve` sets both).
-    max_queries: int | None = None        # queries registered at once
-    max_load: float | None = None         # share of the machine's cores the evaluations may use together
+    ("max_queries", int | None, field(default=None)),
+    ("max_load", float | None, field(default=None)),
+))
 
 
 class EngineAtCapacity(EndpointError):
@@ -214,11 +207,11 @@ class EngineAtCapacity(EndpointError):
 class Runner:
     """Registered continuous queries over one stream store."""
 
-    def __init__(self, store: StreamStore, clock: Clock, config: EngineConfig = EngineConfig(),
+    def __init__(self, store: StreamStore, clock: Clock, config: EngineConfig | None = None,
                  post: Poster | None = None):
         self.store = store
         self.clock = clock
-        self.config = config
+        self.config = config = config if config is not None else EngineConfig()
         self.post = post if post is not None else Delivery()
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
@@ -228,8 +221,6 @@ class Runner:
         self.repository = QueryRepository(config.data_dir)
         self._configured: set[str] = set()      # ids of the configuration's queries (`configured`)
         self.removals = 0                       # queries removed since the engine started
-        self.limits = Limits(config.max_range, config.max_reports_per_second, config.max_elements,
-                             config.federation_allowed, config.partition_keys)
         self._restore()
 
     @property
@@ -275,7 +266,7 @@ class Runner:
         with the IStream/DStream state `resume_r2s` of the evaluation there). `compiled`: the
         text as compile_query gave it under the options' dialect and start, when the caller has it."""
         options = dict(options or {})
-        admitted = admit(text, self.limits, options, compiled=compiled)
+        admitted = admit(text, self.config, options, compiled=compiled)
         query = admitted.query
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
@@ -298,7 +289,7 @@ class Runner:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
             registered = RegisteredQuery(spec, evaluator.query, evaluator, http_sinks,
-                                         ResultHistory(self.config.history_limit, history_file,
+                                         ResultHistory(self.config.history, history_file,
                                                        self.config.history_bytes), start)
             self._queries[query_id] = registered
             if persist:

@@ -10,7 +10,7 @@ from typing import Callable
 
 from flask import current_app, request
 
-from rspstar.config.schema import default
+from rspstar.config.schema import default, settings_class
 from rspstar.store.disk import DiskGuard
 from rspstar.store.stream_store import StreamStore
 
@@ -22,21 +22,13 @@ from .bodies import BodyBudget
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
 
-@dataclass
-class HttpSettings:
-    # Defaults are the settings' of [http] (rspstar.config.schema, docs/configuration.md).
-    token: str | None = None                      # bearer token for writes; None: writes open
-    cors_origins: list[str] = field(default_factory=list)
-    query_timeout: float = default("http.query_timeout")     # seconds for /sparql
-    query_workers: int = default("http.query_workers")       # /sparql queries evaluated at once
-    max_body: int = default("http.max_body")                 # bytes
-    body_budget: int = default("http.body_budget")           # bytes of bodies processed at once
-    landing_dir: Path | None = None               # where POST /streams drops data for Spark
-    max_event_streams: int = default("http.max_event_streams")
-    event_backlog: int = default("http.event_backlog")
-    event_keepalive: float = default("http.event_keepalive")
-    event_stream_seconds: float = default("http.event_stream_seconds")
-    base_iri: str | None = default("http.base_iri")          # None: each endpoint's own URL
+# The app's settings: every [http] setting as config/schema.py declares it (a new one is
+# declared there alone), the token as serve decided it (None: writes open), and where
+# POST /streams drops data for Spark.
+HttpSettings = settings_class("http", "HttpSettings", extra=(
+    ("token", str | None, field(default=None)),
+    ("landing_dir", Path | None, field(default=None)),
+))
 
 
 class Readiness:
