@@ -48,11 +48,11 @@ def filled(path: str | None) -> StreamStore:
 
 def by_delete(store: StreamStore, instant: int) -> None:
     """The former eviction: graphs removed, timestamp triples found by one SPARQL DELETE."""
-    with store._lock:
+    with store.lock:
         doomed = [graph for graph, _ in store._index.cut_before(STREAM, instant)]
         for graph in doomed:
-            store._write("remove_graph", ox.NamedNode(graph))
-        store._write("update", "DELETE { GRAPH <%s> { ?g ?p ?t } } WHERE { VALUES ?g { %s } GRAPH <%s> { ?g ?p ?t } }"
+            store.write("remove_graph", ox.NamedNode(graph))
+        store.write("update", "DELETE { GRAPH <%s> { ?g ?p ?t } } WHERE { VALUES ?g { %s } GRAPH <%s> { ?g ?p ?t } }"
                      % (timestamps_graph(STREAM), " ".join("<%s>" % g for g in doomed), timestamps_graph(STREAM)))
 
 

@@ -13,14 +13,14 @@ from .errors import GraphNotWritable, RdfInputError, ReservedGraphError, StoreEr
 from .rdf_input import parse_rdf
 
 if TYPE_CHECKING:
-    from .stream_store import StreamStore
+    from .writers import StoreWriting
 
 
 class Background:
     """The background graphs of one stream store: the default graph and every named graph that
     is neither a stream element nor the engine's."""
 
-    def __init__(self, store: "StreamStore"):
+    def __init__(self, store: "StoreWriting"):
         self.store = store
         self.names: set[str] = set()
 
@@ -28,16 +28,16 @@ class Background:
         """Load background (static) data; a syntax error names the source, line and column and
         leaves the store unchanged."""
         quads = parse_rdf(data, fmt, source)
-        with self.store._lock:
+        with self.store.lock:
             graphs = set()
             for quad in quads:
                 if isinstance(quad.graph_name, ox.NamedNode):
                     graph = quad.graph_name.value
-                    if self.store._is_element(graph) or is_internal_graph(graph):
+                    if self.store.is_element(graph) or is_internal_graph(graph):
                         raise RdfInputError("graph <%s> is a stream element or reserved, not background"
                                             % graph, source)
                     graphs.add(graph)
-            self.store._write("extend", quads)
+            self.store.write("extend", quads)
             self.names |= graphs
         return len(quads)
 
@@ -48,7 +48,7 @@ class Background:
         graphs only); a result that names one of those graphs, or one under the engine's
         reserved prefix, is refused with ReservedGraphError and nothing changes. Returns the
         number of quads added and removed."""
-        with self.store._lock:
+        with self.store.lock:
             before = set(self.store.oxigraph.quads_for_pattern(None, None, None, ox.DefaultGraph()))
             for graph in self.names:
                 before.update(self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
@@ -58,29 +58,29 @@ class Background:
             after = set(scratch)
             for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
                 name = graph.value
-                what = "a stream element" if self.store._is_element(name) else \
+                what = "a stream element" if self.store.is_element(name) else \
                     "reserved by the engine" if name.startswith(RESERVED_PREFIX) else None
                 if what:
                     raise ReservedGraphError("the update writes graph <%s>, which is %s; updates change "
                                              "background data only" % (name, what))
             try:
                 for quad in before - after:
-                    self.store._write("remove", quad)
+                    self.store.write("remove", quad)
                 for quad in after - before:
-                    self.store._write("add", quad)
+                    self.store.write("add", quad)
             except OSError as e:
                 raise StoreError("store write failed: %s" % e) from e
             self.names = {q.graph_name.value for q in after if isinstance(q.graph_name, ox.NamedNode)}
             return len(before ^ after)
 
     def graphs(self) -> list[str]:
-        with self.store._lock:
+        with self.store.lock:
             return sorted(self.names)
 
     def nquads(self) -> bytes:
         """The background data (the default graph and the background graphs) as N-Quads, what
         a partition's store loads to have it whole."""
-        with self.store._lock:
+        with self.store.lock:
             graphs = [ox.DefaultGraph()] + [ox.NamedNode(g) for g in sorted(self.names)]
             quads = [q for g in graphs for q in self.store.oxigraph.quads_for_pattern(None, None, None, g)]
         return ox.serialize(quads, format=ox.RdfFormat.N_QUADS)
@@ -90,7 +90,7 @@ class Background:
         """Only the default graph and background graphs are the protocol's to change."""
         if graph is None:
             return
-        if self.store._is_element(graph):
+        if self.store.is_element(graph):
             raise GraphNotWritable("graph <%s> is a stream element: streams are written through POST /streams, "
                                    "not the graph store" % graph)
         if is_internal_graph(graph) or graph.startswith(RESERVED_PREFIX):
@@ -99,7 +99,7 @@ class Background:
     def triples(self, graph: str | None) -> list[ox.Triple] | None:
         """The triples of a background graph (None: the default graph); None when it does not exist."""
         self._writable(graph)
-        with self.store._lock:
+        with self.store.lock:
             if graph is not None and graph not in self.names:
                 return None
             name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
@@ -116,13 +116,13 @@ class Background:
             raise RdfInputError("the body names graphs of its own: the graph store takes one graph's triples "
                                 "(Turtle, N-Triples, RDF/XML, JSON-LD), the graph named by ?graph", source)
         name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
-        with self.store._lock:
+        with self.store.lock:
             created = graph is not None and graph not in self.names
             try:
                 if replace:
                     for quad in list(self.store.oxigraph.quads_for_pattern(None, None, None, name)):
-                        self.store._write("remove", quad)
-                self.store._write("extend", [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
+                        self.store.write("remove", quad)
+                self.store.write("extend", [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
             except OSError as e:
                 raise StoreError("store write failed: %s" % e) from e
             if graph is not None:
@@ -132,13 +132,13 @@ class Background:
     def drop(self, graph: str | None) -> bool:
         """Remove a background graph (the default graph: empty it); whether it existed."""
         self._writable(graph)
-        with self.store._lock:
+        with self.store.lock:
             if graph is not None and graph not in self.names:
                 return False
             name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
             try:
                 for quad in list(self.store.oxigraph.quads_for_pattern(None, None, None, name)):
-                    self.store._write("remove", quad)
+                    self.store.write("remove", quad)
             except OSError as e:
                 raise StoreError("store write failed: %s" % e) from e
             self.names.discard(graph)

@@ -23,7 +23,7 @@ from .rdf_input import DocumentScan, check_rdf_nesting, instant_of, read_element
 from .staged import PartWrite, StagedElement, Stamps
 
 if TYPE_CHECKING:
-    from .stream_store import StreamStore
+    from .writers import StoreWriting
 
 # A replay writes a stream file in parts of about this size (stage_optimistically;
 # bench/out/NOTES.md#part-bytes).
@@ -45,7 +45,7 @@ class DocumentResult:
 class Documents:
     """The document writes of one stream store."""
 
-    def __init__(self, store: "StreamStore"):
+    def __init__(self, store: "StoreWriting"):
         self.store = store
 
     def stage(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
@@ -60,19 +60,19 @@ class Documents:
             staged = self.store.stage_elements(stream, result.elements, timestamp_predicate)
             return DocumentResult(staged, result.untimed_graphs, result.ignored_default_triples)
         staged = _staged_from(scan, source, timestamp_predicate)
-        with self.store._lock:
-            self.store._check_new(s.graph for s in staged)
+        with self.store.lock:
+            self.store.check_new(s.graph for s in staged)
             try:
                 self._load_document(stream, data, fmt)
             except SyntaxError as e:  # pragma: no cover - the scan parsed the same bytes
                 raise RdfInputError(str(e), source) from None
-            self.store._staged.update(s.graph for s in staged)
+            self.store.mark_staged(s.graph for s in staged)
         return DocumentResult(staged, [], 0)
 
     def _load_document(self, stream: str, data: bytes | str, fmt: ox.RdfFormat) -> None:
         """One Rust call parses and writes a whole document; its default graph (the timestamp
         triples, nothing else: checked by the scan) goes to the stream's timestamps graph."""
-        self.store._write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
+        self.store.write("load", data, fmt, ox.NamedNode(timestamps_graph(stream)))
 
     def stage_optimistically(self, stream: str, data: bytes | str, fmt: ox.RdfFormat, source: str,
                                       timestamp_predicate: str = PROV_GENERATED_AT_TIME,
@@ -109,7 +109,7 @@ class Documents:
             except BaseException as e:  # reported below, after the scan
                 failure.append(e)
 
-        with self.store._lock:
+        with self.store.lock:
             writer = threading.Thread(target=write, name="oxigraph-load")
             writer.start()
             try:
@@ -124,10 +124,10 @@ class Documents:
             if staged is None:
                 raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % source)
             try:
-                self.store._check_new(s.graph for s in staged)
+                self.store.check_new(s.graph for s in staged)
             except DuplicateElementError as e:
                 raise OptimisticLoadFailed(str(e)) from e
-            self.store._staged.update(s.graph for s in staged)
+            self.store.mark_staged(s.graph for s in staged)
         return DocumentResult(staged, [], 0)
 
     def _stage_parts(self, stream: str, parts: Iterator[bytes], fmt: ox.RdfFormat, source: str,
@@ -151,7 +151,7 @@ class Documents:
                         error = StoreError("writing part %d of %s failed: %s" % (k + 1, source, e))
                 write.finish(error)
 
-        with self.store._lock:
+        with self.store.lock:
             threading.Thread(target=write_parts, name="oxigraph-load-parts", daemon=True).start()
             read = _PartsScan(fmt, source, timestamp_predicate)
             try:
@@ -164,7 +164,7 @@ class Documents:
                     to_write.put((part, write))
                     read.add(part, write)
                 staged = read.staged()
-                self.store._check_new(s.graph for s in staged)
+                self.store.check_new(s.graph for s in staged)
             except (RdfInputError, DuplicateElementError) as e:
                 # The careful path reads the whole document again and reports the error
                 # where it is in it, not in a part.
@@ -175,7 +175,7 @@ class Documents:
                 raise
             finally:
                 to_write.put(None)
-            self.store._staged.update(s.graph for s in staged)
+            self.store.mark_staged(s.graph for s in staged)
         return DocumentResult(staged, [], 0)
 
 

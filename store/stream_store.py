@@ -65,7 +65,7 @@ class StreamStore:
         # Whether eviction also removes an element's quads from Oxigraph, or only from the
         # index (then no query sees them again: windows select elements through the index).
         self.remove_evicted = remove_evicted
-        self._lock = threading.RLock()
+        self.lock = self._lock = threading.RLock()   # `lock`: what the writers hold (writers.py)
         self.generations = Generations(path)
         self.compact_after = compact_after
         self._evicted_since_compaction = 0
@@ -101,7 +101,7 @@ class StreamStore:
     def compactions(self) -> list[float]:
         return self.generations.compactions
 
-    def _write(self, operation: str, *args) -> None:
+    def write(self, operation: str, *args) -> None:
         """Every write to Oxigraph goes through here, with the lock held (see Generations)
         but for the background write of a document's parts (`_stage_parts`)."""
         self.generations.write(operation, *args)
@@ -109,7 +109,7 @@ class StreamStore:
     def add_marker(self, quad: ox.Quad) -> None:
         """Record a bookkeeping quad (batch or background-load marker)."""
         with self._lock:
-            self._write("add", quad)
+            self.write("add", quad)
 
     def compact(self) -> float:
         """Rebuild the Oxigraph store from its live content (Generations.rebuild); returns
@@ -162,12 +162,12 @@ class StreamStore:
                 self.background.names.add(graph.value)
 
     # -- writing elements ---------------------------------------------------------------------
-    def _is_element(self, graph: str) -> bool:
+    def is_element(self, graph: str) -> bool:
         """A stream element's graph, published or staged."""
         return graph in self._index or graph in self._staged
 
     def _taken(self, graph: str) -> bool:
-        return self._is_element(graph) or graph in self.background.names
+        return self.is_element(graph) or graph in self.background.names
 
     def _all_new(self, graphs: list[str]) -> bool:
         """No graph taken, reserved or repeated: checked a set at a time, in a few calls that
@@ -181,7 +181,11 @@ class StreamStore:
         with self._lock:
             return self._all_new(list(graphs))
 
-    def _check_new(self, graphs: Iterable[str]) -> None:
+    def mark_staged(self, graphs: Iterable[str]) -> None:
+        """These graphs are written elements, not yet published (held under the lock)."""
+        self._staged.update(graphs)
+
+    def check_new(self, graphs: Iterable[str]) -> None:
         graphs = list(graphs)
         if self._all_new(graphs):
             return
@@ -206,7 +210,7 @@ class StreamStore:
         ts_predicate = ox.NamedNode(timestamp_predicate)
         quads: list[ox.Quad] = list(extra_quads)
         with self._lock:
-            self._check_new(e.graph for elements in elements_by_stream.values() for e in elements)
+            self.check_new(e.graph for elements in elements_by_stream.values() for e in elements)
             staged: dict[str, list[StagedElement]] = {}
             stamps = Stamps()
             for stream, elements in elements_by_stream.items():
@@ -218,7 +222,7 @@ class StreamStore:
                     quads.append(stamp)
                     staged[stream].append(StagedElement(element.graph, element.timestamp,
                                                         stamps(ts_predicate, element.timestamp_literal)))
-            self._write("extend", quads)
+            self.write("extend", quads)
             for elements in elements_by_stream.values():
                 self._staged.update(e.graph for e in elements)
         return staged
@@ -231,8 +235,8 @@ class StreamStore:
         written."""
         tail = ox.serialize(list(extra_quads), format=ox.RdfFormat.N_QUADS)
         with self._lock:
-            self._check_new(element.graph for _, staged in by_stream.values() for element in staged)
-            self._write("load", b"".join([text for text, _ in by_stream.values()] + [tail]), ox.RdfFormat.N_QUADS, None)
+            self.check_new(element.graph for _, staged in by_stream.values() for element in staged)
+            self.write("load", b"".join([text for text, _ in by_stream.values()] + [tail]), ox.RdfFormat.N_QUADS, None)
             for _, staged in by_stream.values():
                 self._staged.update(element.graph for element in staged)
         return {stream: staged for stream, (_, staged) in by_stream.items()}
@@ -338,8 +342,8 @@ class StreamStore:
                 ts_graph = ox.NamedNode(timestamps_graph(stream))
                 for graph, (predicate, literal) in doomed:
                     name = ox.NamedNode(graph)
-                    self._write("remove_graph", name)
-                    self._write("remove", ox.Quad(name, predicate, literal, ts_graph))
+                    self.write("remove_graph", name)
+                    self.write("remove", ox.Quad(name, predicate, literal, ts_graph))
             self._evicted_since_compaction += len(doomed)
             self._evicted_since_flush += len(doomed)
             return len(doomed)

@@ -287,8 +287,8 @@ def test_a_stream_decoded_on_the_executors_is_one_write_with_the_batch_marker(tm
     # One transaction: the elements of every stream and the marker, or none of them.
     store = StreamStore()
     writes = []
-    real = store._write
-    store._write = lambda operation, *args: (writes.append(operation), real(operation, *args))
+    real = store.write
+    store.write = lambda operation, *args: (writes.append(operation), real(operation, *args))
     w = ExecutorDecoding(store, "files", tmp_path / "q")
     w.write(1, [Payload(STREAM, "trig", "a.trig", trig(0, 1), T0),
                 Payload("http://example.org/t", "nquads", "n.nq", "\n".join(nquad(4)), T0, line=1)])

@@ -370,7 +370,7 @@ def test_a_compaction_asked_for_while_one_is_under_way_changes_nothing():
     store = StreamStore(compact_after=1)
     store.add_elements("http://s", read_elements(ANNOTATED, "hr.trig").elements)
     store.evict_before("http://s", T0 + 10 * S)
-    with store._lock:
+    with store.lock:
         store.generations._journal = []          # a rebuild is copying
         assert store.compact() == 0.0
         store.generations._journal = None
