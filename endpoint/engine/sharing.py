@@ -1,13 +1,12 @@
 """What the queries of one runner share: the rows of time ranges of equal window blocks
 (`RangeResults`), and the queries that differ only in constants, evaluated together
-(`ConstantGroups`; docs/incremental-evaluation.md). A member of either is one query's
-incremental window (`r2r.RangeRows`)."""
+(`ConstantGroups`; docs/incremental-evaluation.md)."""
 from __future__ import annotations
 
 import collections
 import logging
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 from rspstar.store.terms import select_rows_by
 from rspstar.translator.constants import Parameterized
@@ -15,10 +14,16 @@ from rspstar.translator.errors import TranslatorError
 from rspstar.translator.parser import parse_query
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
 
-if TYPE_CHECKING:
-    from .r2r import RangeRows
-
 log = logging.getLogger(__name__)
+
+
+class Member(Protocol):
+    """A member of a group: one query's incremental window (r2r.RangeRows), evaluating its
+    ranges in `store` with its `functions`, its window's elements filling slot `window`."""
+
+    store: object
+    window: str
+    functions: object
 
 
 class RangeResults:
@@ -70,7 +75,7 @@ class ConstantGroups:
         self._groups: dict[tuple, _ConstantGroup] = {}
         self._lock = threading.Lock()
 
-    def join(self, member: "RangeRows", query: Parameterized, options: RewriteOptions,
+    def join(self, member: Member, query: Parameterized, options: RewriteOptions,
              compiles: Callable[[], bool] = lambda: True) -> "_ConstantGroup | None":
         """The group `member` joins, None when its parameterized query does not compile
         (`compiles` is asked once per group, not once per member: a member differs from the
@@ -104,23 +109,23 @@ class _ConstantGroup:
         self.query = query
         self.options = options
         self._forget = forget
-        self.members: dict["RangeRows", tuple[str, ...]] = {}
+        self.members: dict[Member, tuple[str, ...]] = {}
         self._compiled: tuple[Template, dict[tuple[str, ...], int]] | None = None
         self._changes = 0             # membership changes: a query compiled before one is stale
-        self._unread: dict[tuple, dict["RangeRows", list[dict]]] = {}
+        self._unread: dict[tuple, dict[Member, list[dict]]] = {}
         self._uncompiled = False      # the members' query did not compile: each goes alone
         self._distinct: dict[tuple[str, ...], int] = {}   # members per set of constants
         self._running: dict[tuple, threading.Event] = {}    # ranges being evaluated, set when done
         self._lock = threading.Lock()
 
-    def add(self, member: "RangeRows", constants: tuple[str, ...]) -> None:
+    def add(self, member: Member, constants: tuple[str, ...]) -> None:
         with self._lock:
             self.members[member] = constants
             self._distinct[constants] = self._distinct.get(constants, 0) + 1
             self._compiled, self._uncompiled = None, False
             self._changes += 1
 
-    def leave(self, member: "RangeRows") -> None:
+    def leave(self, member: Member) -> None:
         with self._lock:
             constants = self.members.pop(member, None)
             if constants is not None:
@@ -139,7 +144,7 @@ class _ConstantGroup:
         with self._lock:
             return not self._uncompiled and len(self._distinct) > 1
 
-    def rows(self, member: "RangeRows", key: tuple, elements: list[str],
+    def rows(self, member: Member, key: tuple, elements: list[str],
              window_opens: int) -> list[dict] | None:
         """The rows of `member`'s range `key` (stream, lo, hi, late count) holding
         `elements`: read from an evaluation made for another member, or evaluated now for
@@ -191,17 +196,17 @@ class _ConstantGroup:
             running.set()
         return apart.get(rows_of[members[member]], [])
 
-    def unread(self, member: "RangeRows", key: tuple) -> tuple[list[dict], int] | None:
+    def unread(self, member: Member, key: tuple) -> tuple[list[dict], int] | None:
         """The rows of `member`'s range `key` and the elements it holds, when an evaluation
         made for another member left them: read without looking the range's elements up."""
         with self._lock:
             return self._take_unread(member, key)
 
-    def _take_unread(self, member: "RangeRows", key: tuple) -> tuple[list[dict], int] | None:
+    def _take_unread(self, member: Member, key: tuple) -> tuple[list[dict], int] | None:
         unread = self._unread.get(key)
         return unread.pop(member) if unread is not None and member in unread else None
 
-    def _compile(self, members: dict["RangeRows", tuple[str, ...]]) -> tuple[Template, dict[tuple[str, ...], int]]:
+    def _compile(self, members: dict[Member, tuple[str, ...]]) -> tuple[Template, dict[tuple[str, ...], int]]:
         """The query evaluating every member's constants, and each set of constants' row."""
         table = sorted(set(members.values()))
         template = compile_template(parse_query(self.query.text(table)), self.options)
