@@ -60,7 +60,7 @@ from . import formats
 from .batches import BatchWriter
 from .codec import ENCODED_SCHEMA, EncodeBatches, Payload
 from .partitions import (
-    EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
+    EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, Emitted, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
 )
 from .landing import file_safe, stream_of_landing_file
 from .mqtt import MqttSettingsError, MqttSource, from_settings
@@ -414,13 +414,13 @@ class SparkIngestion:
         quarantine = BatchWriter(self.store, name, self.quarantine_dir, quarantine_max_bytes=self.quarantine_max_bytes)
 
         def write(frame: DataFrame, batch_id: int) -> None:
-            rows = [tuple(row) for row in frame.collect()]
-            for kind, _, stream, payload, _ in rows:
-                if kind == KEYLESS:
-                    described = json.loads(payload)
-                    quarantine.quarantine(Payload(stream, "nquads", described["graph"], described["nquads"], 0),
+            rows = [Emitted(*row) for row in frame.collect()]
+            for row in rows:
+                if row.kind == KEYLESS:     # its key is the stream, its payload the element
+                    described = json.loads(row.payload)
+                    quarantine.quarantine(Payload(row.key, "nquads", described["graph"], described["nquads"], 0),
                                           described["reason"])
-            deliver(plan.query_id, [row for row in rows if row[0] != KEYLESS])
+            deliver(plan.query_id, [row for row in rows if row.kind != KEYLESS])
 
         seconds = trigger_seconds or min(s.trigger_seconds for s in sources)
         self.queries[name] = (

@@ -48,6 +48,22 @@ FAILED = "failed"
 # The windows that held elements of a group at an instant (a query with non-empty strategies
 # reports there when the groups' windows together satisfy them).
 HOLDS = "holds"
+
+
+class Emitted(NamedTuple):
+    """One row a key group emits: its kind (ROWS, MARK, KEYLESS, FAILED, HOLDS), the instant (a
+    MARK's: the watermark seen; KEYLESS: the element's time), the key group (KEYLESS: the stream),
+    the payload (rows or windows as JSON, the error, the set-aside element) and a count (ROWS:
+    elements read; MARK: elements that came in late). Spark's rows have these columns
+    (EMITTED_SCHEMA), in this order."""
+
+    kind: str
+    instant: int
+    key: str
+    payload: str
+    count: int
+
+
 # Elements without a key are grouped under this one (no key value is empty: keys are terms).
 NO_KEY = ""
 # Keys are spread over key groups, each one Spark state: evaluating a group's keys together
@@ -300,8 +316,8 @@ class PlanRunner:
         """One micro-batch of one key group: (what it emits as (kind, instant, group, payload,
         count), the state to keep as a row, or None to drop it)."""
         if group == NO_KEY:
-            return [(KEYLESS, e.timestamp, e.stream, json.dumps({"graph": e.graph, "reason": e.reason,
-                                                                   "nquads": e.nquads}), 1) for e in new], None
+            return [Emitted(KEYLESS, e.timestamp, e.stream, json.dumps({"graph": e.graph, "reason": e.reason,
+                                                                        "nquads": e.nquads}), 1) for e in new], None
         state = PartitionState(*saved) if saved is not None else None
         store = None
         if self.kept is not None:
@@ -311,7 +327,7 @@ class PlanRunner:
             store = self.kept.take((self.identity, group), saved, lambda row: state.lacking(
                 PartitionState(*row), self.policy.retention(state.after, None)))
         if state is None and not new:
-            return [(MARK, -1, group, "", 0)], None
+            return [Emitted(MARK, -1, group, "", 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
         # No instant up to the earliest element reads it.
         after = state.after if state is not None else min(e.timestamp for e in new)
@@ -327,23 +343,23 @@ class PlanRunner:
             store = self._store((state.elements() if state is not None else []) + arrived)
         elif store is not None and arrived:
             _add(store, arrived)
-        emitted: list[tuple] = []
+        emitted: list[Emitted] = []
         for instant in instants:
             try:
                 rows, count, holding = self._evaluate(store, instant)
             except Exception as e:  # the driver fails the query; the group keeps what it had
                 store.close()
-                emitted += [(FAILED, instant, group, "%s: %s" % (type(e).__name__, e), 0),
-                            (MARK, through, group, "", late)]
+                emitted += [Emitted(FAILED, instant, group, "%s: %s" % (type(e).__name__, e), 0),
+                            Emitted(MARK, through, group, "", late)]
                 kept = state if state is not None else PartitionState.of(after, arrived)
                 return emitted, kept.row()
             if rows:
-                emitted.append((ROWS, instant, group, json.dumps(rows), count))
+                emitted.append(Emitted(ROWS, instant, group, json.dumps(rows), count))
             if holding and self.policy.non_empty:
-                emitted.append((HOLDS, instant, group, json.dumps(sorted(holding)), 0))
+                emitted.append(Emitted(HOLDS, instant, group, json.dumps(sorted(holding)), 0))
         if through is not None:
             after = max(after, through)
-        emitted.append((MARK, through if through is not None else -1, group, "", late))
+        emitted.append(Emitted(MARK, through if through is not None else -1, group, "", late))
         bounds = self.policy.retention(after, None)
         state = state.appended(arrived) if state is not None else PartitionState.of(after, arrived)
         state = state.expired(after, bounds)
@@ -428,7 +444,7 @@ _RESULTS = {QueryForm.SELECT: select_rows,
 KEYED_SCHEMA = "key_group string, elements binary, event_time timestamp"
 EMITTED_SCHEMA = "kind string, instant long, key string, payload string, count long"
 STATE_SCHEMA = "after long, oldest long, newest long, blob binary"
-_EMITTED_COLUMNS = ["kind", "instant", "key", "payload", "count"]
+_EMITTED_COLUMNS = list(Emitted._fields)
 # A key group's elements from one frame travel as one row, not a row each: Spark's JVM moves,
 # shuffles and hands to Python a row at a cost per row, and pandas builds each row as objects;
 # packed, a thousand elements cost what a few rows do. A pack is JSON compressed (N-Quads text

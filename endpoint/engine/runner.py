@@ -23,7 +23,7 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from rspstar.config.schema import settings_class
-from rspstar.store.partitions import FAILED, HOLDS, MARK, ROWS, PartitionPlan
+from rspstar.store.partitions import FAILED, HOLDS, MARK, ROWS, Emitted, PartitionPlan
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TranslatorError
@@ -169,6 +169,14 @@ class RegisteredQuery:
     def next_instant(self) -> int | None:
         """The query's next evaluation instant known now."""
         return self.evaluator.next_instant(self.after)
+
+    def fail(self, instant: int, error: str) -> None:
+        """The evaluation at `instant` failed: the query stops there, saying why."""
+        self.status.state = "failed"
+        self.status.failures += 1
+        self.status.last_error = error
+        self.status.failed_at = instant
+        log.error("query %s failed at %s: %s", self.id, format_instant(instant), error)
 
     def describe(self) -> dict:
         return {
@@ -407,11 +415,7 @@ class Runner:
                 try:
                     evaluation = registered.evaluator.evaluate(instant)
                 except Exception as e:  # any failure of one query must not stop the others
-                    registered.status.state = "failed"
-                    registered.status.failures += 1
-                    registered.status.last_error = "%s: %s" % (type(e).__name__, e)
-                    registered.status.failed_at = instant
-                    log.error("query %s failed at %s: %s", query_id, format_instant(instant), e)
+                    registered.fail(instant, "%s: %s" % (type(e).__name__, e))
                     break
                 registered.after = instant
                 self._emit(registered, instant, trigger, evaluation)
@@ -483,8 +487,8 @@ class Runner:
                              options.rewrite_options(registered.query), options.rspu_cache, self.config.max_delay,
                              self.config.key_groups)
 
-    def accept_partitions(self, query_id: str, emitted: list[tuple]) -> int:
-        """A micro-batch of a partitioned query's keys, as (kind, instant, key, payload, count):
+    def accept_partitions(self, query_id: str, emitted: list[Emitted]) -> int:
+        """A micro-batch of a partitioned query's key groups' rows (store.partitions.Emitted):
         every instant up to the watermark the keys saw is evaluated, each from the rows all keys
         found for it (none: an empty evaluation), in order; instants already evaluated (a
         micro-batch replayed after a restart, late elements of a new key) are not again.
@@ -493,20 +497,21 @@ class Runner:
             registered = self.get(query_id)
         except UnknownQuery:
             return 0
-        through = max((row[1] for row in emitted if row[0] == MARK), default=-1)
-        late = sum(row[4] for row in emitted if row[0] == MARK)
-        failed = min((row for row in emitted if row[0] == FAILED), default=None, key=lambda row: row[1])
+        marks = [row for row in emitted if row.kind == MARK]
+        through = max((row.instant for row in marks), default=-1)
+        late = sum(row.count for row in marks)
+        failed = min((row for row in emitted if row.kind == FAILED), default=None, key=lambda row: row.instant)
         if failed is not None:     # the instants before it are complete; it and the rest are not
-            through = min(through, failed[1] - 1)
+            through = min(through, failed.instant - 1)
         rows: dict[int, list[dict]] = {}
         counts: dict[int, int] = {}
         holding: dict[int, set[str]] = {}
-        for kind, instant, _, payload, count in emitted:
-            if kind == ROWS:
-                rows.setdefault(instant, []).extend(json.loads(payload))
-                counts[instant] = counts.get(instant, 0) + count
-            elif kind == HOLDS:
-                holding.setdefault(instant, set()).update(json.loads(payload))
+        for row in emitted:
+            if row.kind == ROWS:
+                rows.setdefault(row.instant, []).extend(json.loads(row.payload))
+                counts[row.instant] = counts.get(row.instant, 0) + row.count
+            elif row.kind == HOLDS:
+                holding.setdefault(row.instant, set()).update(json.loads(row.payload))
         with registered.lock:
             if registered.status.state != "running":
                 return 0
@@ -523,11 +528,7 @@ class Runner:
             if instants:
                 self._save_progress(registered)
             if failed is not None:     # as a failing evaluation stops a query of the single store
-                registered.status.state = "failed"
-                registered.status.failures += 1
-                registered.status.last_error = failed[3]
-                registered.status.failed_at = failed[1]
-                log.error("query %s failed at %s: %s", query_id, format_instant(failed[1]), failed[3])
+                registered.fail(failed.instant, failed.payload)
         return len(instants)
 
     def _emit(self, registered: RegisteredQuery, instant: int, trigger: str, evaluation: Evaluation | None) -> None:
