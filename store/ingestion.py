@@ -222,6 +222,167 @@ def _micros(column) -> F.Column:
     return F.unix_micros(column)
 
 
+class SourceKind:
+    """One kind of [[sources]] entry: how Spark reads it (`frame`: rows of stream, origin, text
+    and ingest_time, or the simulator's rows), which streams it feeds, how a micro-batch's rows
+    become payloads for the codec, and what runs beside Spark for it (an MQTT subscriber
+    landing messages). SOURCE_KINDS is the place to add one (docs/design.md, "Adding a source
+    or sink kind"); config/schema.py names the kinds a configuration may ask for."""
+
+    reads_lines = False          # one element per line: a TriG document cannot be cut into lines
+    shares_a_query = False       # sources of this kind run in one streaming query (simulators)
+
+    def frame(self, spark: SparkSession, source: SourceConfig) -> DataFrame:
+        raise NotImplementedError
+
+    def streams(self, source: SourceConfig) -> tuple[str, ...]:
+        return (source.stream,) if source.stream else ()
+
+    def payloads(self, source: SourceConfig, rows) -> list[Payload]:
+        """One payload per line (a row)."""
+        return [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
+                for k, row in enumerate(rows) if row["text"] and row["text"].strip()]
+
+    def subscriber(self, source: SourceConfig, quarantine) -> MqttSource | None:
+        return None
+
+
+class FilesKind(SourceKind):
+    """Files dropped in a landing directory (POST /streams writes there too)."""
+
+    names_its_stream = True      # (a landing file may name its own, under the stream's folder)
+
+    def frame(self, spark, source):
+        if not source.path or not (source.stream or not self.names_its_stream):
+            raise IngestionError("source %s: files needs path and stream" % source.name)
+        Path(source.path).mkdir(parents=True, exist_ok=True)
+        reader = spark.readStream
+        for option, value in source.options.items():     # Spark's own, e.g. maxFilesPerTrigger
+            reader = reader.option(option, value)
+        return (reader.format("text").option("wholetext", "true").option("recursiveFileLookup", "true")
+                .load(source.path)
+                .select(F.lit(source.stream).alias("stream"), F.col("_metadata.file_path").alias("origin"),
+                        # The bytes as they are: the codec reads them as UTF-8, strictly.
+                        F.col("value").cast("binary").alias("text"),
+                        _micros(F.current_timestamp()).alias("ingest_time")))
+
+    def payloads(self, source, rows):
+        payloads = []
+        root = Path(source.path).resolve()
+        for row in rows:
+            origin = unquote(urlsplit(row["origin"]).path)   # Spark gives file:/path, percent-encoded
+            stream = stream_of_landing_file(root, Path(origin), row["stream"])
+            fmt = formats.by_path(origin)
+            if fmt.rdf is None:
+                payloads += [Payload(stream, fmt.name, origin, line, row["ingest_time"], line=k + 1)
+                             for k, line in enumerate(row["text"].split(b"\n")) if line.strip()]
+            else:
+                payloads.append(Payload(stream, fmt.name, origin, row["text"], row["ingest_time"],
+                                        line=1 if fmt.line_based else None))
+        return payloads
+
+
+class MqttKind(FilesKind):
+    """An MQTT subscriber lands the broker's messages in the source's landing directory (it
+    acknowledges a message once landed), where Spark reads them as files."""
+
+    names_its_stream = False     # a table of topics names the stream of each
+
+    def streams(self, source):
+        if isinstance(source.topic, dict):
+            return tuple(dict.fromkeys(source.topic.values()))
+        return super().streams(source)
+
+    def subscriber(self, source, quarantine):
+        return from_settings(source, quarantine)
+
+
+class SocketKind(SourceKind):
+    """Lines from a TCP server Spark connects to."""
+
+    reads_lines = True
+
+    def frame(self, spark, source):
+        frame = spark.readStream.format("socket").option("host", source.host).option("port", source.port).load()
+        return frame.select(F.lit(source.stream).alias("stream"),
+                            F.lit("socket:%s:%d" % (source.host, source.port)).alias("origin"),
+                            F.col("value").cast("binary").alias("text"),
+                            _micros(F.current_timestamp()).alias("ingest_time"))
+
+
+class SimulatorKind(SourceKind):
+    """The built-in simulators: rows Spark releases at a fixed rate, each turned into an
+    observation of the scenario where the rows are read."""
+
+    shares_a_query = True
+
+    def streams(self, source):
+        scenario = SCENARIOS.get(source.scenario)
+        return scenario.streams if scenario else ()
+
+    def frame(self, spark, source):
+        if SCENARIOS.get(source.scenario) is None:
+            raise IngestionError("source %s: unknown scenario %r (known: %s)"
+                                 % (source.name, source.scenario, ", ".join(SCENARIOS)))
+        # rate-micro-batch releases a fixed number of rows every trigger, so event time moves
+        # with each micro-batch; the `rate` source releases whole seconds only, which held
+        # every window close back by a second (bench/out/live_tvs.md).
+        per_batch = source.options.get("rowsPerBatch") or str(max(1, round(source.rate * source.trigger_seconds)))
+        # One task per batch at small rates (Spark would make one per core).
+        partitions = source.options.get("numPartitions") or str(min(
+            spark.sparkContext.defaultParallelism, -(-int(per_batch) // SIMULATOR_ROWS_PER_PARTITION)))
+        rate = spark.readStream.format("rate-micro-batch").option("rowsPerBatch", per_batch) \
+            .option("numPartitions", partitions)
+        fixed_clock = "startTimestamp" in source.options
+        if fixed_clock:
+            rate = rate.option("startTimestamp", source.options["startTimestamp"]).option(
+                "advanceMillisPerBatch", source.options.get("advanceMillisPerBatch",
+                                                            str(round(source.trigger_seconds * 1000))))
+        rows = rate.load()
+        if not fixed_clock:
+            # The batch's own timestamp (kept in Spark's offset log, so a replayed batch
+            # gets the same one): observations are sampled when the batch is triggered.
+            rows = rows.withColumn("timestamp", F.current_timestamp())
+        # The documents are written where the rows are read (payloads_of): in Spark SQL
+        # they cost the JVM about a third of each micro-batch.
+        return rows.select("value", _micros(F.col("timestamp")).alias("event_time"),
+                           _micros(F.current_timestamp()).alias("ingest_time"))
+
+    def payloads(self, source, rows):
+        # Each row's document is self-contained, with full IRIs: one document per stream and
+        # batch parses in one call instead of one per observation.
+        texts = SCENARIOS[source.scenario].documents(((int(row["value"]), int(row["event_time"])) for row in rows),
+                                                     source.size, source.name)
+        return [Payload(stream, "trig", "simulator:%s" % source.name, "\n".join(t), int(rows[0]["ingest_time"]))
+                for stream, t in texts.items()]
+
+
+class KafkaKind(SourceKind):
+    """A Kafka topic's records, one element per record (needs Spark's Kafka connector)."""
+
+    reads_lines = True
+
+    def frame(self, spark, source):
+        if not isinstance(source.topic, str) or not source.topic:
+            raise IngestionError("source %s: kafka needs topic, one Kafka topic" % source.name)
+        try:
+            frame = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", source.bootstrap_servers)
+                     .option("subscribe", source.topic).load())
+        except AnalysisException as e:
+            if "kafka" in str(e).lower():
+                raise IngestionError("source %s: %s" % (source.name, KAFKA_HELP)) from None
+            raise
+        return frame.select(F.lit(source.stream).alias("stream"),
+                            F.lit("kafka:%s" % source.topic).alias("origin"),
+                            F.col("value").alias("text"),
+                            _micros(F.current_timestamp()).alias("ingest_time"))
+
+
+SOURCE_KINDS: dict[str, SourceKind] = {
+    "files": FilesKind(), "mqtt": MqttKind(), "socket": SocketKind(), "simulator": SimulatorKind(), "kafka": KafkaKind(),
+}
+
+
 class SparkIngestion:
     """The streaming queries of all configured sources, writing into one store."""
 
@@ -253,80 +414,21 @@ class SparkIngestion:
         # MQTT subscribers (live runs only), built now so that bad settings fail before Spark runs.
         self.mqtt: dict[str, MqttSource] = {}
         for source in sources:
-            if source.kind == "mqtt":
-                try:
-                    self.mqtt[source.name] = from_settings(source, self.writers[source.name].quarantine)
-                except MqttSettingsError as e:
-                    raise IngestionError(str(e)) from None
+            try:
+                subscriber = SOURCE_KINDS[source.kind].subscriber(source, self.writers[source.name].quarantine)
+            except MqttSettingsError as e:
+                raise IngestionError(str(e)) from None
+            if subscriber is not None:
+                self.mqtt[source.name] = subscriber
 
     # -- sources as DataFrames of (stream, format, origin, text, ingest_time, line) ----------
     def _frame(self, source: SourceConfig) -> DataFrame:
-        reader = self.spark.readStream
-        if source.kind in ("socket", "kafka") and source.format == "trig":
+        kind = SOURCE_KINDS.get(source.kind)
+        if kind is None:
+            raise IngestionError("source %s: unknown kind %r (%s)" % (source.name, source.kind, ", ".join(SOURCE_KINDS)))
+        if kind.reads_lines and source.format == "trig":
             raise IngestionError("source %s: %s reads lines: format nquads or jsonl" % (source.name, source.kind))
-        if source.kind in ("files", "mqtt"):
-            # An MQTT source's messages are in its landing directory by the time Spark sees them.
-            if not source.path or not (source.stream or source.kind == "mqtt"):
-                raise IngestionError("source %s: files needs path and stream" % source.name)
-            Path(source.path).mkdir(parents=True, exist_ok=True)
-            for option, value in source.options.items():     # Spark's own, e.g. maxFilesPerTrigger
-                reader = reader.option(option, value)
-            frame = (reader.format("text").option("wholetext", "true").option("recursiveFileLookup", "true")
-                     .load(source.path)
-                     .select(F.lit(source.stream).alias("stream"), F.col("_metadata.file_path").alias("origin"),
-                             # The bytes as they are: the codec reads them as UTF-8, strictly.
-                             F.col("value").cast("binary").alias("text"),
-                             _micros(F.current_timestamp()).alias("ingest_time")))
-            return frame
-        if source.kind == "socket":
-            frame = reader.format("socket").option("host", source.host).option("port", source.port).load()
-            return frame.select(F.lit(source.stream).alias("stream"),
-                                F.lit("socket:%s:%d" % (source.host, source.port)).alias("origin"),
-                                F.col("value").cast("binary").alias("text"),
-                                _micros(F.current_timestamp()).alias("ingest_time"))
-        if source.kind == "simulator":
-            scenario = SCENARIOS.get(source.scenario)
-            if scenario is None:
-                raise IngestionError("source %s: unknown scenario %r (known: %s)"
-                                     % (source.name, source.scenario, ", ".join(SCENARIOS)))
-            # rate-micro-batch releases a fixed number of rows every trigger, so event time moves
-            # with each micro-batch; the `rate` source releases whole seconds only, which held
-            # every window close back by a second (bench/out/live_tvs.md).
-            per_batch = source.options.get("rowsPerBatch") or str(max(1, round(source.rate * source.trigger_seconds)))
-            # One task per batch at small rates (Spark would make one per core).
-            partitions = source.options.get("numPartitions") or str(min(
-                self.spark.sparkContext.defaultParallelism, -(-int(per_batch) // SIMULATOR_ROWS_PER_PARTITION)))
-            rate = reader.format("rate-micro-batch").option("rowsPerBatch", per_batch).option("numPartitions", partitions)
-            fixed_clock = "startTimestamp" in source.options
-            if fixed_clock:
-                rate = rate.option("startTimestamp", source.options["startTimestamp"]).option(
-                    "advanceMillisPerBatch", source.options.get("advanceMillisPerBatch",
-                                                                str(round(source.trigger_seconds * 1000))))
-            rows = rate.load()
-            if not fixed_clock:
-                # The batch's own timestamp (kept in Spark's offset log, so a replayed batch
-                # gets the same one): observations are sampled when the batch is triggered.
-                rows = rows.withColumn("timestamp", F.current_timestamp())
-            # The documents are written where the rows are read (payloads_of): in Spark SQL
-            # they cost the JVM about a third of each micro-batch.
-            return rows.select("value", _micros(F.col("timestamp")).alias("event_time"),
-                               _micros(F.current_timestamp()).alias("ingest_time"))
-        if source.kind == "kafka":
-            if not isinstance(source.topic, str) or not source.topic:
-                raise IngestionError("source %s: kafka needs topic, one Kafka topic" % source.name)
-            try:
-                frame = (reader.format("kafka").option("kafka.bootstrap.servers", source.bootstrap_servers)
-                         .option("subscribe", source.topic).load())
-            except AnalysisException as e:
-                if "kafka" in str(e).lower():
-                    raise IngestionError("source %s: %s" % (source.name, KAFKA_HELP)) from None
-                raise
-            return frame.select(F.lit(source.stream).alias("stream"),
-                                F.lit("kafka:%s" % source.topic).alias("origin"),
-                                F.col("value").alias("text"),
-                                _micros(F.current_timestamp()).alias("ingest_time"))
-        raise IngestionError("source %s: unknown kind %r (files, socket, simulator, kafka, mqtt)"
-                             % (source.name, source.kind))
+        return kind.frame(self.spark, source)
 
     # -- micro-batches --------------------------------------------------------------------------
     def _batch_function(self, group: list[SourceConfig]):
@@ -533,30 +635,7 @@ class SparkIngestion:
 
 def payloads_of(source: SourceConfig, rows) -> list[Payload]:
     """A micro-batch's rows of one source as payloads for the codec (rows are mappings)."""
-    payloads = []
-    if source.kind in ("files", "mqtt"):
-        root = Path(source.path).resolve()
-        for row in rows:
-            origin = unquote(urlsplit(row["origin"]).path)   # Spark gives file:/path, percent-encoded
-            stream = stream_of_landing_file(root, Path(origin), row["stream"])
-            fmt = formats.by_path(origin)
-            if fmt.rdf is None:
-                payloads += [Payload(stream, fmt.name, origin, line, row["ingest_time"], line=k + 1)
-                             for k, line in enumerate(row["text"].split(b"\n")) if line.strip()]
-            else:
-                payloads.append(Payload(stream, fmt.name, origin, row["text"], row["ingest_time"],
-                                        line=1 if fmt.line_based else None))
-    elif source.kind == "simulator":
-        # Each row's document is self-contained, with full IRIs: one document per stream and
-        # batch parses in one call instead of one per observation.
-        texts = SCENARIOS[source.scenario].documents(((int(row["value"]), int(row["event_time"])) for row in rows),
-                                                     source.size, source.name)
-        payloads = [Payload(stream, "trig", "simulator:%s" % source.name, "\n".join(t), int(rows[0]["ingest_time"]))
-                    for stream, t in texts.items()]
-    else:
-        payloads = [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
-                    for k, row in enumerate(rows) if row["text"] and row["text"].strip()]
-    return payloads
+    return SOURCE_KINDS[source.kind].payloads(source, rows)
 
 
 def _stop_between_batches(query, timeout: float = 30.0) -> None:
@@ -567,12 +646,7 @@ def _stop_between_batches(query, timeout: float = 30.0) -> None:
 
 
 def _streams_of(source: SourceConfig) -> tuple[str, ...]:
-    if source.kind == "simulator":
-        scenario = SCENARIOS.get(source.scenario)
-        return scenario.streams if scenario else ()
-    if source.kind == "mqtt" and isinstance(source.topic, dict):
-        return tuple(dict.fromkeys(source.topic.values()))
-    return (source.stream,) if source.stream else ()
+    return SOURCE_KINDS[source.kind].streams(source)
 
 
 def _query_groups(sources: list[SourceConfig]) -> dict[str, list[SourceConfig]]:
@@ -583,7 +657,7 @@ def _query_groups(sources: list[SourceConfig]) -> dict[str, list[SourceConfig]]:
     simulators: dict[tuple[float, str], list[SourceConfig]] = {}
     groups: dict[str, list[SourceConfig]] = {}
     for source in sources:
-        if source.kind == "simulator":
+        if SOURCE_KINDS[source.kind].shares_a_query:
             # Rows decoded on the executors and rows still to decode are not one frame.
             simulators.setdefault((source.trigger_seconds, source.decode), []).append(source)
         else:

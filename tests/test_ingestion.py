@@ -450,3 +450,9 @@ def test_java_is_found_by_version_and_a_missing_or_old_one_is_one_clear_error(tm
     fake_java(installed / "java-8", "1.8.0_392")
     newer = fake_java(installed / "java-21", "21.0.5")
     assert find_java_home(installed) == newer
+
+
+def test_every_source_kind_the_configuration_names_has_its_implementation():
+    from rspstar.config.schema import SOURCE_KINDS as CONFIGURED
+    from rspstar.store.ingestion import SOURCE_KINDS
+    assert sorted(SOURCE_KINDS) == sorted(CONFIGURED)

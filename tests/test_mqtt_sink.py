@@ -21,7 +21,7 @@ def test_mqtt_sinks_are_allowed_by_origin_and_need_a_plain_topic():
                             ("mqtts://127.0.0.1:1883/results", "not in the allow-list"),
                             ("mqtt://127.0.0.1:1883/results/#", "no '\\+' or '#'"),
                             ("mqtt://127.0.0.1:1883", "the path is the topic"),
-                            ("ftp://127.0.0.1/x", "not an http\\(s\\) or mqtt\\(s\\) URL")]:
+                            ("ftp://127.0.0.1/x", "not a URL of a sink kind \\(http://, https://, mqtt://, mqtts://\\)")]:
         with pytest.raises(SinkNotAllowed, match=reason):
             check_sink_allowed(refused, allowed)
 

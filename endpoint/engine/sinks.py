@@ -42,12 +42,38 @@ class SinkNotAllowed(EndpointError):
     """A sink URL outside the configured allow-list."""
 
 
-SINK_PORTS = {"http": 80, "https": 443, "mqtt": 1883, "mqtts": 8883}
+def post_with_requests(url: str, body: bytes, headers: dict) -> int:
+    # A redirect is not followed (it could lead off the allow-list): its 3xx status counts as
+    # not delivered, and the record waits in the outbox.
+    return requests.post(url, data=body, headers=headers, timeout=5, allow_redirects=False).status_code
+
+
+Poster = Callable[[str, bytes, dict], int]
+
+
+@dataclass(frozen=True)
+class SinkKind:
+    """One kind of sink: the URL schemes it takes with each one's port when a URL writes none,
+    what makes its poster (one per engine, closed with the engine when it has `close`), and a
+    check of a URL's rest at registration (raising DeliveryError)."""
+
+    ports: dict[str, int]
+    poster: Callable[[], Poster]
+    check: Callable[[str], object] = lambda url: None
+
+
+# The place to add a kind of sink (docs/design.md, "Adding a source or sink kind").
+SINK_KINDS: dict[str, SinkKind] = {
+    "http": SinkKind({"http": 80, "https": 443}, lambda: post_with_requests),
+    "mqtt": SinkKind({"mqtt": 1883, "mqtts": 8883}, MqttPoster, check=topic_of),
+}
+_KIND_OF_SCHEME = {scheme: name for name, kind in SINK_KINDS.items() for scheme in kind.ports}
+SINK_PORTS = {scheme: port for kind in SINK_KINDS.values() for scheme, port in kind.ports.items()}
 
 
 def sink_origin(url: str) -> str | None:
     """scheme://host:port of a sink URL (the scheme's port when none is written), None for a
-    URL that is not http, https, mqtt or mqtts."""
+    URL of no sink kind's scheme."""
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -63,15 +89,15 @@ def check_sink_allowed(url: str, allowed: list[str]) -> None:
     """Sinks may only point at the origins (scheme://host:port) listed in the configuration."""
     origin = sink_origin(url)
     if origin is None:
-        raise SinkNotAllowed("sink %r is not an http(s) or mqtt(s) URL" % url)
+        raise SinkNotAllowed("sink %r is not a URL of a sink kind (%s)" % (url, ", ".join(
+            "%s://" % scheme for scheme in SINK_PORTS)))
     if origin not in {sink_origin(a.rstrip("/")) for a in allowed}:
         raise SinkNotAllowed("sink %s is not in the allow-list (sinks.allowed in the configuration: %s)"
                              % (origin, ", ".join(allowed) or "empty"))
-    if origin.startswith("mqtt"):
-        try:
-            topic_of(url)
-        except DeliveryError as e:
-            raise SinkNotAllowed(str(e)) from None
+    try:
+        SINK_KINDS[_KIND_OF_SCHEME[urlsplit(url).scheme]].check(url)
+    except DeliveryError as e:
+        raise SinkNotAllowed(str(e)) from None
 
 
 class ResultHistory:
@@ -250,30 +276,22 @@ class DeliveryState:
     last_error: str | None = None
 
 
-Poster = Callable[[str, bytes, dict], int]
-
-
-def post_with_requests(url: str, body: bytes, headers: dict) -> int:
-    # A redirect is not followed (it could lead off the allow-list): its 3xx status counts as
-    # not delivered, and the record waits in the outbox.
-    return requests.post(url, data=body, headers=headers, timeout=5, allow_redirects=False).status_code
-
-
 class Delivery:
-    """The engine's `Poster`: HTTP(S) sinks through requests, MQTT sinks through one publisher
-    per broker (closed with `close`)."""
+    """The engine's `Poster`: each sink URL delivered by the poster of its kind (SINK_KINDS:
+    HTTP(S) through requests, MQTT through one publisher per broker), each made once and let
+    go of with `close`."""
 
-    def __init__(self, post: Poster = post_with_requests):
-        self._post = post
-        self._mqtt = MqttPoster()
+    def __init__(self):
+        self._posters = {name: kind.poster() for name, kind in SINK_KINDS.items()}
 
     def __call__(self, url: str, body: bytes, headers: dict) -> int:
-        if url.startswith(("mqtt://", "mqtts://")):
-            return self._mqtt(url, body, headers)
-        return self._post(url, body, headers)
+        return self._posters[_KIND_OF_SCHEME[urlsplit(url).scheme]](url, body, headers)
 
     def close(self) -> None:
-        self._mqtt.close()
+        for poster in self._posters.values():
+            close = getattr(poster, "close", None)
+            if close is not None:
+                close()
 
 
 class HttpSink:
