@@ -142,8 +142,8 @@ def progress_line(engine: Runner) -> str:
 def progress_reporter(engine: Runner, give_back: Callable[[], object] = lambda: None) -> Callable[[], None]:
     """What runs every PROGRESS_SECONDS: a line on the console, and the stream counters saved
     (a crash loses at most this long of their increments); after queries were removed,
-    `give_back` returns the memory they held to the system (malloc kept it: 1,000 queries
-    deleted left about 300 MiB)."""
+    `give_back` returns the memory they held to the system (malloc keeps what was freed for
+    the process: bench/out/NOTES.md#figures-from-comments)."""
     removals_seen = engine.removals
 
     def report() -> None:

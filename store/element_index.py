@@ -63,7 +63,7 @@ class ElementIndex:
         graphs, timestamps, stamps = list(zip(*elements))[:3]
         first = self._arrivals
         self._arrivals += len(elements)
-        # Whole columns at a time (zip, map, max run in C): a replay publishes 100,000 elements.
+        # Whole columns at a time (zip, map, max run in C): a replay publishes a whole file at once.
         arrived = list(zip(timestamps, range(first, self._arrivals), graphs))
         self._held.update(zip(graphs, stamps))
         if stats.watermark is not None:

@@ -79,17 +79,17 @@ _JAVA_VERSION = re.compile(r'version "(?:1\.)?(\d+)')
 # serial collector, keeps what it once took: resident memory crept for as long as the engine ran.
 DRIVER_MEMORY = "512m"
 # The heap a JVM starts with, which it never gives back: by default a sixty-fourth of the
-# machine's memory (384 MiB here for a live heap near 68 MiB), whose pages micro-batches' garbage
-# touched one after another. Started small, the heap grows when it must and gives back at the
+# machine's memory, several times the live heap, whose pages micro-batches' garbage touched one
+# after another. Started small, the heap grows when it must and gives back at the
 # next full collection (not over four) what it holds free beyond Java's ratio
 # (bench/out/NOTES.md#jvm-heap-size).
 HEAP_START = "64m"
 _FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -Xss4m -Xms%s -XX:-ShrinkHeapInSteps" % HEAP_START
 # Spark's driver asks its JVM for a full collection this often (ContextCleaner's periodic GC; 30
 # minutes by default). Micro-batches leave garbage that survives a young collection: the old
-# generation filled with it by ~0.7 MiB a minute while the live heap stayed near 68 MiB, touching
-# new pages for hours before a collection would reuse them, so resident memory crept upwards
-# (bench/out/NOTES.md#jvm-periodic-gc). A full collection of that heap costs ~0.15 s.
+# generation filled with it while the live heap stayed flat, touching new pages for hours before
+# a collection would reuse them, so resident memory crept upwards; a full collection of a heap
+# this small is cheap (bench/out/NOTES.md#jvm-periodic-gc).
 PERIODIC_GC = "10min"
 # What Spark remembers of finished jobs, stages, tasks and SQL executions for its UI and status
 # API, even with the UI off. Micro-batches are jobs: at Spark's own limits the driver's heap

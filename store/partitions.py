@@ -153,8 +153,8 @@ class PartitionState:
     instants after it can still read (`blob`: compressed JSON, in chunks), with their oldest and
     newest timestamps beside it. A micro-batch appends its new elements as a chunk and drops the
     chunks every window has passed, without reading the others (Spark rewrites every group's
-    state at every micro-batch: compressed, a thousand sectors' ten-second windows are 12x
-    smaller). A dropped chunk's elements are all expired; a kept one may hold some that are,
+    state at every micro-batch: compressed, windows of N-Quads text are many times smaller).
+    A dropped chunk's elements are all expired; a kept one may hold some that are,
     which no window reads."""
 
     after: int

@@ -3,9 +3,8 @@
 Spark's `rate-micro-batch` source releases rows (`value`, `timestamp`); each row becomes one
 observation, a one-element TriG document, written here where the micro-batch is read (the
 driver for the store, the executors for a partitioned query). Spark SQL wrote them before: its
-planning and interpreting of the expressions cost the JVM about 30 of the ~100 ms of every
-micro-batch of the main job's simulators (bench/out/NOTES.md#simulator-documents); here a row
-costs a few microseconds. Values are derived from a 64-bit mix of (value, k), so the same row
+planning and interpreting of the expressions were a large share of every micro-batch of the
+main job's simulators (bench/out/NOTES.md#simulator-documents); here a row is a format string. Values are derived from a 64-bit mix of (value, k), so the same row
 always gives the same observation; the row's timestamp (the micro-batch's trigger time, or a
 fixed clock) is the observation's event time.
 

@@ -28,7 +28,7 @@ class Stamps:
     """Elements' stamps, one (predicate, literal) pair per distinct timestamp triple. The index
     keeps each element's stamp until the element is evicted, and Python's full collections walk
     every container object it keeps alive: shared within a batch, whose elements have few
-    distinct timestamps, 80,000 elements' stamps are a few hundred objects instead of 160,000
+    distinct timestamps, the stamps are a few objects per batch instead of two per element
     (bench/out/NOTES.md#shared-stamps). Kept for one batch or document only."""
 
     def __init__(self):

@@ -73,7 +73,8 @@ class Tokens(Sequence):
     """A parsed query's tokens, kept as plain tuples and read as Tokens. The cycle collector
     stops tracking a plain tuple of strings and numbers after its first collection (not a
     Token: a tuple subclass), and Python's full collections scan every tracked object with
-    every thread held: a thousand registered queries' tokens made them ~50,000 objects longer."""
+    every thread held: registered queries' tokens made every full collection longer
+    (bench/out/NOTES.md#full-collections)."""
 
     __slots__ = ("_rows",)
 

@@ -46,7 +46,7 @@ class FilterPlacement:
     paper's heuristic H4) or where the query writes them.
 
     Deferring saves calls when the joins are selective and costs calls when they multiply rows
-    (docs/performance.md, "rspu: filters after the joins"). Both placements give the same
+    (bench/out/NOTES.md#figures-from-comments). Both placements give the same
     results, so the one that made fewer rspu: calls per window element runs; the other is tried
     again every PROBE_EVERY evaluations, as the data may change."""
 

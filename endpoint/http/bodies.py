@@ -1,8 +1,8 @@
 """The request bodies processed at once, bounded by their bytes, and the memory they took given
 back once processed.
 
-A body costs about ten times its size while it is read into stream elements or updates (text,
-lines, quads as Python objects): eight 15 MiB bodies at once took a gigabyte. The budget
+A body costs several times its size while it is read into stream elements or updates (text,
+lines, quads as Python objects; bench/out/NOTES.md#figures-from-comments). The budget
 (`[http] body_budget`) bounds the bytes of bodies processed at once, so the memory they take
 is bounded whatever the number of clients: a body that does not fit waits a moment for others
 to finish and is then answered 503 with Retry-After. A body alone always fits, up to
