@@ -1,1 +1,1 @@
-"""Orchestration and the outside world: evaluation, R2S, replay, scheduler, HTTP, command line."""
+"""The engine (`engine/`: runner, evaluation, R2S, scheduler, replay, sinks) and its doors: the HTTP API and dashboard (`http/`, `static/`), `serve`, the command line, the Python API."""
