@@ -40,13 +40,14 @@ class Admitted:
 
 
 def admit(text: str, limits: Limits, *, dialect: str | None = None, start: str | None = None,
-          report: str | None = None, partition: str | None = None,
+          report: str | None = None, partition: str | None = None, base: str | None = None,
           compiled: ContinuousQuery | None = None) -> Admitted:
     """The query of `text` with its report policy, if the engine may run it under `limits`
-    (`compiled`: `text` as compile_query gave it with this dialect and start, not compiled again)."""
-    query = compiled if compiled is not None else compile_query(text, dialect=dialect, start=start)
+    (`compiled`: `text` as compile_query gave it with this dialect, start and base, not compiled
+    again)."""
+    query = compiled if compiled is not None else compile_query(text, dialect=dialect, start=start, base=base)
     if limits.federation_allowed is not None:
-        check_federation(text, limits.federation_allowed)
+        check_federation(text, limits.federation_allowed, base)
     policy = report_policy(query, report)
     _check_limits(query, policy, limits)
     if partition is not None:

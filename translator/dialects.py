@@ -119,8 +119,10 @@ def detect(text: str) -> str:
     return "rspql"
 
 
-def translate(text: str, dialect: str | None = None, start: str | None = None) -> Translation | None:
-    """The RSP-QL* translation of a dialect query; None for an RSP-QL* query."""
+def translate(text: str, dialect: str | None = None, start: str | None = None,
+              base: str | None = None) -> Translation | None:
+    """The RSP-QL* translation of a dialect query; None for an RSP-QL* query. `base`: the IRI
+    the text was retrieved from (relative IRIs resolve against it, see `PrologueReader`)."""
     dialect = dialect or detect(text)
     if dialect not in DIALECTS:
         raise QuerySyntaxError("unknown dialect %r (known: %s)" % (dialect, ", ".join(DIALECTS)), 1, 1)
@@ -132,7 +134,7 @@ def translate(text: str, dialect: str | None = None, start: str | None = None) -
             origin = parse_instant(start)
         except TemporalValueError as e:
             raise QuerySyntaxError("option start: %s" % e, 1, 1) from None
-    return _READERS[dialect](text, origin).translate()
+    return _READERS[dialect](text, origin, base).translate()
 
 
 @dataclass
@@ -163,8 +165,8 @@ class _Reader(PrologueReader):
         if cls.dialect:
             _READERS[cls.dialect] = cls
 
-    def __init__(self, text: str, origin: int | None):
-        super().__init__(text)
+    def __init__(self, text: str, origin: int | None, base: str | None = None):
+        super().__init__(text, base)
         self.origin = origin
         self.edits: list[tuple[int, int, str]] = []    # (start offset, end offset, text)
         self.windows: list[_Window] = []

@@ -226,6 +226,10 @@ class ContinuousQuery:
     # its line and column in the user's text.
     normalised: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The IRI the text was retrieved from (its file, the URL it was registered at, a configured
+    # base), which its relative IRIs resolve against before any BASE of its own: a text made
+    # from this one (a part of a join, queries differing in constants) is read with it too.
+    base: str | None = None
 
     @property
     def streams(self) -> list[str]:

@@ -26,6 +26,7 @@ from rspstar.translator.model import R2S, ContinuousQuery, QueryForm
 from rspstar.translator.policy import PolicyError, ReportPolicy, parse_strategies, report_policy
 from rspstar.translator.parser import parse_query
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
+from rspstar.translator.syntax import valid_base
 from rspstar.translator.temporal import format_instant, parse_instant
 from rspstar.translator.uncertainty import FunctionLibrary
 
@@ -54,7 +55,10 @@ class EvaluationOptions:
     of a dialect query's windows (an xsd:dateTime); partition: the variable a partitioned query
     is evaluated per key of (docs/partitioned-queries.md); overrun: what a query behind the
     clock does, `catch-up` (every due instant, in order: the spec's semantics) or `skip` (only
-    the latest due instant, the ones before counted as skipped). The switches exist to measure the
+    the latest due instant, the ones before counted as skipped); base: the absolute IRI the query
+    was retrieved from, which its relative IRIs resolve against before any BASE of its own (the
+    command line gives the query file's, POST /queries the registration URL's, unless given
+    here; docs/language.md, "Relative IRIs"). The switches exist to measure the
     optimizations (the RSPU paper's cache, lazy variables and H4, fusing nested rspu: calls,
     incremental evaluation of sliding windows, and evaluating together the queries that differ
     only in constants); they never change results."""
@@ -71,6 +75,7 @@ class EvaluationOptions:
     share_constants: bool = True
     partition: str | None = None
     overrun: str = "catch-up"
+    base: str | None = None
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "EvaluationOptions":
@@ -98,6 +103,11 @@ class EvaluationOptions:
                     parse_strategies(raw)
                 except PolicyError as e:
                     raise UsageError("option %s" % e) from None
+                values[name] = raw
+            elif name == "base":
+                if not valid_base(raw):
+                    raise UsageError("option base takes an absolute IRI such as http://example.org/queries/ (with a "
+                                     "scheme, and none of <>\"{}|^`\\ or spaces), not %r" % raw[:200])
                 values[name] = raw
             elif name == "start":
                 try:
@@ -434,7 +444,7 @@ class _ConstantGroup:
     def _compile(self, members: dict["QueryEvaluator", tuple[str, ...]]) -> tuple[Template, dict[tuple[str, ...], int]]:
         """The query evaluating every member's constants, and each set of constants' row."""
         table = sorted(set(members.values()))
-        template = compile_template(parse_query(self.query.text(table)), self.options)
+        template = compile_template(parse_query(self.query.text(table), self.query.base), self.options)
         return template, {constants: k for k, constants in enumerate(table)}
 
 
@@ -497,7 +507,7 @@ class QueryEvaluator:
 
         def compiles() -> bool:
             try:
-                compile_template(parse_query(query.text([query.constants])), self.rewrite_options)
+                compile_template(parse_query(query.text([query.constants]), query.base), self.rewrite_options)
                 return True
             except TranslatorError:
                 return False
@@ -647,7 +657,7 @@ class QueryEvaluator:
         if template is None:
             query = self.query
             if query.body is None:
-                query = replace(query, body=parse_query(self._parsed_from).body)
+                query = replace(query, body=parse_query(self._parsed_from, query.base).body)
             template = self._templates[options] = compile_template(query, options)
         return template
 

@@ -272,12 +272,12 @@ class Runner:
         sink outside the allow-list, UsageError for a bad option); nothing changes on error.
         Its first evaluation is the first report instant after now (or after `resume_after`,
         with the IStream/DStream state `resume_r2s` of the evaluation there). `compiled`: the
-        text as compile_query gave it under the options' dialect and start, when the caller has it."""
+        text as compile_query gave it under the options' dialect, start and base, when the caller has it."""
         options = dict(options or {})
         evaluation_options = EvaluationOptions.from_pairs(options)
         query = admit(text, self.limits, dialect=evaluation_options.dialect, start=evaluation_options.start,
                       report=evaluation_options.report, partition=evaluation_options.partition,
-                      compiled=compiled).query
+                      base=evaluation_options.base, compiled=compiled).query
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
@@ -491,7 +491,7 @@ class Runner:
                              {s: self.config.partition_keys[s] for s in registered.query.streams},
                              self.store.background.nquads(), options.dialect, options.start, options.report,
                              registered.evaluator.rewrite_options, options.rspu_cache, self.config.max_delay,
-                             self.config.key_groups)
+                             self.config.key_groups, options.base)
 
     def accept_partitions(self, query_id: str, emitted: list[tuple]) -> int:
         """A micro-batch of a partitioned query's keys, as (kind, instant, key, payload, count):
