@@ -86,6 +86,7 @@ def test_a_relative_iri_with_no_base_is_refused_at_its_position(text, where):
     assert (refused.value.line, refused.value.column) == where
     assert "relative IRI" in refused.value.message and "BASE" in refused.value.message
     assert "option base" in refused.value.message
+    assert ("in BASE" in refused.value.message) == text.startswith("BASE")
 
 
 def test_every_iri_of_a_query_resolves_against_the_same_base():

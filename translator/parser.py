@@ -36,6 +36,9 @@ _CLOSER_OF = {"(": ")", "{": "}", "[": "]", "<<": ">>", "<<(": ")>>"}
 _NO_BASE = ("relative IRI %s cannot be resolved: the query has no BASE and no IRI of its own (it was not read "
             "from a file or registered at a URL); declare BASE <http://example.org/> before the query, or give "
             "the option base")
+_RELATIVE_BASE = ("relative IRI %s in BASE cannot be resolved: the query has no IRI of its own (it was not read "
+                  "from a file or registered at a URL); write an absolute BASE such as BASE <http://example.org/>, "
+                  "or give the option base")
 
 
 class PrologueReader(TokenReader):
@@ -106,6 +109,8 @@ class PrologueReader(TokenReader):
                 if iri_tok.kind != IRI:
                     raise self.error("expected <IRI> after BASE")
                 self.advance()
+                if self.base is None and not is_absolute_iri(iri_tok.text[1:-1]):
+                    raise self.error(_RELATIVE_BASE % iri_tok.text, iri_tok)
                 self.base = self.resolve(iri_tok)
             else:
                 return
