@@ -243,8 +243,9 @@ SETTINGS: tuple[Setting, ...] = (
             "bytes of request bodies processed at once (a body costs about ten times its size while read): "
             "beyond it a body waits 2 s, then 503; one body alone always fits"),
     Setting("http", "base_iri", Text(optional=True), None,
-            "the base IRI relative IRIs of /sparql queries and /update updates resolve against (unset: the "
-            "endpoint's own URL, e.g. http://127.0.0.1:8000/sparql)"),
+            "the base IRI relative IRIs of /sparql queries, /update updates and queries registered at /queries "
+            "resolve against, before any BASE of their own (unset: the URL they were sent to, e.g. "
+            "http://127.0.0.1:8000/sparql)"),
     Setting("http", "threads", Whole(2), 16, "worker threads answering requests (an event stream holds one while it "
                                              "lasts)"),
     Setting("http", "connection_limit", Whole(1), 4096, "open connections at most (beyond it new ones wait); idle "
@@ -325,6 +326,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("queries", "sinks", Texts(), [], "sinks its results go to: http(s) URLs, or mqtt(s)://host:port/topic "
                                                "(under [sinks] allowed)"),
     Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, overrun = catch-up | skip, ...)"),
+    Setting("queries", "base", Text(optional=True), None,
+            "the absolute IRI its relative IRIs resolve against before any BASE of its own (unset: the query "
+            "file's file: IRI, as rspstar check and replay read it)"),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 ARRAYS = ("sources", "queries")          # arrays of tables: [[sources]], [[queries]]

@@ -108,13 +108,13 @@ class Job:
     base_iri: str | None = None       # what relative IRIs in the query resolve against
 
 
-def _syntax_error(message: str, text: str) -> tuple[str, int | None, int | None]:
+def _syntax_error(message: str, text: str, base: str | None) -> tuple[str, int | None, int | None]:
     """What is wrong in a query Oxigraph refused, in the client's terms: the engine's own parser
     names the construct it expected and what it found there (Oxigraph lists grammar tokens,
     often at the end of the text); Oxigraph's message where the engine's parser finds nothing
     (a form it does not read, such as DESCRIBE)."""
     try:
-        compile_query(text)
+        compile_query(text, base=base)
     except QuerySyntaxError as e:
         if "DESCRIBE" not in e.message:
             return e.message, e.line, e.column
@@ -135,7 +135,7 @@ def evaluate(query, job: Job) -> tuple[bytes, str]:
     try:
         result = query(job.text, **kwargs)
     except SyntaxError as e:
-        raise QueryRefused("syntax", *_syntax_error(str(e), job.text)) from None
+        raise QueryRefused("syntax", *_syntax_error(str(e), job.text, job.base_iri)) from None
     except RuntimeError as e:
         refused = unknown_function(str(e), job.text)
         if refused is None:

@@ -73,6 +73,25 @@ def _read_query(path: str) -> str:
         raise UsageError("cannot read query %s: %s" % (path, e.strerror)) from None
 
 
+def _file_iri(path: str | Path) -> str:
+    """The `file:` IRI a query file was read from: what its relative IRIs resolve against
+    before any BASE of its own, unless the option base gives another."""
+    return Path(path).resolve().as_uri()
+
+
+def _base_described(query, given: str | None) -> dict:
+    """The base IRI the query's relative IRIs resolve against and where it came from."""
+    body = query.body
+    if body.base is None:
+        origin = "none: the query has no BASE and was given no base, so a relative IRI is refused"
+    elif body.base != query.base:
+        origin = "the query's BASE" + ("" if query.base is None else " (resolved against %s, the %s)" % (
+            query.base, "option base" if given else "query file's IRI"))
+    else:
+        origin = "option base" if given else "the query file's IRI (the query has no BASE)"
+    return {"base": body.base, "base_from": origin}
+
+
 def cmd_replay(args) -> int:
     files = [Path(q) for q in args.query]
     ids = [f.stem for f in files]
@@ -86,10 +105,12 @@ def cmd_replay(args) -> int:
     options = dict(_key_value(o, "--option") for o in args.option)
     parsed = QueryOptions.from_pairs(options)
     texts = {}
+    bases = {query_id: _file_iri(file) for query_id, file in zip(ids, files)}
     for query_id, file in zip(ids, files):
         texts[query_id] = _read_query(str(file))
         try:
-            query = compile_query(texts[query_id], dialect=parsed.dialect, start=parsed.start)
+            query = compile_query(texts[query_id], dialect=parsed.dialect, start=parsed.start,
+                                  base=parsed.base or bases[query_id])
         except QuerySyntaxError as e:
             print("%s:%d:%d: %s" % (file, e.line, e.column, e.message), file=sys.stderr)
             return EXIT_INPUT_ERROR
@@ -103,7 +124,7 @@ def cmd_replay(args) -> int:
         if not file.is_file():
             raise UsageError("no such file: %s" % file)
     spec = ReplayInput(texts, streams, _instant(args.start, "--from"), _instant(args.end, "--to"),
-                       Path(args.background) if args.background else None, options)
+                       Path(args.background) if args.background else None, options, bases)
     replay = Replay(spec)
     if args.out_dir:
         _write_all_atomically(Path(args.out_dir), ids, replay.run())
@@ -146,9 +167,10 @@ def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
 def cmd_check(args) -> int:
     text = _read_query(args.query)
     options = QueryOptions.from_pairs(dict(_key_value(o, "--option") for o in args.option))
+    given_base = options.base
     try:
         # The serving engine's limits and partition keys are its configuration's, not known here.
-        admitted = admit(text, _UNLIMITED, replace(options, partition=None))
+        admitted = admit(text, _UNLIMITED, replace(options, partition=None, base=options.base or _file_iri(args.query)))
     except QuerySyntaxError as e:
         print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
@@ -162,7 +184,11 @@ def cmd_check(args) -> int:
         "policy": policy.show(),
         "normalised": query.normalised,
         "warnings": query.warnings,
+        **_base_described(query, given_base),
     }
+    for key, graphs in (("from", query.from_graphs), ("from_named", query.from_named_graphs)):
+        if graphs:
+            summary[key] = graphs
     if query.translation is not None:
         summary["rspql"] = query.translation.splitlines()
         if query.merged_windows:
@@ -215,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="query option: report=POLICY (strategies joined by 'and': close, non-empty, "
                          "content-change, periodic, each also for one window, e.g. 'close(<w2>) and non-empty(<w2>)', "
                          "and periodic(PT5S)), window_default_graph=timestamps|union, dialect=%s, "
-                         "start=DATETIME, rspu_cache, lazy_bind, h4, fuse_rspu, incremental (true|false)"
+                         "start=DATETIME, base=IRI (what relative IRIs resolve against before any BASE; default: "
+                         "the query file's file: IRI), rspu_cache, lazy_bind, h4, fuse_rspu, incremental (true|false)"
                          % "|".join(DIALECTS))
     rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
     rp.add_argument("--out-dir", metavar="DIR", help="write <query file stem>.jsonl per query here "

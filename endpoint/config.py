@@ -75,7 +75,10 @@ def load_config(path: Path, data_dir: Path | None = None, overrides: dict[str, o
             text = query_path.read_text(encoding="utf-8")
         except OSError as e:
             raise ConfigError("%s: cannot read %s: %s" % (where, query_path, e.strerror)) from None
-        config.queries.append(QueryEntry(entry.id, text, query_path, entry.sinks, entry.options))
+        if "base" in entry.options:
+            raise ConfigError("%s: base is a key of [[queries]] itself, not of its options" % where)
+        options = {**entry.options, "base": entry.base if entry.base is not None else query_path.as_uri()}
+        config.queries.append(QueryEntry(entry.id, text, query_path, entry.sinks, options))
     return config
 
 

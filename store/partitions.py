@@ -94,6 +94,7 @@ class PartitionPlan:
     rspu_cache: bool = True
     max_delay: int | None = None       # µs: an instant is due this long after it, watermark or not
     key_groups: int = default("engine.key_groups")
+    base: str | None = None            # the IRI the query's relative IRIs resolve against
 
     def streams(self) -> list[str]:
         return sorted(self.keys)
@@ -290,7 +291,7 @@ class PlanRunner:
     def __init__(self, plan: PartitionPlan, kept: KeptStores | None = None):
         self.plan = plan
         self.kept = kept
-        self.query = compile_query(plan.text, dialect=plan.dialect, start=plan.start)
+        self.query = compile_query(plan.text, dialect=plan.dialect, start=plan.start, base=plan.base)
         self.policy = report_policy(self.query, plan.report)
         self.template: Template = compile_template(self.query, plan.rewrite)
         self.functions = FunctionLibrary(cache=plan.rspu_cache)
@@ -301,7 +302,7 @@ class PlanRunner:
         # A kept store serves the same plan only (another text or background under the same
         # query id is another store).
         self.identity = hashlib.blake2b(repr((plan.query_id, plan.text, plan.keys, plan.dialect, plan.start,
-                                              plan.report, plan.rewrite, plan.key_groups)).encode()
+                                              plan.report, plan.rewrite, plan.key_groups, plan.base)).encode()
                                         + plan.background, digest_size=16).digest()
 
     def due_through(self, watermark: int | None, processing_time: int) -> int | None:

@@ -36,7 +36,8 @@ options = { report = "non-empty" }
     engine = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(engine, config) == ["from-config"]
     q = engine.get("from-config")
-    assert q.spec.options == {"report": "non-empty"} and q.evaluator.options.report == "non-empty"
+    assert q.spec.options == {"report": "non-empty", "base": (tmp_path / "q.rq").as_uri()}
+    assert q.evaluator.options.report == "non-empty"
     # After a restart the query comes back from the data directory, not twice from config.
     again = Runner(StreamStore(), VirtualClock(T0), config.engine)
     assert register_configured(again, config) == []

@@ -9,10 +9,12 @@ from rspstar.endpoint.cli import main
 from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.engine.runner import Runner
 from rspstar.endpoint.engine.replay import Replay, ReplayInput
+from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.dialects import detect
 from rspstar.translator.errors import QuerySyntaxError
 from rspstar.translator.model import CountWindow, R2S, TimeWindow
+from rspstar.translator.policy import report_policy
 from rspstar.translator.temporal import parse_instant
 from rspstar.translator.validate import compile_query
 
@@ -184,10 +186,44 @@ def test_each_language_notes_only_what_is_not_its_own():
     assert slide.normalised == ["2:63: SLIDE read as STEP (C-SPARQL's [RANGE 10m STEP 1m])"]
     cqels = compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 10m TUMBLING]"))
     assert cqels.windows["http://example.org/temp"].step == 600 * S
-    assert cqels.normalised == ["2:63: TUMBLING read as SLIDE equal to RANGE (CQELS-QL's [RANGE 10m SLIDE 10m])"]
+    assert cqels.normalised == [
+        "2:63: TUMBLING: at each arrival instant t the window holds the elements of the tumbling period "
+        "(t0 + k*10m, t0 + (k+1)*10m] that contains t, up to t (CQELS-QL's bounds; t0 the epoch, or the option start)"]
     assert compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 3s SLIDE 1s]")).normalised == []
     words = compile_query(CQELS.replace("[RANGE 3s]", "[range 3 sec]"))
     assert words.normalised == ["2:59: 3 sec read as 3s"]
+
+
+def test_a_cqels_tumbling_window_holds_the_period_of_each_arrival():
+    # [RANGE 3 sec TUMBLING] under CQELS's content change: at an arrival instant t the window holds
+    # the elements of the period (3k s, 3k s + 3 s] containing t, with t0 - 3k s < τ <= t; a slide
+    # (SLIDE 3s) stays without effect, the window holding (t - 3 s, t] (spec 6.3).
+    store = StreamStore()
+    for second in (2, 3, 4, 6, 7):
+        store.add_elements("http://example.org/temp", [Element("http://example.org/e%d" % second, second * S,
+                                                               instant_literal(second * S), [])])
+
+    def names(graphs):
+        return [g.rsplit("/", 1)[1] for g in graphs]
+    tumbling = compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 3 sec TUMBLING]"))
+    sliding = compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 3 sec SLIDE 3s]"))
+    held = {}
+    for query in (tumbling, sliding):
+        policy = report_policy(query)
+        [window] = query.windows.values()
+        held[query is tumbling] = {t // S: (content.shown, names(content.select(window.stream, store)))
+                                   for t in (2 * S, 3 * S, 4 * S, 6 * S, 7 * S)
+                                   for content in policy.contents(t, store).values()}
+    assert held[True] == {2: ((0, 2 * S), ["e2"]), 3: ((0, 3 * S), ["e2", "e3"]), 4: ((3 * S, 4 * S), ["e4"]),
+                          6: ((3 * S, 6 * S), ["e4", "e6"]), 7: ((6 * S, 7 * S), ["e7"])}
+    assert held[False][4] == ((1 * S, 4 * S), ["e2", "e3", "e4"])
+    assert held[False][7] == ((4 * S, 7 * S), ["e6", "e7"])
+    described = tumbling.windows["http://example.org/temp"].describe()
+    assert described["tumbling"] == ("at an arrival instant t: the elements of the period (start + k*PT3S, "
+                                     "start + (k+1)*PT3S] that contains t, up to t")
+    shifted = compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 3 sec TUMBLING]"), start="1970-01-01T00:00:01Z")
+    contents = report_policy(shifted).contents(4 * S, store)
+    assert [c.shown for c in contents.values()] == [(1 * S, 4 * S)]          # the period (1 s, 4 s]
 
 
 def test_seed_004s_listings_run_as_their_page_writes_them():

@@ -75,14 +75,14 @@ def test_report_instants_window_close_and_computed_every():
 # -- windows in the past, count windows and content change (spec §6.1-6.3) --------------------
 
 
-def _store(*timestamps):
-    """An in-memory store holding one element per timestamp on stream s, named e1, e2, ... in
+def _store(*timestamps, stream="s"):
+    """An in-memory store holding one element per timestamp on `stream`, named e1, e2, ... in
     that (arrival) order."""
     store = StreamStore()
     elements = [Element("http://example.org/e%d" % k, t, instant_literal(t), [])
                 for k, t in enumerate(timestamps, 1)]
     for element in elements:
-        store.add_elements("s", [element])
+        store.add_elements(stream, [element])
     return store
 
 
@@ -141,23 +141,27 @@ def test_count_windows_keep_numbering_and_reach_after_eviction():
 
 
 def _policy(text, report=None):
-    return report_policy(parse_query("PREFIX ex: <http://example.org/> " + text), report)
+    """The report policy of a query whose relative IRIs (stream <s>) resolve against ex:."""
+    return report_policy(parse_query("PREFIX ex: <http://example.org/> " + text, "http://example.org/"), report)
+
+
+EX_S = "http://example.org/s"
 
 
 def test_content_change_reports_once_per_arrival_instant_with_sliding_contents():
-    store = _store(1 * S, 2 * S, 2 * S, 4 * S)
+    store = _store(1 * S, 2 * S, 2 * S, 4 * S, stream=EX_S)
     policy = _policy("SELECT * FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S STEP PT10S] WHERE { }",
                      "content-change")
     assert [policy.next_instant(t, store) for t in (0, 1 * S, 2 * S, 4 * S)] == [1 * S, 2 * S, 4 * S, None]
     content = policy.contents(2 * S, store)["http://example.org/w"]
     assert content.shown == (0, 2 * S)
-    assert content.select("s", store) == ["http://example.org/e1", "http://example.org/e2", "http://example.org/e3"]
+    assert content.select(EX_S, store) == ["http://example.org/e1", "http://example.org/e2", "http://example.org/e3"]
     assert policy.complete_through(2 * S) == 2 * S + 1     # every element stamped 2 s must be in
     assert policy.fixed_instants(0, 10 * S) == []
 
 
 def test_a_query_mixing_count_and_time_windows_reports_at_both_closes():
-    store = _store(1 * S, 5 * S)
+    store = _store(1 * S, 5 * S, stream=EX_S)
     policy = _policy("SELECT * FROM NAMED WINDOW ex:c ON <s> [ELEMS 2] "
                      "FROM NAMED WINDOW ex:t ON <s> [RANGE PT4S] WHERE { }")
     instants, t = [], 0
@@ -175,7 +179,7 @@ def test_report_policies_from_options_and_the_query():
     non_empty = _policy(periodic, "non-empty")
     assert non_empty.show() == "non-empty" and non_empty.rate() == 0.2
     assert non_empty.fixed_instants(0, 12 * S) == [5 * S, 10 * S]
-    store = _store(1 * S)
+    store = _store(1 * S, stream=EX_S)
     assert not non_empty.report_at(non_empty.contents(5 * S, store), store)       # [3 s, 5 s) is empty
     assert non_empty.report_at(non_empty.contents(2 * S, store), store)           # [0, 2 s) holds e1
     with pytest.raises(PolicyError, match="COMPUTED EVERY"):
@@ -184,9 +188,10 @@ def test_report_policies_from_options_and_the_query():
 
 def test_window_specifications_are_checked_with_positions():
     with pytest.raises(QuerySyntaxError, match="a > b") as e:
-        parse_query("SELECT * FROM NAMED WINDOW <w> ON <s> [FROM NOW-PT2S TO NOW-PT3S STEP PT1S] WHERE { }")
+        parse_query("SELECT * FROM NAMED WINDOW <w> ON <s> [FROM NOW-PT2S TO NOW-PT3S STEP PT1S] WHERE { }",
+                    "http://example.org/")
     assert (e.value.line, e.value.column) == (1, 61)
     with pytest.raises(QuerySyntaxError, match="positive whole number"):
-        parse_query("SELECT * FROM NAMED WINDOW <w> ON <s> [ELEMS 0] WHERE { }")
+        parse_query("SELECT * FROM NAMED WINDOW <w> ON <s> [ELEMS 0] WHERE { }", "http://example.org/")
     with pytest.raises(QuerySyntaxError, match="positive whole number"):
-        parse_query("SELECT * FROM NAMED WINDOW <w> ON <s> [ELEMS 3 STEP 1.5] WHERE { }")
+        parse_query("SELECT * FROM NAMED WINDOW <w> ON <s> [ELEMS 3 STEP 1.5] WHERE { }", "http://example.org/")

@@ -46,12 +46,13 @@ def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | No
           compiled: ContinuousQuery | None = None) -> Admitted:
     """The query of `text` with its options (read here from KEY=VALUE pairs when given so) and
     its report policy, if the engine may run it under `limits` (`compiled`: `text` as
-    compile_query gave it with these options' dialect and start, not compiled again)."""
+    compile_query gave it with these options' dialect, start and base, not compiled again)."""
     if not isinstance(options, QueryOptions):
         options = QueryOptions.from_pairs(options or {})
-    query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start)
+    query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start,
+                                                                base=options.base)
     if limits.federation_allowed is not None:
-        check_federation(text, limits.federation_allowed)
+        check_federation(text, limits.federation_allowed, options.base)
     policy = report_policy(query, options.report)
     _check_limits(query, policy, limits)
     if options.partition is not None:

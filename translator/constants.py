@@ -37,10 +37,12 @@ class Parameterized:
     constants: tuple[str, ...]      # the literals, as written, in text order
     marker: str                     # the variable holding a solution's row in the table
     spans: tuple[tuple[int, int], ...]   # where each literal is in the query's text (offsets)
+    base: str | None = None         # the IRI the query's relative IRIs resolve against
 
     @property
-    def key(self) -> tuple[str, str]:
-        return self.before, self.after
+    def key(self) -> tuple[str, str, str | None]:
+        """Queries of one text with different bases may mean different IRIs by the same text."""
+        return self.before, self.after, self.base
 
     def text(self, table: list[tuple[str, ...]]) -> str:
         """The query evaluating every row of `table` (each row's constants, in order): a
@@ -100,7 +102,7 @@ def parameterized(query: ContinuousQuery) -> Parameterized | None:
     head = " VALUES (?%s %s) { " % (marker, " ".join("?" + name for name in variables))
     return Parameterized(before + head, " } " + " ".join(moved) + after,
                          tuple(text[tokens[a].offset:tokens[b].end] for a, b in order), marker,
-                         tuple((tokens[a].offset, tokens[b].end) for a, b in order))
+                         tuple((tokens[a].offset, tokens[b].end) for a, b in order), query.base)
 
 
 def _spliced(text: str, start: int, end: int, edits: list[tuple[int, int, str]]) -> str:

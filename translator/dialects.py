@@ -66,6 +66,7 @@ class Translation:
     name: str | None = None
     option_defaults: dict[str, str] = field(default_factory=dict)
     normalised: list[str] = field(default_factory=list)     # community forms read as the dialect's (§6.7)
+    tumbling: tuple[str, ...] = ()      # CQELS windows written TUMBLING: their periods under content change
 
     def locate(self, error: QuerySyntaxError) -> QuerySyntaxError:
         """The error at the user's line and column."""
@@ -80,8 +81,8 @@ class Translation:
                                 if not copied else error.message, line, column)
 
     def apply(self, query: ContinuousQuery, text: str) -> ContinuousQuery:
-        windows = {iri: replace(w, upper_closed=True) if self.upper_closed and isinstance(w, TimeWindow) else w
-                   for iri, w in query.windows.items()}
+        windows = {iri: replace(w, upper_closed=True, tumbling=iri in self.tumbling)
+                   if self.upper_closed and isinstance(w, TimeWindow) else w for iri, w in query.windows.items()}
         return replace(query, text=text, windows=windows, report=self.report, dialect=self.dialect,
                        option_defaults=dict(self.option_defaults), translation=self.text,
                        merged_windows=tuple(windows) if self.merged else None,
@@ -122,8 +123,10 @@ def detect(text: str) -> str:
     return "rspql"
 
 
-def translate(text: str, dialect: str | None = None, start: str | None = None) -> Translation | None:
-    """The RSP-QL* translation of a dialect query; None for an RSP-QL* query."""
+def translate(text: str, dialect: str | None = None, start: str | None = None,
+              base: str | None = None) -> Translation | None:
+    """The RSP-QL* translation of a dialect query; None for an RSP-QL* query. `base`: the IRI
+    the text was retrieved from (relative IRIs resolve against it, see `PrologueReader`)."""
     dialect = dialect or detect(text)
     if dialect not in DIALECTS:
         raise QuerySyntaxError("unknown dialect %r (known: %s)" % (dialect, ", ".join(DIALECTS)), 1, 1)
@@ -135,7 +138,7 @@ def translate(text: str, dialect: str | None = None, start: str | None = None) -
             origin = parse_instant(start)
         except TemporalValueError as e:
             raise QuerySyntaxError("option start: %s" % e, 1, 1) from None
-    return _READERS[dialect](text, origin).translate()
+    return _READERS[dialect](text, origin, base).translate()
 
 
 @dataclass
@@ -173,14 +176,15 @@ class Dialect(PrologueReader):
         if cls.dialect:
             _READERS[cls.dialect] = cls
 
-    def __init__(self, text: str, origin: int | None):
-        super().__init__(text)
+    def __init__(self, text: str, origin: int | None, base: str | None = None):
+        super().__init__(text, base)
         self.origin = origin
         self.edits: list[tuple[int, int, str]] = []    # (start offset, end offset, text)
         self.windows: list[_Window] = []
         self.name: str | None = None
         self.timestamp_calls: list[tuple[list[str], int, str]] = []   # (triple, group close, variable)
         self.notes: list[tuple[int, str]] = []
+        self.tumbling_windows: set[int] = set()     # indices in self.windows of CQELS TUMBLING windows
 
     def note(self, tok: Token, message: str) -> None:
         """A community form read as the language's own (spec §6.7), at its token."""
@@ -233,8 +237,12 @@ class Dialect(PrologueReader):
         if tok.is_keyword("TUMBLING"):
             self.advance()
             if not self.tumbling:
-                self.note(tok, "TUMBLING read as %s equal to RANGE (%s's [RANGE %s %s %s])" % (
-                    self.slide_word, self.language, _short(width), self.slide_word, _short(width)))
+                # CQELS-QL: content change would ignore a slide equal to the range; the window
+                # this reads (the next one added) holds the current period instead.
+                self.tumbling_windows.add(len(self.windows))
+                self.note(tok, "TUMBLING: at each arrival instant t the window holds the elements of the tumbling "
+                               "period (t0 + k*%s, t0 + (k+1)*%s] that contains t, up to t (%s's bounds; t0 the "
+                               "epoch, or the option start)" % (_short(width), _short(width), self.language))
         return width
 
     def time_spec(self, width: int, step: int) -> str:
@@ -388,7 +396,8 @@ class Dialect(PrologueReader):
         normalised = ["%d:%d: %s" % (*self.source.position(offset), message) for offset, message in sorted(self.notes)]
         return Translation(self.dialect, self.source, "".join(pieces), placed, report=self.report,
                            upper_closed=self.upper_closed, merged=merged, name=self.name,
-                           option_defaults=dict(self.option_defaults), normalised=normalised)
+                           option_defaults=dict(self.option_defaults), normalised=normalised,
+                           tumbling=tuple(w.iri for k, w in enumerate(self.windows) if k in self.tumbling_windows))
 
     def group_by(self, where_close: int) -> None:
         """`GROUPBY` after the WHERE clause (the RSP query features page writes it) read as GROUP BY."""

@@ -124,7 +124,8 @@ def joined_windows(query: ContinuousQuery) -> tuple[Join | None, str]:
     windows = {}
     for name, block in zip(names, blocks):
         part = parse_query("%s\nSELECT *\n%s\nWHERE { %s }" % (prologue, declarations[name],
-                                                              source(block.keyword, block.group.close)))
+                                                              source(block.keyword, block.group.close)),
+                           query.base)
         window, why = distributive_window(part)
         if window is None:
             return None, "window %s: %s" % (name, why)
@@ -132,7 +133,7 @@ def joined_windows(query: ContinuousQuery) -> tuple[Join | None, str]:
     background = None
     if triples:
         patterns = [source(t.span.start, t.span.end - 1).rstrip(" \t\r\n.") for t in triples]
-        background = parse_query("%s\nSELECT *\nWHERE { %s }" % (prologue, " .\n".join(patterns)))
+        background = parse_query("%s\nSELECT *\nWHERE { %s }" % (prologue, " .\n".join(patterns)), query.base)
     return Join(windows, background), ""
 
 

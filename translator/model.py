@@ -72,7 +72,9 @@ class TimeWindow:
     [x_i − a, x_i − b): `FROM NAMED WINDOW iri ON stream [RANGE a STEP β START τ0]` has b = 0,
     `[FROM NOW-a TO NOW-b STEP β]` (spec §6.2) any 0 <= b < a. `upper_closed` windows hold
     (x_i − a, x_i − b] instead: C-SPARQL's bounds (spec §6.5); timestamps are whole
-    microseconds, so that is [x_i − a + 1, x_i − b + 1)."""
+    microseconds, so that is [x_i − a + 1, x_i − b + 1). `tumbling` (CQELS-QL's TUMBLING,
+    docs/language.md) changes what content change reads: the period (τ0 + k·a, τ0 + (k+1)·a]
+    that holds the evaluation instant, up to it, instead of the last `a`."""
 
     iri: str
     stream: str
@@ -83,6 +85,7 @@ class TimeWindow:
     upper_closed: bool = False
     line: int = 0
     column: int = 0
+    tumbling: bool = False
 
     def close_at_or_before(self, instant: int) -> int | None:
         """The latest close x_i = τ0 + a + i·β with x_i <= instant, or None before the first."""
@@ -109,9 +112,14 @@ class TimeWindow:
         return WindowContent((close - self.range, close - self.lag), opens, closes)
 
     def content_sliding(self, instant: int, view: StreamView) -> WindowContent:
-        """Content change (spec §6.3): t − a < τ <= t − b at the evaluation instant t."""
-        return WindowContent((instant - self.range, instant - self.lag),
-                             instant - self.range + 1, instant - self.lag + 1)
+        """Content change (spec §6.3): t − a < τ <= t − b at the evaluation instant t; a tumbling
+        window p < τ <= t, p = τ0 + k·a the start of the period (p, p + a] holding t."""
+        opens = self._period_start(instant) if self.tumbling else instant - self.range
+        return WindowContent((opens, instant - self.lag), opens + 1, instant - self.lag + 1)
+
+    def _period_start(self, instant: int) -> int:
+        """The greatest τ0 + k·a below `instant`: the open start of its period."""
+        return self.start + (instant - self.start - 1) // self.range * self.range
 
     def next_close(self, after: int, view: StreamView) -> int | None:
         first = self.start + self.range
@@ -139,7 +147,7 @@ class TimeWindow:
 
     def sliding_reach(self, after: int, view: StreamView) -> int:
         """No content-change evaluation after `after` reads an element earlier than this."""
-        return after - self.range + 1
+        return (self._period_start(after + 1) if self.tumbling else after - self.range) + 1
 
     @property
     def rate(self) -> float:
@@ -153,6 +161,9 @@ class TimeWindow:
             data["to"] = "NOW-" + format_duration(self.lag)
         if self.upper_closed:
             data["bounds"] = "(close - range, close]"
+        if self.tumbling:
+            data["tumbling"] = ("at an arrival instant t: the elements of the period (start + k*%s, start + (k+1)*%s] "
+                                "that contains t, up to t" % (data["range"], data["range"]))
         return data
 
 
@@ -226,6 +237,10 @@ class ContinuousQuery:
     # its line and column in the user's text.
     normalised: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # The IRI the text was retrieved from (its file, the URL it was registered at, a configured
+    # base), which its relative IRIs resolve against before any BASE of its own: a text made
+    # from this one (a part of a join, queries differing in constants) is read with it too.
+    base: str | None = None
 
     @property
     def streams(self) -> list[str]:

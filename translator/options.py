@@ -16,6 +16,7 @@ from .incremental import Join, distributive_window, joined_windows
 from .model import ContinuousQuery
 from .policy import PolicyError, ReportPolicy, parse_strategies
 from .rewrite import RewriteOptions
+from .syntax import valid_base
 from .temporal import parse_instant
 
 _TRUE = ("true", "on", "yes", "1")
@@ -43,7 +44,10 @@ class QueryOptions:
     of a dialect query's windows (an xsd:dateTime); partition: the variable a partitioned query
     is evaluated per key of (docs/partitioned-queries.md); overrun: what a query behind the
     clock does, `catch-up` (every due instant, in order: the spec's semantics) or `skip` (only
-    the latest due instant, the ones before counted as skipped). The switches turn off one
+    the latest due instant, the ones before counted as skipped); base: the absolute IRI the query
+    was retrieved from, which its relative IRIs resolve against before any BASE of its own (the
+    command line gives the query file's, POST /queries the registration URL's, unless given
+    here; docs/language.md, "Relative IRIs"). The switches turn off one
     optimisation each: the RSPU paper's function cache (`rspu_cache`), lazy variables
     (`lazy_bind`) and its heuristic H4, rspu: FILTERs placed after the joins when that makes
     fewer calls (`h4`); nested rspu: calls made as one (`fuse_rspu`); incremental evaluation of
@@ -62,6 +66,7 @@ class QueryOptions:
     share_constants: bool = True
     partition: str | None = None
     overrun: str = "catch-up"
+    base: str | None = None
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "QueryOptions":
@@ -89,6 +94,11 @@ class QueryOptions:
                     parse_strategies(raw)
                 except PolicyError as e:
                     raise OptionError("option %s" % e) from None
+                values[name] = raw
+            elif name == "base":
+                if not valid_base(raw):
+                    raise OptionError("option base takes an absolute IRI such as http://example.org/queries/ (with a "
+                                      "scheme, and none of <>\"{}|^`\\ or spaces), not %r" % raw[:200])
                 values[name] = raw
             elif name == "start":
                 try:

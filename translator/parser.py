@@ -13,7 +13,8 @@ from .model import ContinuousQuery, CountWindow, QueryForm, R2S, TimeWindow, Win
 from .syntax import (
     Annotation, Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group,
     InlineData, Keyworded, ObjectWithAnnotations, ParsedBody, PropertyValues, ReifiedTriple, Span,
-    SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern, calls_rspu, resolve_iri,
+    SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern, calls_rspu, is_absolute_iri,
+    resolve_iri,
 )
 from .temporal import parse_duration, parse_instant
 from .nesting import check_nesting
@@ -31,21 +32,40 @@ _PATH_START_PUNCT = ("^", "!", "(")
 _CLOSER_OF = {"(": ")", "{": "}", "[": "]", "<<": ">>", "<<(": ")>>"}
 
 
+# A relative IRI with nothing to resolve it against.
+_NO_BASE = ("relative IRI %s cannot be resolved: the query has no BASE and no IRI of its own (it was not read "
+            "from a file or registered at a URL); declare BASE <http://example.org/> before the query, or give "
+            "the option base")
+_RELATIVE_BASE = ("relative IRI %s in BASE cannot be resolved: the query has no IRI of its own (it was not read "
+                  "from a file or registered at a URL); write an absolute BASE such as BASE <http://example.org/>, "
+                  "or give the option base")
+
+
 class PrologueReader(TokenReader):
     """A token reader that knows the query's PREFIX and BASE declarations and reads IRIs
-    through them (shared by the RSP-QL* parser and the dialect readers)."""
+    through them (shared by the RSP-QL* parser and the dialect readers).
 
-    def __init__(self, text: str):
+    `base` is the IRI the query was retrieved from (its file's `file:` IRI, the URL it was
+    registered at, a configured base; None: none): relative IRIs resolve against it until a
+    BASE declaration, itself resolved against it, takes its place (SPARQL 1.1, 4.1.1.1). A
+    relative IRI with no base at all is an error at its line and column."""
+
+    def __init__(self, text: str, base: str | None = None):
         super().__init__(text)
         self.prefixes: dict[str, str] = {}
-        self.base: str | None = None
+        self.retrieval_base = base
+        self.base: str | None = base
 
     def resolve(self, tok: Token, text: str | None = None) -> str:
         text = tok.text if text is None else text
+        if tok.kind == IRI and self.base is None and not is_absolute_iri(text[1:-1]):
+            raise self.error(_NO_BASE % text, tok)
         try:
             return resolve_iri(text, tok.kind, self.prefixes, self.base)
         except KeyError:
             raise self.error("undeclared prefix %r" % (text.partition(":")[0] + ":"), tok) from None
+        except ValueError as e:
+            raise self.error("%s cannot be resolved against the base <%s>: %s" % (text, self.base, e), tok) from None
 
     def declaration_iri(self, context: str) -> tuple[str, Token]:
         """An IRI in the RSP-QL* header. Prefixed names there may contain '/' (as in
@@ -89,14 +109,16 @@ class PrologueReader(TokenReader):
                 if iri_tok.kind != IRI:
                     raise self.error("expected <IRI> after BASE")
                 self.advance()
+                if self.base is None and not is_absolute_iri(iri_tok.text[1:-1]):
+                    raise self.error(_RELATIVE_BASE % iri_tok.text, iri_tok)
                 self.base = self.resolve(iri_tok)
             else:
                 return
 
 
 class _Parser(PrologueReader):
-    def __init__(self, text: str):
-        super().__init__(text)
+    def __init__(self, text: str, base: str | None = None):
+        super().__init__(text, base)
         self.removed: list[Span] = []
 
     # -- temporal values ------------------------------------------------------------------
@@ -155,6 +177,7 @@ class _Parser(PrologueReader):
             if register is not None:
                 raise self.error("a query has at most one REGISTER clause")
             register = self.register()
+        self.check_resolvable(self.i)
         form, head_parts, template, r2s_after_form, projected = self.form_head()
         windows, from_graphs, from_named = self.dataset()
         template, where = self.where_clause(form, template)
@@ -175,7 +198,15 @@ class _Parser(PrologueReader):
         return ContinuousQuery(
             text=self.source.text, form=form, r2s=r2s, windows=windows, body=body, name=name,
             output_stream=output_stream, computed_every=every, from_graphs=from_graphs,
-            from_named_graphs=from_named)
+            from_named_graphs=from_named, base=self.retrieval_base)
+
+    def check_resolvable(self, first: int) -> None:
+        """Every IRI from token `first` on resolves (the parser resolves the IRIs it reads;
+        the ones in expressions, VALUES, SERVICE and modifiers go to Oxigraph as written): the
+        first that cannot is the error, wherever it stands."""
+        for tok in self.tokens[first:]:
+            if tok.kind == IRI:
+                self.resolve(tok)
 
     def form_head(self):
         """SELECT / CONSTRUCT / ASK with its R2S keyword, projection or template: (form, the
@@ -784,10 +815,12 @@ class _Parser(PrologueReader):
         raise self.error("expected an RDF term, found %s" % self.describe(tok))
 
 
-def parse_query(text: str) -> ContinuousQuery:
+def parse_query(text: str, base: str | None = None) -> ContinuousQuery:
     """Parse RSP-QL* text into a query model; raises QuerySyntaxError with line and column.
+    `base`: the IRI the text was retrieved from, which relative IRIs resolve against (see
+    `PrologueReader`).
 
     The result is only structurally checked; `validate.validated_query` also has Oxigraph
     check the SPARQL that the rewrite produces."""
     check_nesting(text)
-    return _Parser(text).parse()
+    return _Parser(text, base).parse()

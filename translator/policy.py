@@ -124,6 +124,9 @@ def _window_named(query: ContinuousQuery, argument: str, column: int) -> str:
     except KeyError:
         raise PolicyError("report, column %d: undeclared prefix in %r (the query declares %s)"
                           % (column, argument, ", ".join(p + ":" for p in body.prefixes) or "none")) from None
+    except ValueError as e:
+        raise PolicyError("report, column %d: %s is not an IRI the query's base resolves: %s" % (column, argument, e)) \
+            from None
     if iri not in query.windows:
         raise PolicyError("report, column %d: the query declares no window %s (its windows: %s)"
                           % (column, argument, declared))

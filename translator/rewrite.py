@@ -218,6 +218,10 @@ class _Rewriter:
     # -- query --------------------------------------------------------------------------------
     def run(self) -> Template:
         body = self.body
+        if self.query.base is not None:
+            # Oxigraph resolves what is copied as written (GRAPH names, expressions, the
+            # CONSTRUCT template, the query's own BASE) against the IRI the parser used.
+            self.emit.put("BASE <%s>" % self.query.base, 0)
         self.emit.copy(body.prologue)
         self.expression(body.form_head, _Context())
         if body.construct_template is not None:

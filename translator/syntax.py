@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence, Union
 
+import pyoxigraph as ox
+
 from .namespaces import RSPU
 from .tokens import IRI, PNAME, SourceText, Token, Tokens
 
@@ -219,69 +221,53 @@ def calls_rspu(tokens: Sequence[Token], start: int, end: int, resolve) -> bool:
                for k in range(start, end - 1))
 
 
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+# What an IRI reference may not hold (SPARQL's IRIREF): written between < and > in the SPARQL
+# text the engine sends to Oxigraph, a base IRI given from outside must not end that IRI early.
+_NOT_IN_IRI = re.compile(r'[<>"{}|^`\\\x00-\x20]')
+
+
+def is_absolute_iri(iri: str) -> bool:
+    """Whether `iri` starts with a scheme (RFC 3987's absolute IRI: nothing to resolve)."""
+    return _SCHEME.match(iri) is not None
+
+
+def valid_base(iri: str) -> bool:
+    """Whether `iri` can serve as a base IRI: absolute, writable between < and >, and one
+    Oxigraph takes as a base."""
+    if not is_absolute_iri(iri) or _NOT_IN_IRI.search(iri):
+        return False
+    try:
+        ox.parse(b"", format=ox.RdfFormat.TURTLE, base_iri=iri)
+    except ValueError:
+        return False
+    return True
+
+
 def resolve_iri(text: str, kind: str, prefixes: dict[str, str], base: str | None) -> str:
     """`<iri>` against the base, or `prefix:local` through the prefixes (KeyError when the
-    prefix is not declared)."""
+    prefix is not declared). A relative `<iri>` without a base stays as written: the parser has
+    refused one already (`PrologueReader.resolve`). An absolute IRI stays as written, as Oxigraph
+    keeps it (no dot segments removed), so both name the same graph."""
     if kind == IRI:
         iri = text[1:-1]
-        return resolve_reference(base, iri) if base else iri
+        return resolve_reference(base, iri) if base and not is_absolute_iri(iri) else iri
     prefix, _, local = text.partition(":")
     return prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)
 
 
-_REFERENCE = re.compile(r"^(?:([A-Za-z][A-Za-z0-9+.-]*):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$", re.S)
-
-
 def resolve_reference(base: str, reference: str) -> str:
-    """`reference` resolved against `base` as RFC 3986 section 5.2 says, for any scheme (the
-    standard library's urljoin drops an empty fragment, so `xsd:`'s `...XMLSchema#` lost its
-    `#`, and resolves only the schemes it knows)."""
-    scheme, authority, path, query, fragment = _parts(reference)
-    if scheme is None:
-        b_scheme, b_authority, b_path, b_query, _ = _parts(base)
-        scheme = b_scheme
-        if authority is None:
-            if path == "":
-                path = b_path
-                if query is None:
-                    query = b_query
-            else:
-                if not path.startswith("/"):
-                    if b_authority is not None and b_path == "":
-                        path = "/" + path
-                    else:
-                        path = b_path[:b_path.rfind("/") + 1] + path
-            authority = b_authority
-    path = _remove_dot_segments(path)
-    iri = (scheme + ":" if scheme is not None else "") + ("//" + authority if authority is not None else "") + path
-    if query is not None:
-        iri += "?" + query
-    if fragment is not None:
-        iri += "#" + fragment
-    return iri
-
-
-def _parts(iri: str):
-    return _REFERENCE.match(iri).groups()
-
-
-def _remove_dot_segments(path: str) -> str:
-    output: list[str] = []
-    while path:
-        if path.startswith("../"):
-            path = path[3:]
-        elif path.startswith("./"):
-            path = path[2:]
-        elif path.startswith("/./") or path == "/.":
-            path = "/" + path[3:]
-        elif path.startswith("/../") or path == "/..":
-            path = "/" + path[4:]
-            if output:
-                output.pop()
-        elif path in (".", ".."):
-            path = ""
-        else:
-            cut = path.find("/", 1)
-            segment, path = (path, "") if cut < 0 else (path[:cut], path[cut:])
-            output.append(segment)
-    return "".join(output)
+    """`reference` (an IRI reference as written between < and >) resolved against `base` by
+    Oxigraph's own resolution, the one the SPARQL the engine writes is evaluated with: it follows
+    RFC 3986 section 5.2 except where it keeps dot segments (those of the base, and after an
+    authority) and, in an IRI without authority, drops the `/` a `..` would leave first
+    (`urn:a/b` and `../../g` give `urn:g`). Windows, streams and background graphs are named by
+    what Oxigraph queries. ValueError when Oxigraph cannot resolve it."""
+    if _NOT_IN_IRI.search(reference):
+        raise ValueError("%r is not an IRI reference" % reference)
+    try:
+        [triple] = ox.parse(("<%s> <urn:x> <urn:x> ." % reference).encode("utf-8"), format=ox.RdfFormat.TURTLE,
+                            base_iri=base)
+    except SyntaxError as e:
+        raise ValueError((e.msg or str(e)).rpartition(": ")[2]) from None
+    return triple.subject.value

@@ -63,33 +63,34 @@ def unknown_function(message: str, text: str) -> tuple[str, int, int] | None:
 
 
 def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: str | None = None,
-                  start: str | None = None) -> ContinuousQuery:
+                  start: str | None = None, base: str | None = None) -> ContinuousQuery:
     """Parse and fully check a query written in RSP-QL* or one of the dialects (spec §6.5:
-    `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows);
-    raises QuerySyntaxError (line, column of `text`)."""
+    `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows; `base`,
+    the IRI the text was retrieved from, which its relative IRIs resolve against before any
+    BASE of its own); raises QuerySyntaxError (line, column of `text`)."""
     check_nesting(text)         # first: every step below reads the text, some recursively
     try:
-        return _compile_checked(text, functions, dialect, start)
+        return _compile_checked(text, functions, dialect, start, base)
     except RecursionError:
         raise QuerySyntaxError("the query is nested too deeply to be read", 1, 1) from None
 
 
 def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str | None,
-                     start: str | None) -> ContinuousQuery:
-    translation = translate(text, dialect, start)
+                     start: str | None, base: str | None) -> ContinuousQuery:
+    translation = translate(text, dialect, start, base)
     if translation is None:
-        query = _compile(text, functions)
+        query = _compile(text, functions, base)
     else:
         try:
-            query = translation.apply(_compile(translation.text, functions), text)
+            query = translation.apply(_compile(translation.text, functions, base), text)
         except QuerySyntaxError as e:
             raise translation.locate(e) from None
     query.warnings = query_warnings(text)
     return query
 
 
-def _compile(text: str, functions: FunctionLibrary | None) -> ContinuousQuery:
-    query = parse_query(text)
+def _compile(text: str, functions: FunctionLibrary | None, base: str | None) -> ContinuousQuery:
+    query = parse_query(text, base)
     rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
     check_with_oxigraph(query, rewritten, functions or FunctionLibrary())
     return query
@@ -134,7 +135,8 @@ def _locate(query: ContinuousQuery, rewritten: RewrittenQuery, message: str, pro
         end = _expression_end(body, expression)
         text = body.source.text[start:end]
         try:
-            probe.query("%s\nSELECT * WHERE { %s }" % (prologue, text), custom_functions=functions.table)
+            probe.query("%s\nSELECT * WHERE { %s }" % (prologue, text), custom_functions=functions.table,
+                        base_iri=query.base)
         except SyntaxError as e:
             line, column = body.source.position(start)
             return QuerySyntaxError("invalid expression: %s" % oxigraph_syntax_error(str(e))[0], line, column)

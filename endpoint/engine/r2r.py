@@ -103,7 +103,7 @@ class Compiled:
         if template is None:
             query = self.query
             if query.body is None:
-                query = replace(query, body=parse_query(self._parsed_from).body)
+                query = replace(query, body=parse_query(self._parsed_from, query.base).body)
             template = self._templates[options] = compile_template(query, options)
         return template
 
@@ -209,7 +209,7 @@ class RangeRows:
 
         def compiles() -> bool:
             try:
-                compile_template(parse_query(query.text([query.constants])), self.compiled.options)
+                compile_template(parse_query(query.text([query.constants]), query.base), self.compiled.options)
                 return True
             except TranslatorError:
                 return False

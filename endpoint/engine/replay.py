@@ -44,6 +44,9 @@ class ReplayInput:
     end: int
     background: Path | None = None
     options: dict[str, str] = field(default_factory=dict)   # query options, as `--option` gives them
+    # Per query id, the IRI its text was read from (a file's `file:` IRI), which its relative
+    # IRIs resolve against unless the options give a base.
+    bases: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def single(cls, query_text: str, streams: list[tuple[str, Path]], start: int, end: int,
@@ -66,9 +69,12 @@ class Replay:
         self.spec = spec
         if not spec.queries:
             raise UsageError("a replay needs a query")
-        options = QueryOptions.from_pairs(spec.options)
-        self.queries = {query_id: compile_query(text, dialect=options.dialect, start=options.start)
-                        for query_id, text in spec.queries.items()}
+        self.options = {query_id: self.query_options(query_id) for query_id in spec.queries}
+        self.queries = {}
+        for query_id, text in spec.queries.items():
+            options = QueryOptions.from_pairs(self.options[query_id])
+            self.queries[query_id] = compile_query(text, dialect=options.dialect, start=options.start,
+                                                   base=options.base)
         read = set().union(*(q.streams for q in self.queries.values()))
         unread = [stream for stream, _ in spec.streams if stream not in read]
         if unread:
@@ -86,9 +92,16 @@ class Replay:
         self.pending = pending
         self.clock = VirtualClock(spec.start)
         self.engine = Runner(self.store, self.clock, EngineConfig(**_OFFLINE))
-        self.registered = {query_id: self.engine.register(text, query_id, options=spec.options,
+        self.registered = {query_id: self.engine.register(text, query_id, options=self.options[query_id],
                                                           compiled=self.queries[query_id])
                            for query_id, text in spec.queries.items()}
+
+    def query_options(self, query_id: str) -> dict[str, str]:
+        """The options of one query: the replay's, with its own base unless they give one."""
+        options = dict(self.spec.options)
+        if "base" not in options and query_id in self.spec.bases:
+            options["base"] = self.spec.bases[query_id]
+        return options
 
     @property
     def query(self) -> ContinuousQuery:

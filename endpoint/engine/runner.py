@@ -272,7 +272,7 @@ class Runner:
         sink outside the allow-list, OptionError for a bad option); nothing changes on error.
         Its first evaluation is the first report instant after now (or after `resume_after`,
         with the IStream/DStream state `resume_r2s` of the evaluation there). `compiled`: the
-        text as compile_query gave it under the options' dialect and start, when the caller has it."""
+        text as compile_query gave it under the options' dialect, start and base, when the caller has it."""
         options = dict(options or {})
         admitted = admit(text, self.config, options, compiled=compiled)
         query = admitted.query
@@ -485,7 +485,7 @@ class Runner:
                              {s: self.config.partition_keys[s] for s in registered.query.streams},
                              self.store.background.nquads(), options.dialect, options.start, options.report,
                              options.rewrite_options(registered.query), options.rspu_cache, self.config.max_delay,
-                             self.config.key_groups)
+                             self.config.key_groups, options.base)
 
     def accept_partitions(self, query_id: str, emitted: list[Emitted]) -> int:
         """A micro-batch of a partitioned query's key groups' rows (store.partitions.Emitted):

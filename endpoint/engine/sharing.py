@@ -209,5 +209,5 @@ class _ConstantGroup:
     def _compile(self, members: dict[Member, tuple[str, ...]]) -> tuple[Template, dict[tuple[str, ...], int]]:
         """The query evaluating every member's constants, and each set of constants' row."""
         table = sorted(set(members.values()))
-        template = compile_template(parse_query(self.query.text(table)), self.options)
+        template = compile_template(parse_query(self.query.text(table), self.query.base), self.options)
         return template, {constants: k for k, constants in enumerate(table)}

@@ -95,6 +95,13 @@ def services() -> Services:
     return current_app.extensions["rspstar"]
 
 
+def base_iri() -> str:
+    """The IRI relative IRIs of a request's query or update resolve against (before any BASE
+    of its own): [http] base_iri, else the URL it was sent to (/sparql, /update, /queries; the
+    SPARQL protocol suggests it)."""
+    return services().settings.base_iri or request.host_url.rstrip("/") + request.path
+
+
 def require_write() -> None:
     """Every write: refused from a web page of another origin (unless CORS allows it), and
     without the token when one is set."""

@@ -46,7 +46,9 @@ OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
     "rspu_cache": {"type": "string", "enum": ["true", "false"]},
     "incremental": {"type": "string", "enum": ["true", "false"]},
     "share_constants": {"type": "string", "enum": ["true", "false"]},
-    "overrun": {"type": "string", "enum": ["catch-up", "skip"]}}}
+    "overrun": {"type": "string", "enum": ["catch-up", "skip"]},
+    "base": {"type": "string", "enum": ["http://example.org/queries/q.rq"],
+             "description": "the absolute IRI relative IRIs resolve against (default: the URL posted to)"}}}
 
 
 def _trig(second: int) -> str:

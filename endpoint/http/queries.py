@@ -14,7 +14,7 @@ from rspstar.translator.temporal import parse_instant
 from ..engine.runner import QUERY_ID
 from .errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
 from ..engine.sinks import FeedClosed
-from .context import require_write, services
+from .context import base_iri, require_write, services
 from .protocol import params, single, text_body
 
 blueprint = Blueprint("queries", __name__)
@@ -38,6 +38,9 @@ def register_query():
     else:
         raise UnsupportedMediaType("POST /queries takes the RSP-QL* text (application/sparql-query or "
                                    "text/plain) or JSON, not %r" % request.mimetype)
+    # Relative IRIs resolve against the URL the query was registered at unless the client says
+    # otherwise; kept with the query's options, so a restart reads it as it was registered.
+    options.setdefault("base", base_iri())
     registered = services().engine.register(text, query_id, sinks, options)
     response = Response(json.dumps(registered.describe()), status=201, mimetype="application/json")
     response.headers["Location"] = "/queries/%s" % registered.id

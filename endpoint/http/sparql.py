@@ -12,7 +12,7 @@ from rspstar.translator.validate import oxigraph_syntax_error
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES, Job, QueryRefused, negotiate, serialize_graph
 from .errors import BadRequest, NotAcceptable, UnsupportedMediaType
 from .service_description import service_description
-from .context import require_write, services
+from .context import base_iri, require_write, services
 from .protocol import FORM, iris, params, single, text_body
 
 blueprint = Blueprint("sparql", __name__)
@@ -47,7 +47,7 @@ def sparql():
     if not text:
         raise BadRequest("missing the query (parameter 'query')")
     check_nesting(text)
-    check_federation(text, services().engine.config.federation_allowed)
+    check_federation(text, services().engine.config.federation_allowed, base_iri())
     job = Job(text, tuple(iris(found, "default-graph-uri")), tuple(iris(found, "named-graph-uri")),
               negotiate(request.accept_mimetypes), base_iri())
     try:
@@ -55,12 +55,6 @@ def sparql():
     except QueryRefused as e:
         raise (SparqlSyntaxError(e.message, e.line, e.column) if e.kind == "syntax" else NotAcceptable(e.message))
     return Response(body, mimetype=media)
-
-
-def base_iri() -> str:
-    """The base relative IRIs of a query or update resolve against: [http] base_iri, else the
-    endpoint's own URL (the protocol suggests it)."""
-    return services().settings.base_iri or request.host_url.rstrip("/") + request.path
 
 
 def describe_service() -> Response:
@@ -92,7 +86,7 @@ def update():
     if not text:
         raise BadRequest("missing the update (parameter 'update')")
     check_nesting(text)
-    check_federation(text, services().engine.config.federation_allowed)
+    check_federation(text, services().engine.config.federation_allowed, base_iri())
     text = with_update_dataset(text, iris(found, "using-graph-uri"), iris(found, "using-named-graph-uri"))
     try:
         services().engine.update_background(text, base_iri())
