@@ -31,10 +31,12 @@ from rspstar.translator.uncertainty import FunctionLibrary
 
 from .errors import UsageError
 from .r2s import R2SOperator
+from .result_shapes import SHAPES, SPARQL_JSON
 
 log = logging.getLogger(__name__)
 _TRUE = ("true", "on", "yes", "1")
-_CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS, "overrun": ("catch-up", "skip")}
+_CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS, "overrun": ("catch-up", "skip"),
+            "sink_format": SHAPES}
 _FALSE = ("false", "off", "no", "0")
 _VARIABLE = re.compile(r"[?$][A-Za-z_][A-Za-z0-9_]*")
 
@@ -54,7 +56,10 @@ class EvaluationOptions:
     of a dialect query's windows (an xsd:dateTime); partition: the variable a partitioned query
     is evaluated per key of (docs/partitioned-queries.md); overrun: what a query behind the
     clock does, `catch-up` (every due instant, in order: the spec's semantics) or `skip` (only
-    the latest due instant, the ones before counted as skipped). The switches exist to measure the
+    the latest due instant, the ones before counted as skipped); sink_format: what the query's
+    sinks receive, `sparql-json` (SPARQL Query Results JSON, endpoint/engine/result_shapes.py)
+    or `compact` (the record as `rspstar replay` writes it); sink_empty: whether its sinks
+    receive evaluations that gave nothing (false: only those with results). The switches exist to measure the
     optimizations (the RSPU paper's cache, lazy variables and H4, fusing nested rspu: calls,
     incremental evaluation of sliding windows, and evaluating together the queries that differ
     only in constants); they never change results."""
@@ -71,6 +76,8 @@ class EvaluationOptions:
     share_constants: bool = True
     partition: str | None = None
     overrun: str = "catch-up"
+    sink_format: str = SPARQL_JSON
+    sink_empty: bool = True
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "EvaluationOptions":

@@ -292,7 +292,8 @@ class Runner:
                 self._admit()
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             history_file = self.repository.history_file(query_id)
-            http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post) for url in sinks]
+            http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post, evaluation_options.sink_format,
+                                   query.variables, evaluation_options.sink_empty) for url in sinks]
             evaluator = QueryEvaluator(query, self.store, evaluation_options, shared=self.range_results,
                                        groups=self.constant_groups)
             if resume_r2s is not None:

@@ -156,7 +156,8 @@ async function select(id) {
   for (const row of document.querySelectorAll("#queries tbody tr")) {
     row.classList.toggle("selected", row.dataset.id === id);
   }
-  const text = await (await fetch(`/queries/${encodeURIComponent(id)}/results?limit=1000`)).text();
+  // The compact shape: terms as N-Triples text, which the tables and charts read.
+  const text = await (await fetch(`/queries/${encodeURIComponent(id)}/results?limit=1000&format=compact`)).text();
   state.records = text.split("\n").filter(Boolean).map(line => JSON.parse(line)).slice(-500);
   render();
   const add = record => {
@@ -167,14 +168,15 @@ async function select(id) {
     $("#live").textContent = "polling";
     state.poller = setInterval(async () => {
       const last = state.records.length ? state.records[state.records.length - 1].time : "";
-      const url = `/queries/${encodeURIComponent(id)}/results` + (last ? `?since=${encodeURIComponent(last)}` : "");
+      const url = `/queries/${encodeURIComponent(id)}/results?format=compact` +
+        (last ? `&since=${encodeURIComponent(last)}` : "");
       const lines = (await (await fetch(url)).text()).split("\n").filter(Boolean);
       lines.forEach(line => add(JSON.parse(line)));
       if (lines.length) render();
     }, 2000);
     return;
   }
-  state.source = new EventSource(`/queries/${encodeURIComponent(id)}/events`);
+  state.source = new EventSource(`/queries/${encodeURIComponent(id)}/events?format=compact`);
   state.source.addEventListener("result", event => { add(JSON.parse(event.data)); render(); });
   state.source.onopen = () => { $("#live").textContent = "live"; };
   state.source.onerror = () => { $("#live").textContent = "reconnecting…"; };
