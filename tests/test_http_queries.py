@@ -6,6 +6,8 @@ import pytest
 
 from http_app import AUTH, RSPQL, S, STREAM, T0
 
+S_IRI = "http://example.org/s"
+
 
 def test_query_lifecycle_results_and_status(client, engine):
     created = client.post("/queries", query_string={"id": "q1"}, data=RSPQL,
@@ -128,3 +130,19 @@ def test_a_query_that_skips_its_overrun_says_so_in_its_status_and_the_metrics(cl
     assert 'rspstar_query_behind_seconds{query="q1"} 0.0' in metrics
     refused = client.post("/queries", json={"id": "q2", "query": RSPQL, "options": {"overrun": "later"}}, headers=AUTH)
     assert refused.status_code == 400 and "overrun takes catch-up or skip" in refused.get_json()["message"]
+
+
+def test_answers_end_with_a_newline_so_a_terminal_shows_them_apart(client):
+    # curl prints a body as it is: without a final newline the next output (or the prompt)
+    # runs on from it.
+    from http_app import SELECT
+    created = client.post("/queries", query_string={"id": "q1"}, data=RSPQL, content_type="application/sparql-query",
+                          headers=AUTH)
+    posted = client.post("/streams", query_string={"stream": S_IRI}, data=STREAM, content_type="application/trig",
+                         headers=AUTH)
+    answers = [created, posted, client.get("/queries/q1"), client.get("/queries")]
+    for accept in ("application/sparql-results+json", "application/sparql-results+xml", "text/csv"):
+        answers.append(client.get("/sparql", query_string={"query": SELECT}, headers={"Accept": accept}))
+    for answer in answers:
+        assert answer.status_code in (200, 201, 202), answer.get_data(as_text=True)
+        assert answer.get_data().endswith(b"\n"), (answer.request.path, answer.get_data()[-40:])
