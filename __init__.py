@@ -25,6 +25,7 @@ _WHERE = {
     # The errors, by layer: each is a TranslatorError, StoreError or EndpointError.
     "TranslatorError": "translator.errors", "QuerySyntaxError": "translator.errors",
     "TemporalValueError": "translator.errors", "QueryOverLimits": "translator.admission",
+    "QueryNeverEvaluated": "translator.admission",
     "PolicyError": "translator.policy", "FederationNotAllowed": "translator.federation",
     "StoreError": "store.errors", "RdfInputError": "store.errors", "DuplicateElementError": "store.errors",
     "UnknownFormat": "store.formats",

@@ -9,6 +9,7 @@ import tempfile
 from pathlib import Path
 
 from rspstar.store.errors import StoreError
+from rspstar.translator.admission import NEVER_EVALUATED
 from rspstar.translator.constants import parameterized
 from rspstar.translator.dialects import DIALECTS
 from rspstar.translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
@@ -156,7 +157,7 @@ def cmd_check(args) -> int:
         "report": policy.describe(),
         "policy": policy.show(),
         "normalised": query.normalised,
-        "warnings": query.warnings,
+        "warnings": query.warnings + ([NEVER_EVALUATED] if policy.never_reports else []),
     }
     if query.translation is not None:
         summary["rspql"] = query.translation.splitlines()
@@ -196,8 +197,15 @@ def cmd_config(args) -> int:
     return 0
 
 
+def _version() -> str:
+    import pyoxigraph
+    from rspstar import __version__
+    return "rspstar %s (pyoxigraph %s, Python %s)" % (__version__, pyoxigraph.__version__, sys.version.split()[0])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rspstar", description="RSP-QL* stream processing engine")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     rp = sub.add_parser("replay", help="evaluate a query over recorded streams in event time",

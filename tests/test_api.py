@@ -246,3 +246,13 @@ def test_query_and_results_show_what_they_hold():
     assert repr(replayed) == "<Results: 2 evaluations, 1 row, 2026-03-01T08:00:02Z to 2026-03-01T08:00:04Z>"
     assert "&lt;script&gt;" in rspstar.Results([{"time": "2026-03-01T08:00:02Z", "windows": {}, "bindings": [
         {"x": '"<script>"'}]}])._repr_html_()
+
+
+def test_a_query_without_a_window_is_refused_and_a_versioned_one_runs():
+    engine = rspstar.Engine(start=T0)
+    with pytest.raises(rspstar.QueryNeverEvaluated, match="no window"):
+        engine.register("SELECT * WHERE { ?s ?p ?o }")
+    query = engine.register('VERSION "1.2"\n' + QUERY)
+    engine.push(TEMP, TRIG)
+    engine.advance("2026-03-01T08:00:04Z")
+    assert [r["v"] for r in query.rows()] == [25]

@@ -146,3 +146,24 @@ def test_answers_end_with_a_newline_so_a_terminal_shows_them_apart(client):
     for answer in answers:
         assert answer.status_code in (200, 201, 202), answer.get_data(as_text=True)
         assert answer.get_data().endswith(b"\n"), (answer.request.path, answer.get_data()[-40:])
+
+
+def test_a_query_without_a_window_is_refused_pointing_at_sparql(client):
+    # Registered, it would never be evaluated: nothing closes, nothing arrives.
+    for text in ("SELECT * WHERE { ?s ?p ?o }", RSPQL.split("SELECT")[0] + "ASK { ?s ?p ?o }",
+                 "SELECT * WHERE { ?s ?p ?o }"):
+        refused = client.post("/queries", data=text, content_type="application/sparql-query", headers=AUTH)
+        assert refused.status_code == 400
+        assert "no window, so it would never be evaluated" in refused.get_data(as_text=True)
+        assert "/sparql" in refused.get_data(as_text=True)
+    refused = client.post("/queries", json={"query": "SELECT * WHERE { ?s ?p ?o }", "options": {"report": "non-empty"}},
+                          headers=AUTH)
+    assert refused.status_code == 400
+    assert client.get("/queries").get_json()["queries"] == []
+    # With a period it is evaluated at fixed instants, over the background data.
+    periodic = client.post("/queries", json={"id": "p", "query": "SELECT * WHERE { ?s ?p ?o }",
+                                             "options": {"report": "periodic(PT5S)"}}, headers=AUTH)
+    every = client.post("/queries", data="REGISTER RSTREAM <http://example.org/o> COMPUTED EVERY PT5S AS "
+                                         "SELECT * WHERE { ?s ?p ?o }", content_type="application/sparql-query",
+                        query_string={"id": "e"}, headers=AUTH)
+    assert periodic.status_code == 201 and every.status_code == 201

@@ -1,7 +1,8 @@
 """Admission: everything that decides whether a query may be registered, in one call beside
 `compile_query`. A query is compiled (its syntax, dialect and SPARQL checked), its SERVICE and
 LOAD targets checked against the allowed origins, its report policy built, its windows and
-report rate held to the engine's limits, and, when it asks to run partitioned, the partition
+report rate held to the engine's limits (and a query that would never be evaluated, having
+no window and no period, refused), and, when it asks to run partitioned, the partition
 rules checked. What is refused raises a TranslatorError naming what and where; nothing is
 registered."""
 from __future__ import annotations
@@ -19,6 +20,16 @@ from .validate import compile_query
 
 class QueryOverLimits(TranslatorError):
     """A query whose windows or report rate pass the engine's configured limits."""
+
+
+class QueryNeverEvaluated(TranslatorError):
+    """A query with no window and no period: registered, it would never be evaluated."""
+
+
+NEVER_EVALUATED = ("the query has no window, so it would never be evaluated: a continuous query reads a stream "
+                   "through FROM NAMED WINDOW <w> ON <stream> [RANGE PT10S STEP PT5S] (or is evaluated at fixed "
+                   "instants: COMPUTED EVERY PT5S, or the option report=periodic(PT5S)); a query over the stored data "
+                   "alone is asked once, at /sparql (the SPARQL Protocol)")
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,8 @@ def admit(text: str, limits: Limits, *, dialect: str | None = None, start: str |
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed)
     policy = report_policy(query, report)
+    if policy.never_reports:
+        raise QueryNeverEvaluated(NEVER_EVALUATED)
     _check_limits(query, policy, limits)
     if partition is not None:
         check_partitioned(query, partition, limits.partition_keys, policy)

@@ -26,6 +26,8 @@ from .tokens import (
 _HEADER_ONLY = {"REGISTER", "COMPUTED", "RSTREAM", "ISTREAM", "DSTREAM", "FROM", "RANGE", "STEP",
                 "TUMBLING", "START", "ELEMS"}
 _PATH_START_PUNCT = ("^", "!", "(")
+# The versions a VERSION declaration may name (SPARQL 1.2, VersionDecl).
+SPARQL_VERSIONS = ("1.1", "1.2", "1.2-basic")
 
 
 _CLOSER_OF = {"(": ")", "{": "}", "[": "]", "<<": ">>", "<<(": ")>>"}
@@ -90,8 +92,23 @@ class PrologueReader(TokenReader):
                     raise self.error("expected <IRI> after BASE")
                 self.advance()
                 self.base = self.resolve(iri_tok)
+            elif tok.is_keyword("VERSION"):
+                self.version()
             else:
                 return
+
+    def version(self) -> None:
+        """SPARQL 1.2's `VERSION "1.2"`: the language version the query is written in, a short
+        string. Oxigraph reads the versions this engine knows, and the declaration stays in
+        the text it is given."""
+        self.advance()
+        tok = self.peek()
+        if tok.kind != STRING or tok.text.startswith(('"""', "'''")):
+            raise self.error("expected a version string such as \"1.2\" after VERSION, found %s" % self.describe(tok))
+        if tok.text[1:-1] not in SPARQL_VERSIONS:
+            raise self.error("VERSION %s: this engine reads SPARQL %s" % (
+                tok.text, ", ".join('"%s"' % v for v in SPARQL_VERSIONS)), tok)
+        self.advance()
 
 
 class _Parser(PrologueReader):
