@@ -117,3 +117,18 @@ def test_every_configuration_example_in_the_documentation_is_valid(tmp_path):
             load(path)
         except Exception as e:
             raise AssertionError("%s, TOML example %d: %s" % (page, k, e)) from None
+
+
+def test_the_performance_page_gives_one_current_figure_per_benchmark_with_its_date_and_machine():
+    # A lab log in a table cell (three days of runs in one) reads as history: it lives in
+    # bench/out/HISTORY.md, and the page gives each benchmark's last run.
+    text = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and not line.startswith(("| ---",
+                                                                                                          "| benchmark"))]
+    assert len(rows) >= 15
+    for row in rows:
+        figure = row[2]
+        assert re.match(r"^\d{4}-\d{2}-\d{2}, (AMD EPYC|Intel Xeon)", figure), row[0]
+        assert len(re.findall(r"\b20\d\d-\d\d-\d\d\b", figure)) == 1, "%s: more than one run's date" % row[0]
+    history = (REPO / "bench" / "out" / "HISTORY.md").read_text(encoding="utf-8")
+    assert "## docs/performance.md as it read on 2026-11-26" in history
