@@ -311,9 +311,10 @@ class Engine:
                                 "not of %s" % ", ".join(sorted({type(e).__name__ for e in data if not isinstance(e, dict)})))
             text, format, source = "\n".join(_envelope_line(e) for e in data), "jsonl", "the envelopes"
         else:
+            sniff = format is None and not isinstance(data, os.PathLike)
             text, format, source = _rdf_input(data, format, "the pushed data", _RDF_FORMS + "; or a JSON envelope "
                                               "(a dict), a list of them or their JSON lines")
-            if format == "trig" and text.lstrip().startswith("{"):
+            if sniff and format == "trig" and text.lstrip().startswith("{"):
                 format = "jsonl"
         fmt = formats.by_name(format)
         decoded = decode(Payload(stream, fmt.name, source, text, ingest, line=1 if fmt.line_based else None))

@@ -134,9 +134,11 @@ def test_plain_triples_are_one_element_at_the_given_time_or_the_clocks(time, sec
     assert engine.push(TEMP, "@prefix ex: <http://example.org/> . ex:t8 ex:value 30 .", format="turtle",
                        time=time) == 1
     assert engine.push(TEMP, PLAIN.replace("40", NT_40).encode(), format="ntriples", time=time) == 1
+    # (TriG's default graph written as a block is plain triples too, not JSON.)
+    assert engine.push(TEMP, "{ %s }" % PLAIN.replace("40", "41").rstrip(" ."), format="trig", time=time) == 1
     engine.advance("2026-03-01T08:00:02Z")
     [record] = query.records
-    assert sorted(r["v"] for r in query.rows()) == [30, 40, 40]
+    assert sorted(r["v"] for r in query.rows()) == [30, 40, 40, 41]
     assert record["windows"]["http://example.org/w"] == ["2026-03-01T07:59:58Z", "2026-03-01T08:00:02Z"]
     times = {stats.latest for stats in engine.store.streams().values()}
     assert times == {int((T0 + timedelta(seconds=second)).timestamp() * 1_000_000)}
