@@ -7,18 +7,41 @@
     engine.advance("2026-03-01T08:00:10Z")
     query.dataframe()
 
-`Engine`, `Query`, `Results` and `replay` are the Python API (`rspstar.endpoint.api`). The
-repository's top-level folders are the package's parts: `rspstar.translator` (language,
-vocabulary, time), `rspstar.config` (the settings), `rspstar.store` (Oxigraph, Spark
+`Engine`, `Query`, `Results` and `replay` are the Python API (`rspstar.endpoint.api`), and the
+errors it raises are importable from here (`rspstar.QuerySyntaxError`, `rspstar.RdfInputError`,
+...). The repository's top-level folders are the package's parts: `rspstar.translator`
+(language, vocabulary, time), `rspstar.config` (the settings), `rspstar.store` (Oxigraph, Spark
 ingestion) and `rspstar.endpoint` (runner, scheduler, HTTP, CLI).
 """
+import importlib as _importlib
+
 __version__ = "0.1.0"
-__all__ = ["Engine", "Query", "Results", "replay"]
+
+# Each name of the API and the module it lives in: imported on first use, so that
+# `import rspstar.config` stays light.
+_WHERE = {
+    "Engine": "endpoint.api", "Query": "endpoint.api", "Results": "endpoint.api", "replay": "endpoint.api",
+    "QueryFailed": "endpoint.api",
+    # The errors, by layer: each is a TranslatorError, StoreError or EndpointError.
+    "TranslatorError": "translator.errors", "QuerySyntaxError": "translator.errors",
+    "TemporalValueError": "translator.errors", "QueryOverLimits": "translator.admission",
+    "QueryNeverEvaluated": "translator.admission",
+    "PolicyError": "translator.policy", "FederationNotAllowed": "translator.federation",
+    "StoreError": "store.errors", "RdfInputError": "store.errors", "DuplicateElementError": "store.errors",
+    "UnknownFormat": "store.formats",
+    "EndpointError": "endpoint.engine.errors", "UsageError": "endpoint.engine.errors",
+    "UnknownQuery": "endpoint.engine.runner", "DuplicateQuery": "endpoint.engine.runner",
+    "InvalidQueryId": "endpoint.engine.runner", "EngineAtCapacity": "endpoint.engine.runner",
+    "SinkNotAllowed": "endpoint.engine.sinks",
+}
+__all__ = list(_WHERE)
 
 
 def __getattr__(name: str):
-    # The API is imported on first use, so `import rspstar.config` stays light.
-    if name in __all__:
-        from .endpoint import api
-        return getattr(api, name)
+    if name in _WHERE:
+        return getattr(_importlib.import_module("." + _WHERE[name], __name__), name)
     raise AttributeError("module 'rspstar' has no attribute %r" % name)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | {name for name in globals() if name.startswith("__")} | {"__version__"})

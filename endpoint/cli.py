@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from rspstar.store.errors import StoreError
+from rspstar.translator.admission import NEVER_EVALUATED
 from rspstar.translator.constants import parameterized
 from rspstar.translator.dialects import DIALECTS
 from rspstar.translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
@@ -170,7 +171,8 @@ def cmd_check(args) -> int:
     given_base = options.base
     try:
         # The serving engine's limits and partition keys are its configuration's, not known here.
-        admitted = admit(text, _UNLIMITED, replace(options, partition=None, base=options.base or _file_iri(args.query)))
+        admitted = admit(text, _UNLIMITED, replace(options, partition=None, base=options.base or _file_iri(args.query)),
+                         registering=False)
     except QuerySyntaxError as e:
         print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
@@ -183,7 +185,7 @@ def cmd_check(args) -> int:
         "report": policy.describe(),
         "policy": policy.show(),
         "normalised": query.normalised,
-        "warnings": query.warnings,
+        "warnings": query.warnings + ([NEVER_EVALUATED] if policy.never_reports else []),
         **_base_described(query, given_base),
     }
     for key, graphs in (("from", query.from_graphs), ("from_named", query.from_named_graphs)):
@@ -223,8 +225,15 @@ def cmd_config(args) -> int:
     return 0
 
 
+def _version() -> str:
+    import pyoxigraph
+    from rspstar import __version__
+    return "rspstar %s (pyoxigraph %s, Python %s)" % (__version__, pyoxigraph.__version__, sys.version.split()[0])
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rspstar", description="RSP-QL* stream processing engine")
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     rp = sub.add_parser("replay", help="evaluate a query over recorded streams in event time",

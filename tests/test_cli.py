@@ -281,3 +281,26 @@ def test_a_query_failing_during_the_replay_exits_3_naming_it_and_keeps_what_it_w
 def test_replay_help_says_what_each_exit_status_means():
     help_text = build_parser()._subparsers._group_actions[0].choices["replay"].format_help()
     assert "exit status" in help_text and "3" in help_text and "a query failed" in help_text
+
+
+def test_version_names_the_engine_and_its_store(capsys):
+    import pyoxigraph
+    import rspstar
+    for run in (lambda: main(["--version"]),
+                lambda: subprocess.run([sys.executable, "-m", "rspstar.endpoint.cli", "--version"], check=True,
+                                       capture_output=True, text=True).stdout):
+        try:
+            printed = run()
+        except SystemExit as e:
+            assert e.code == 0
+            printed = capsys.readouterr().out
+        assert printed.startswith("rspstar %s (pyoxigraph %s, Python " % (rspstar.__version__, pyoxigraph.__version__))
+
+
+def test_check_warns_of_a_query_without_a_window_and_replay_refuses_it(write, capsys):
+    q = write("all.rq", "SELECT * WHERE { ?s ?p ?o }")
+    assert main(["check", str(q)]) == 0
+    [warning] = json.loads(capsys.readouterr().out)["warnings"]
+    assert "no window, so it would never be evaluated" in warning and "/sparql" in warning
+    assert main(["replay", str(q), *RANGE]) == 2
+    assert "no window" in capsys.readouterr().err

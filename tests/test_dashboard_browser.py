@@ -1,7 +1,9 @@
 """The dashboard in headless Chromium (Debian's `chromium`, installed by tools/system-setup)
 against a running server: a registered query's results appear with distributions written as a
 person reads them, the plotly charts draw (values with their bands, results per evaluation,
-close-to-result latency), and a screenshot is saved under tests/artifacts/."""
+close-to-result latency) and break their lines where evaluations gave nothing, the queries
+table fits a 1,400 and a 1,000 px window with headers of at most two lines and compact times,
+and screenshots are saved under tests/artifacts/."""
 import json
 import re
 import shutil
@@ -11,6 +13,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
+from flask import request
 from werkzeug.serving import make_server
 
 from rspstar.endpoint.engine.clock import VirtualClock
@@ -52,9 +55,20 @@ def server():
     # A query that goes on from the latest due instant: the dashboard counts what it skipped.
     engine.register("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] "
                     "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "freshest", options={"overrun": "skip"})
+    # A stream with a gap: readings at 0-3 s and 8-9 s, so the windows closing at :06 and :08
+    # are empty and a chart's line must break there.
+    gappy = ["@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> ."]
+    for i in (0, 1, 2, 3, 8, 9):
+        gappy.append('ex:g%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^<http://www.w3.org/2001/XMLSchema#dateTime> .'
+                     " ex:g%d { ex:p%d ex:v %d . }" % (i, i, i, i, 20 + i))
+    store.publish("http://example.org/gappy", store.documents.stage(
+        "http://example.org/gappy", "\n".join(gappy).encode(), ox.RdfFormat.TRIG, "gappy.trig").staged)
+    engine.register("PREFIX ex: <http://example.org/> SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:gappy "
+                    "[RANGE PT2S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "gappy")
     sources = {name: {"active": True, "last_batch": 3, "quarantined": {}} for name in ("tvs", "homecare", "landing")}
     app = create_app(engine, ingestion_status=lambda: sources)
-    app.add_url_rule("/layout-check", "layout_check", lambda: LAYOUT_PAGE)
+    app.add_url_rule("/layout-check", "layout_check", lambda: LAYOUT_PAGE.replace("WIDTH", request.args["width"]).replace(
+        "QUERY", request.args["query"]))
     app.add_url_rule("/layout-check.js", "layout_check_js",
                      lambda: (LAYOUT_SCRIPT, 200, {"Content-Type": "text/javascript"}))
     http = make_server("127.0.0.1", 0, app, threaded=True)
@@ -67,8 +81,8 @@ def server():
 # The dashboard in a narrow frame, its layout read by a script of the test's own: every word of
 # the queries table and of the headers must lie on one line (a column narrower than a word
 # broke "oxygen-warning" into "oxyge/n-warnin/g").
-LAYOUT_PAGE = """<!doctype html><html><body>
-<iframe id="frame" src="/?refresh=poll&query=oxygen-warning-constructed" width="760" height="900"></iframe>
+LAYOUT_PAGE = """<!doctype html><html><body style="margin:0">
+<iframe id="frame" src="/?refresh=poll&query=QUERY" width="WIDTH" height="1300" style="border:0"></iframe>
 <pre id="out">pending</pre><script src="/layout-check.js"></script></body></html>"""
 LAYOUT_SCRIPT = """
 function broken(doc) {
@@ -88,12 +102,49 @@ function broken(doc) {
   }
   return found;
 }
+// The lines a cell's text takes (the tops of its text's boxes).
+function lines(doc, cell) {
+  const tops = new Set();
+  const walker = doc.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    const range = doc.createRange();
+    range.selectNodeContents(node);
+    for (const r of range.getClientRects()) if (r.width > 0) tops.add(Math.round(r.top));
+  }
+  return tops.size;
+}
+function trace(doc, id, k) {
+  const data = doc.getElementById(id).data || [];
+  const t = data[k] || {};
+  return {x: (t.x || []).length, nulls: (t.y || []).filter(v => v === null).length, connectgaps: t.connectgaps,
+          mode: t.mode};
+}
 setTimeout(() => {
   const doc = document.getElementById("frame").contentDocument;
-  const rows = doc.querySelectorAll("#queries tbody tr").length;
-  document.getElementById("out").textContent = JSON.stringify({rows: rows, broken: broken(doc)});
+  const table = doc.getElementById("queries");
+  const scroll = table.parentElement;
+  const headers = [...doc.querySelectorAll("#queries th")];
+  const times = [...doc.querySelectorAll("#queries td.time")].map(td => [td.textContent, td.title]);
+  document.getElementById("out").textContent = JSON.stringify({
+    rows: doc.querySelectorAll("#queries tbody tr").length, broken: broken(doc),
+    viewport: doc.documentElement.clientWidth, table_right: Math.round(table.getBoundingClientRect().right),
+    scrolls: scroll.scrollWidth > scroll.clientWidth + 1,
+    headers: headers.map(th => [th.textContent, lines(doc, th), Math.round(th.getBoundingClientRect().width)]),
+    cells: Math.max(...[...doc.querySelectorAll("#queries td")].map(td => lines(doc, td))),
+    times: times,
+    means: trace(doc, "chart-values", 0), latency: trace(doc, "chart-latency", 0),
+    // Evaluations every 2 s, then none for 14 s (an engine stopped): the line breaks there.
+    paused: document.getElementById("frame").contentWindow.withGaps(
+      ["2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z", "2026-03-01T08:00:06Z", "2026-03-01T08:00:20Z",
+       "2026-03-01T08:00:22Z"], [1, 2, 3, 4, 5]).y});
 }, 4000);
 """
+
+
+def layout_report(tmp_path, base: str, width: int, query: str) -> dict:
+    page = "%s/layout-check?width=%d&query=%s" % (base, width, query)
+    layout = chromium(tmp_path, "--dump-dom", "--window-size=%d,1400" % (width + 40), page)
+    return json.loads(re.search(r'<pre id="out">([^<]*)</pre>', layout).group(1))
 
 
 def chromium(tmp_path, *args) -> str:
@@ -109,7 +160,8 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
     engine, url = server
     empty = chromium(tmp_path, "--dump-dom", url)
     assert 'data-id="demo"' in empty
-    assert "<td>PT4S/PT2S on example.org/s</td>" in empty and "<td>5 elements/2 on example.org/s</td>" in empty
+    window = '<td class="windows" title="http://example.org/s"><div><span class="part">%s</span> <span class="part">on s</span>'
+    assert window % "PT4S/PT2S" in empty and window % "5 elements/2" in empty
     assert 'class="result"' not in empty
 
     engine.clock.set(T0 + 10 * S)
@@ -117,7 +169,7 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
     page = chromium(tmp_path, "--dump-dom", url)
     assert page.count('class="result"') == 4   # the latest window [6 s, 10 s) holds four observations
     assert "2026-03-01T08:00:10Z" in page
-    assert '<td class="num">0.0 (4 skipped)</td>' in page       # "freshest": :10 evaluated, :02-:08 not
+    assert '<td class="num skips">0.0 <span class="part">(4 skipped)</span></td>' in page   # "freshest": :10 only
     assert "<td>N(μ=13, σ²=0.25)</td>" in page and "rspu#distribution" not in page   # o6: 10 + 42 mod 13
     values = re.search(r'<div id="chart-values"[^>]*>', page).group(0)
     # ?d comes first among the numeric variables: 2 + 4 + 4 + 4 + 4 distributions, with bands.
@@ -139,12 +191,11 @@ def test_words_stay_whole_and_a_construct_query_shows_its_triples_and_chart(serv
     engine.clock.set(T0 + 10 * S)
     engine.tick()
     base = url.split("/?")[0]
-    layout = chromium(tmp_path, "--dump-dom", base + "/layout-check")
-    report = json.loads(re.search(r'<pre id="out">([^<]*)</pre>', layout).group(1))
-    assert report["rows"] == 4 and report["broken"] == [], report
+    report = layout_report(tmp_path, base, 760, "oxygen-warning-constructed")
+    assert report["rows"] == 5 and report["broken"] == [], report
     page = chromium(tmp_path, "--dump-dom", base + "/?refresh=poll&query=oxygen-warning-constructed")
     # The header counts sources and the streams they feed; the folded polls column says what it counts.
-    assert "3 sources feeding 1 streams" in page
+    assert "3 sources feeding 2 streams" in page
     assert re.search(r'<th class="num" title="Scheduler polls that found[^"]*">folded polls</th>', page)
     # The latest CONSTRUCT evaluation holds 16 + 4 triples: 20 shown, the count said when more.
     assert page.count('class="result"') == 20
@@ -154,3 +205,30 @@ def test_words_stay_whole_and_a_construct_query_shows_its_triples_and_chart(serv
     assert '<option selected="">level</option>' in page or '<option selected="">pairedWith</option>' in page
     many = chromium(tmp_path, "--dump-dom", base + "/?refresh=poll&query=demo")
     assert "2026-03-01T08:00:10Z" in many
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_the_queries_table_fits_the_window_and_charts_break_at_gaps(server, tmp_path, width):
+    engine, url = server
+    engine.clock.set(T0 + 10 * S)
+    engine.tick()
+    base = url.split("/?")[0]
+    report = layout_report(tmp_path, base, width, "gappy")
+    # Every column on screen, the table needing no sideways scrolling.
+    assert not report["scrolls"] and report["table_right"] <= report["viewport"], report
+    # Headers of at most two lines, no word broken; a cell breaks only between its parts.
+    assert report["broken"] == [] and max(n for _, n, _ in report["headers"]) <= 2, report["headers"]
+    assert report["cells"] <= 2, report
+    # Times as a clock shows them (the date and zone on hover), not full ISO timestamps.
+    assert report["times"] and all(re.fullmatch(r"(\d\d:\d\d:\d\d(\.\d+)?|–)", text) for text, _ in report["times"]), report["times"]
+    assert ["08:00:10", "2026-03-01T08:00:10Z"] in report["times"]
+    # "gappy" evaluated at :02 ... :10, its windows at :06 and :08 empty: the mean's line has a
+    # break there (a null point, gaps not connected) rather than a line drawn across.
+    assert report["means"]["nulls"] >= 1 and report["means"]["connectgaps"] is False, report["means"]
+    assert report["latency"]["connectgaps"] is False, report["latency"]
+    assert report["paused"] == [1, 2, 3, None, 4, 5]
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / ("dashboard-%d.png" % width)
+    screenshot.unlink(missing_ok=True)
+    chromium(tmp_path, "--window-size=%d,1300" % width, "--screenshot=%s" % screenshot, base + "/?refresh=poll&query=gappy")
+    assert screenshot.stat().st_size > 10_000

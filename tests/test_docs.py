@@ -69,7 +69,7 @@ def test_the_readme_is_a_front_door():
 
 
 def shown(setting) -> str:
-    """A setting's default as the README's limits table writes it."""
+    """A setting's default as the limits table (docs/running.md) writes it."""
     from rspstar.config.schema import MIB
     value = setting.default
     if getattr(setting.kind, "unit", None) == "bytes":
@@ -81,9 +81,11 @@ def shown(setting) -> str:
     return str(value)
 
 
-def test_the_readme_lists_every_limit_with_its_default_and_key():
+def test_the_limits_table_lists_every_limit_with_its_default_and_key():
+    # The table lives in docs/running.md; the README links it.
     from rspstar.config.schema import SETTINGS
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert "(docs/running.md#security-and-limits)" in (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "running.md").read_text(encoding="utf-8")
     section = text.split("## Security and limits", 1)[1].split("\n## ", 1)[0]
     rows = {}
     for line in section.splitlines():
@@ -95,7 +97,7 @@ def test_the_readme_lists_every_limit_with_its_default_and_key():
     limits += [s for s in SETTINGS if s.table == "engine" and (s.key.startswith(("max_", "min_", "history"))
                                                                 and s.key != "max_delay")]
     missing = [s.name for s in limits if (s.table, s.key) not in rows]
-    assert not missing, "README's Security and limits lacks %s" % missing
+    assert not missing, "running.md's Security and limits lacks %s" % missing
     wrong = ["%s: %s, not %s" % (s.name, rows[(s.table, s.key)], shown(s)) for s in limits
              if rows[(s.table, s.key)] != shown(s)]
     assert not wrong, wrong
@@ -117,3 +119,68 @@ def test_every_configuration_example_in_the_documentation_is_valid(tmp_path):
             load(path)
         except Exception as e:
             raise AssertionError("%s, TOML example %d: %s" % (page, k, e)) from None
+
+
+def test_the_performance_page_gives_one_current_figure_per_benchmark_with_its_date_and_machine():
+    # A lab log in a table cell (three days of runs in one) reads as history: it lives in
+    # bench/out/HISTORY.md, and the page gives each benchmark's last run.
+    text = (REPO / "docs" / "performance.md").read_text(encoding="utf-8")
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ") and not line.startswith(("| ---",
+                                                                                                          "| benchmark"))]
+    assert len(rows) >= 15
+    for row in rows:
+        figure = row[2]
+        assert re.match(r"^\d{4}-\d{2}-\d{2}, (AMD EPYC|Intel Xeon)", figure), row[0]
+        assert len(re.findall(r"\b20\d\d-\d\d-\d\d\b", figure)) == 1, "%s: more than one run's date" % row[0]
+    history = (REPO / "bench" / "out" / "HISTORY.md").read_text(encoding="utf-8")
+    assert "## docs/performance.md as it read on 2026-11-26" in history
+
+
+def test_running_md_gives_max_delays_default_as_the_schema_declares_it():
+    from rspstar.config.schema import SETTINGS
+    from rspstar.translator.temporal import parse_duration
+    [setting] = [s for s in SETTINGS if (s.table, s.key) == ("engine", "max_delay")]
+    text = (REPO / "docs" / "running.md").read_text(encoding="utf-8")
+    assert re.findall(r'`trigger: "max_delay"`, default (\d+) s', text) == ["%d" % (parse_duration(setting.default) // 10**6)]
+
+
+def test_the_layers_the_docs_name_are_the_ones_the_code_keeps():
+    from test_layers import LAYERS
+    for page in ("README.md", "docs/design.md"):
+        text = (REPO / page).read_text(encoding="utf-8")
+        assert "%s layers in a line" % ["One", "Two", "Three", "Four", "Five"][len(LAYERS) - 1] in text, page
+        assert all("`%s/`" % layer in text or "`rspstar.%s`" % layer in text for layer in LAYERS), page
+        assert not re.search(r"\b(Three|Five) layers\b", text), page
+
+
+def test_user_documentation_names_the_papers_not_the_seed_files():
+    # Readers never saw the files the project was built from: a paper is named by what it is
+    # (references.md), not by "seed 002".
+    pages = [REPO / "README.md"] + sorted((REPO / "docs").glob("*.md")) + sorted((REPO / "config" / "queries").glob("*.rq"))
+    mentions = ["%s: %s" % (page.relative_to(REPO), m.group(0)) for page in pages
+                for m in re.finditer(r"(?i)\bseeds?\b(?! ?0\d\d-)(?!\d)[^\n]{0,20}", page.read_text(encoding="utf-8"))]
+    assert not mentions, mentions
+
+
+def test_the_mqtt_examples_query_is_shown_and_compiles():
+    from rspstar.translator.validate import compile_query
+    text = (REPO / "docs" / "running.md").read_text(encoding="utf-8")
+    [query] = [m.group(1) for m in re.finditer(r"```sparql\n(.*?)```", text, re.S) if m.group(1).startswith("# hot.rq")]
+    compiled = compile_query(query)
+    assert compiled.streams == ["http://example.org/stream/sensors"] and compiled.variables == ("sensor", "celsius")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert 'file = "hot.rq"                         # the query: docs/running.md#mqtt' in readme
+    assert "sink_empty = false" in readme and "sink_empty = false" in text
+
+
+def test_the_sections_the_tools_cite_exist():
+    # tools/system-setup once sent its reader to a README section that was never written.
+    cited = []
+    for script in (REPO / "tools" / "system-setup", REPO / "Makefile", REPO / ".ci" / "run"):
+        if script.exists():
+            cited += re.findall(r'\(((?:docs/)?[\w.-]+\.md|README), "([^"]+)"\)', script.read_text(encoding="utf-8"))
+    assert cited, "the scripts cite no section (the check would check nothing)"
+    for page, section in cited:
+        path = REPO / (page if page.endswith(".md") else page + ".md")
+        headings = re.findall(r"^#+ (.*)$", path.read_text(encoding="utf-8"), re.M)
+        assert section in headings, "%s has no section %r" % (page, section)

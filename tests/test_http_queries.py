@@ -6,6 +6,8 @@ import pytest
 
 from http_app import AUTH, RSPQL, S, STREAM, T0
 
+S_IRI = "http://example.org/s"
+
 
 def test_query_lifecycle_results_and_status(client, engine):
     created = client.post("/queries", query_string={"id": "q1"}, data=RSPQL,
@@ -128,3 +130,40 @@ def test_a_query_that_skips_its_overrun_says_so_in_its_status_and_the_metrics(cl
     assert 'rspstar_query_behind_seconds{query="q1"} 0.0' in metrics
     refused = client.post("/queries", json={"id": "q2", "query": RSPQL, "options": {"overrun": "later"}}, headers=AUTH)
     assert refused.status_code == 400 and "overrun takes catch-up or skip" in refused.get_json()["message"]
+
+
+def test_answers_end_with_a_newline_so_a_terminal_shows_them_apart(client):
+    # curl prints a body as it is: without a final newline the next output (or the prompt)
+    # runs on from it.
+    from http_app import SELECT
+    created = client.post("/queries", query_string={"id": "q1"}, data=RSPQL, content_type="application/sparql-query",
+                          headers=AUTH)
+    posted = client.post("/streams", query_string={"stream": S_IRI}, data=STREAM, content_type="application/trig",
+                         headers=AUTH)
+    answers = [created, posted, client.get("/queries/q1"), client.get("/queries")]
+    for accept in ("application/sparql-results+json", "application/sparql-results+xml", "text/csv"):
+        answers.append(client.get("/sparql", query_string={"query": SELECT}, headers={"Accept": accept}))
+    for answer in answers:
+        assert answer.status_code in (200, 201, 202), answer.get_data(as_text=True)
+        assert answer.get_data().endswith(b"\n"), (answer.request.path, answer.get_data()[-40:])
+
+
+def test_a_query_without_a_window_is_refused_pointing_at_sparql(client):
+    # Registered, it would never be evaluated: nothing closes, nothing arrives.
+    for text in ("SELECT * WHERE { ?s ?p ?o }", RSPQL.split("SELECT")[0] + "ASK { ?s ?p ?o }",
+                 "SELECT * WHERE { ?s ?p ?o }"):
+        refused = client.post("/queries", data=text, content_type="application/sparql-query", headers=AUTH)
+        assert refused.status_code == 400
+        assert "no window, so it would never be evaluated" in refused.get_data(as_text=True)
+        assert "/sparql" in refused.get_data(as_text=True)
+    refused = client.post("/queries", json={"query": "SELECT * WHERE { ?s ?p ?o }", "options": {"report": "non-empty"}},
+                          headers=AUTH)
+    assert refused.status_code == 400
+    assert client.get("/queries").get_json()["queries"] == []
+    # With a period it is evaluated at fixed instants, over the background data.
+    periodic = client.post("/queries", json={"id": "p", "query": "SELECT * WHERE { ?s ?p ?o }",
+                                             "options": {"report": "periodic(PT5S)"}}, headers=AUTH)
+    every = client.post("/queries", data="REGISTER RSTREAM <http://example.org/o> COMPUTED EVERY PT5S AS "
+                                         "SELECT * WHERE { ?s ?p ?o }", content_type="application/sparql-query",
+                        query_string={"id": "e"}, headers=AUTH)
+    assert periodic.status_code == 201 and every.status_code == 201

@@ -3,12 +3,15 @@ environment, then `rspstar serve` with no configuration from an empty directory.
 embedded defaults start, every example query has results within three minutes, and a stop
 signal sent to the whole process group (as a service manager does) ends it cleanly."""
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import requests
@@ -24,36 +27,87 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_the_wheel_installs_one_top_level_package_rspstar(tmp_path):
-    # Built and installed (without its dependencies) in a clean environment: site-packages
-    # gains `rspstar` and nothing else, with every part and data file inside it.
-    # Built from a copy: setuptools builds in the source tree, which is left as it was.
+@dataclass
+class Wheel:
+    path: Path
+    build_log: str          # pip's and setuptools' output (pip -v)
+
+
+@dataclass
+class Installed:
+    site: Path              # a clean environment's site-packages, the wheel installed in it
+    before: set             # what site-packages held before
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Wheel:
+    """The wheel, built from a copy of the repository (setuptools builds in the source tree,
+    which is left as it was)."""
+    tmp_path = tmp_path_factory.mktemp("wheel")
     source = tmp_path / "source"
     shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(".git", ".venv", "build", "data", "scratch", "*.egg-info",
                                                                 "__pycache__", ".pytest_cache", ".hypothesis"))
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-v", "--no-deps",
                             "--wheel-dir", str(tmp_path / "wheels"), str(source)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-3000:]
-    [wheel] = (tmp_path / "wheels").glob("rspstar-*.whl")
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    site = subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    [path] = (tmp_path / "wheels").glob("rspstar-*.whl")
+    return Wheel(path, built.stdout + built.stderr)
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Installed:
+    """The wheel installed (without its dependencies) in a clean environment."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", str(venv)], check=True)
+    site = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
     before = set(os.listdir(site))
-    installed = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", site,
-                                str(wheel)], capture_output=True, text=True, timeout=600)
-    assert installed.returncode == 0, installed.stderr[-3000:]
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site),
+                           str(wheel.path)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return Installed(site, before)
+
+
+def test_a_clean_build_says_nothing_about_undeclared_packages(wheel):
+    # setuptools warns, in a banner of ~30 lines each, about every folder it installs that the
+    # package list does not declare (the dashboard's files, the packaged queries, background).
+    assert "setuptools" in wheel.build_log and "adding 'rspstar/endpoint/static/dashboard.js'" in wheel.build_log
+    assert "would be ignored" not in wheel.build_log, wheel.build_log[wheel.build_log.find("would be ignored") - 2000:][:4000]
+    assert "SetuptoolsDeprecationWarning" not in wheel.build_log
+
+
+def test_the_wheel_installs_one_top_level_package_rspstar(installed):
+    # site-packages gains `rspstar` and nothing else, with every part and data file inside it.
+    site = installed.site
     # (--target puts the console script in bin/ beside the packages.)
-    added = {name for name in set(os.listdir(site)) - before if not name.endswith(".dist-info") and name != "bin"}
+    added = {name for name in set(os.listdir(site)) - installed.before if not name.endswith(".dist-info") and name != "bin"}
     assert added == {"rspstar"}
     [dist_info] = [name for name in os.listdir(site) if name.endswith(".dist-info")]
     record = open(os.path.join(site, dist_info, "RECORD")).read().splitlines()
     assert {line.split("/")[0] for line in record} - {dist_info, "bin", "..", ""} == {"rspstar"}
     package = os.path.join(site, "rspstar")
     for part in ("translator/parser.py", "store/stream_store.py", "endpoint/cli.py", "endpoint/http/app.py",
-                 "config/default.toml", "config/queries/oxygen-warning.rq", "endpoint/static/dashboard.js"):
+                 "config/default.toml", "config/queries/oxygen-warning.rq", "config/background/homecare-profiles.ttl",
+                 "endpoint/static/dashboard.js", "endpoint/static/index.html"):
         assert os.path.isfile(os.path.join(package, part)), part
     assert not any(os.path.exists(os.path.join(package, folder)) for folder in ("tests", "bench", "tools"))
+
+
+def test_the_readmes_python_block_runs_from_an_empty_directory_against_the_wheel(installed, tmp_path):
+    # A notebook user has the installed package and nothing of the repository: the block runs
+    # with the wheel's rspstar (its dependencies from this environment) in an empty directory.
+    [block] = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+    script = tmp_path / "readme_block.py"
+    script.write_text("import rspstar, sys\nprint(rspstar.__file__, file=sys.stderr)\n" + block)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(installed.site)
+    done = subprocess.run([sys.executable, str(script)], cwd=empty, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines()[0] == str(installed.site / "rspstar" / "__init__.py")
+    assert "http://example.org/kitchen  31" in done.stdout
+    assert "<Results: 4 evaluations, 2 rows, 2026-03-01T08:00:05Z to 2026-03-01T08:00:20Z>" in done.stdout
 
 
 def test_the_editable_install_answers_to_rspstar_only(tmp_path):

@@ -72,7 +72,7 @@ file = "q.rq"
         while time.monotonic() < deadline:
             assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
             try:
-                text = requests.get(base + "/queries/oxygen/results", timeout=5).text
+                text = requests.get(base + "/queries/oxygen/results", params={"format": "compact"}, timeout=5).text
             except requests.ConnectionError:
                 text = ""
             live = [json.loads(line) for line in text.splitlines()]

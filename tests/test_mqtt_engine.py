@@ -44,7 +44,7 @@ def wait_for(condition, timeout: float, what: str, process=None, log=None) -> No
 
 
 def number(record: dict, name: str) -> int:
-    return int(record["bindings"][0][name].split('"')[1])     # "12"^^xsd:integer
+    return int(record["results"]["bindings"][0][name]["value"])     # SPARQL Query Results JSON
 
 
 def healthy(base: str) -> bool:
@@ -103,7 +103,7 @@ sinks = ["%(broker)s/results/count"]
         assert sources["sensors"]["mqtt"]["connected"] and sources["sensors"]["mqtt"]["broker"] == broker.url
         feeding = threading.Thread(target=publish)
         feeding.start()
-        wait_for(lambda: any(r["bindings"] and number(r, "n") > 100 for r in results), 60,
+        wait_for(lambda: any(r["results"]["bindings"] and number(r, "n") > 100 for r in results), 60,
                  "the first results on the sink topic", process, log_path)
         os.killpg(process.pid, signal.SIGKILL)           # the engine, its Spark JVM with it
         process.wait()
@@ -115,10 +115,10 @@ sinks = ["%(broker)s/results/count"]
         wait_for(lambda: len(acknowledged) == READINGS, 60, "the broker's acknowledgements")
 
         def counted() -> int:
-            return max([number(r, "n") for r in results if r["bindings"]] or [0])
+            return max([number(r, "n") for r in results if r["results"]["bindings"]] or [0])
         wait_for(lambda: counted() >= READINGS, 120, "every reading counted", process, log_path)
         time.sleep(3)                                   # a reading stored twice would show by now
-        last = [r for r in results if r["bindings"]][-1]
+        last = [r for r in results if r["results"]["bindings"]][-1]
         assert number(last, "n") == READINGS and number(last, "distinct") == READINGS
         assert counted() == READINGS
         streams = {s["stream"]: s for s in requests.get(base + "/streams", timeout=5).json()["streams"]}

@@ -2,10 +2,13 @@
 outbox as HTTP sinks: in order, and a broker outage delays records, never drops them."""
 from __future__ import annotations
 
+import io
 import json
 import time
 
 import pytest
+from rdflib import Literal, Variable
+from rdflib.query import Result
 
 from rspstar.endpoint.engine.sinks import Delivery, HttpSink, SinkNotAllowed, check_sink_allowed
 
@@ -33,21 +36,27 @@ def wait_for(condition, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def record(k: int) -> dict:
+    return {"time": "2026-01-01T00:00:0%dZ" % k, "windows": {"http://example.org/w": ["2026-01-01T00:00:00Z",
+                                                                                   "2026-01-01T00:00:0%dZ" % k]},
+            "bindings": [{"k": '"%d"^^<http://www.w3.org/2001/XMLSchema#integer>' % k}]}
+
+
 def test_records_reach_the_topic_in_order_and_wait_out_a_broker_outage(tmp_path):
     broker = Broker(tmp_path / "broker").start()
     received = []
-    reader = client(broker, on_message=lambda c, u, m: received.append(json.loads(m.payload)), subscribe="results/q")
+    reader = client(broker, on_message=lambda c, u, m: received.append(m.payload), subscribe="results/q")
     delivery = Delivery()
-    sink = HttpSink("q", "%s/results/q" % broker.url, tmp_path / "outbox", delivery)
+    sink = HttpSink("q", "%s/results/q" % broker.url, tmp_path / "outbox", delivery, variables=("k",))
     try:
         assert reader.subscribed.wait(10)
         for k in range(3):
-            sink.enqueue({"time": "2026-01-01T00:00:0%dZ" % k, "bindings": [{"k": str(k)}]})
+            sink.enqueue(record(k))
         assert sink.deliver(now=0) == 3
         wait_for(lambda: len(received) == 3)
         broker.stop()
         for k in range(3, 5):
-            sink.enqueue({"time": "2026-01-01T00:00:0%dZ" % k, "bindings": [{"k": str(k)}]})
+            sink.enqueue(record(k))
         assert sink.deliver(now=1_000_000) == 0
         assert sink.state.pending == 2 and "not connected" in sink.state.last_error
         broker.start()
@@ -60,7 +69,11 @@ def test_records_reach_the_topic_in_order_and_wait_out_a_broker_outage(tmp_path)
             time.sleep(0.2)
         assert sent == 2 and sink.state.pending == 0
         wait_for(lambda: len(received) == 5)
-        assert [r["bindings"][0]["k"] for r in received] == ["0", "1", "2", "3", "4"]
+        # Each payload is one evaluation in the SPARQL Query Results JSON shape, which a SPARQL
+        # client's parser reads as it is.
+        parsed = [Result.parse(io.BytesIO(payload), format="json") for payload in received]
+        assert [[row[Variable("k")] for row in result.bindings] for result in parsed] == [[Literal(k)] for k in range(5)]
+        assert [json.loads(payload)["time"] for payload in received] == ["2026-01-01T00:00:0%dZ" % k for k in range(5)]
     finally:
         delivery.close()
         reader.loop_stop()

@@ -167,3 +167,33 @@ def test_a_base_keeps_the_empty_fragment_of_a_prefix_such_as_xsd():
                     'SELECT * FROM NAMED WINDOW <w> ON <s> [RANGE PT2S START "2026-03-01T08:00:00Z"^^xsd:dateTime] '
                     'WHERE { }')
     assert set(q.windows) == {"http://example.org/w"}
+
+
+WINDOWED = """SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"""
+
+
+@pytest.mark.parametrize("text", [
+    'VERSION "1.2"\n' + P + WINDOWED, P + 'version \'1.2\'\n' + WINDOWED, 'VERSION "1.1" ' + P + WINDOWED,
+    'VERSION "1.2-basic"\n' + P + 'VERSION "1.2"\n' + WINDOWED,
+    'REGISTER RSTREAM <http://example.org/out> AS\nVERSION "1.2"\n' + P + WINDOWED,
+])
+def test_a_sparql_12_version_declaration_is_read_in_the_prologue(text):
+    query = compile_query(text)
+    assert list(query.windows) == ["http://example.org/w"] and query.variables == ("o",)
+
+
+@pytest.mark.parametrize("text,where,message", [
+    ('VERSION "9"\n' + P + WINDOWED, (1, 9), 'VERSION "9": this engine reads SPARQL "1.1", "1.2", "1.2-basic"'),
+    ('VERSION """1.2"""\n' + P + WINDOWED, (1, 9), 'expected a version string such as "1.2" after VERSION'),
+    ('VERSION 1.2\n' + P + WINDOWED, (1, 9), 'expected a version string'),
+    (P + WINDOWED.replace("SELECT", 'SELECT ?v VERSION "1.2"'), (3, 11), "expected WHERE"),
+])
+def test_a_bad_version_declaration_is_refused_at_its_position(text, where, message):
+    error = error_of(text)
+    assert (error.line, error.column) == where and message in error.message
+
+
+def test_the_select_clauses_variables_are_kept_in_order():
+    assert compile_query(P + WINDOWED.replace("SELECT ?o", "SELECT ?v (STR(?o) AS ?s) ?o")).variables == ("v", "s", "o")
+    assert compile_query(P + WINDOWED.replace("SELECT ?o", "SELECT *")).variables is None
+    assert compile_query(P + WINDOWED.replace("SELECT ?o", "ASK")).variables is None

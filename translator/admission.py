@@ -1,7 +1,8 @@
 """Admission: everything that decides whether a query may be registered, in one call beside
 `compile_query`. A query is compiled (its syntax, dialect and SPARQL checked), its SERVICE and
 LOAD targets checked against the allowed origins, its report policy built, its windows and
-report rate held to the engine's limits, and, when it asks to run partitioned, the partition
+report rate held to the engine's limits (and a query that would never be evaluated, having
+no window and no period, refused), and, when it asks to run partitioned, the partition
 rules checked. What is refused raises a TranslatorError naming what and where; nothing is
 registered."""
 from __future__ import annotations
@@ -21,6 +22,16 @@ from .validate import compile_query
 
 class QueryOverLimits(TranslatorError):
     """A query whose windows or report rate pass the engine's configured limits."""
+
+
+class QueryNeverEvaluated(TranslatorError):
+    """A query with no window and no period: registered, it would never be evaluated."""
+
+
+NEVER_EVALUATED = ("the query has no window, so it would never be evaluated: a continuous query reads a stream "
+                   "through FROM NAMED WINDOW <w> ON <stream> [RANGE PT10S STEP PT5S] (or is evaluated at fixed "
+                   "instants: COMPUTED EVERY PT5S, or the option report=periodic(PT5S)); a query over the stored data "
+                   "alone is asked once, at /sparql (the SPARQL Protocol)")
 
 
 class Limits(Protocol):
@@ -43,10 +54,12 @@ class Admitted:
 
 
 def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | None = None, *,
-          compiled: ContinuousQuery | None = None) -> Admitted:
+          compiled: ContinuousQuery | None = None, registering: bool = True) -> Admitted:
     """The query of `text` with its options (read here from KEY=VALUE pairs when given so) and
     its report policy, if the engine may run it under `limits` (`compiled`: `text` as
-    compile_query gave it with these options' dialect, start and base, not compiled again)."""
+    compile_query gave it with these options' dialect, start and base, not compiled again).
+    A check (`registering` false) is told what a registration would be refused for only where
+    the query is well formed: a query that would never be evaluated."""
     if not isinstance(options, QueryOptions):
         options = QueryOptions.from_pairs(options or {})
     query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start,
@@ -54,6 +67,8 @@ def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | No
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed, options.base)
     policy = report_policy(query, options.report)
+    if policy.never_reports and registering:
+        raise QueryNeverEvaluated(NEVER_EVALUATED)
     _check_limits(query, policy, limits)
     if options.partition is not None:
         check_partitioned(query, options.partition, limits.partition_keys, policy)

@@ -229,6 +229,9 @@ class ContinuousQuery:
     # Options the dialect implies (its window content, say); a user's options override them.
     option_defaults: dict[str, str] = field(default_factory=dict)
     translation: str | None = None   # a dialect query written as RSP-QL*
+    # The SELECT clause's variables in its order (None: SELECT *, or not a SELECT), the head of
+    # the query's results.
+    variables: tuple[str, ...] | None = None
     # C-SPARQL / Streaming SPARQL (spec §6.5): outside WINDOW and GRAPH, triples match the
     # merge of these windows' elements and the background default graph.
     merged_windows: tuple[str, ...] | None = None

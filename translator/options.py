@@ -21,7 +21,11 @@ from .temporal import parse_instant
 
 _TRUE = ("true", "on", "yes", "1")
 _FALSE = ("false", "off", "no", "0")
-_CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS, "overrun": ("catch-up", "skip")}
+# What a query's sinks receive: SPARQL Query Results JSON or the record as `rspstar replay`
+# writes it (endpoint/engine/result_shapes.py makes each).
+SINK_FORMATS = ("sparql-json", "compact")
+_CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS, "overrun": ("catch-up", "skip"),
+            "sink_format": SINK_FORMATS}
 _VARIABLE = re.compile(r"[?$][A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -47,7 +51,10 @@ class QueryOptions:
     the latest due instant, the ones before counted as skipped); base: the absolute IRI the query
     was retrieved from, which its relative IRIs resolve against before any BASE of its own (the
     command line gives the query file's, POST /queries the registration URL's, unless given
-    here; docs/language.md, "Relative IRIs"). The switches turn off one
+    here; docs/language.md, "Relative IRIs"); sink_format: what the query's sinks receive,
+    `sparql-json` (SPARQL Query Results JSON) or `compact` (the record as `rspstar replay`
+    writes it); sink_empty: whether its sinks receive evaluations that gave nothing (false: only
+    those with results). The switches turn off one
     optimisation each: the RSPU paper's function cache (`rspu_cache`), lazy variables
     (`lazy_bind`) and its heuristic H4, rspu: FILTERs placed after the joins when that makes
     fewer calls (`h4`); nested rspu: calls made as one (`fuse_rspu`); incremental evaluation of
@@ -67,6 +74,8 @@ class QueryOptions:
     partition: str | None = None
     overrun: str = "catch-up"
     base: str | None = None
+    sink_format: str = SINK_FORMATS[0]
+    sink_empty: bool = True
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "QueryOptions":

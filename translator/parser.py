@@ -27,6 +27,8 @@ from .tokens import (
 _HEADER_ONLY = {"REGISTER", "COMPUTED", "RSTREAM", "ISTREAM", "DSTREAM", "FROM", "RANGE", "STEP",
                 "TUMBLING", "START", "ELEMS"}
 _PATH_START_PUNCT = ("^", "!", "(")
+# The versions a VERSION declaration may name (SPARQL 1.2, VersionDecl).
+SPARQL_VERSIONS = ("1.1", "1.2", "1.2-basic")
 
 
 _CLOSER_OF = {"(": ")", "{": "}", "[": "]", "<<": ">>", "<<(": ")>>"}
@@ -112,8 +114,23 @@ class PrologueReader(TokenReader):
                 if self.base is None and not is_absolute_iri(iri_tok.text[1:-1]):
                     raise self.error(_RELATIVE_BASE % iri_tok.text, iri_tok)
                 self.base = self.resolve(iri_tok)
+            elif tok.is_keyword("VERSION"):
+                self.version()
             else:
                 return
+
+    def version(self) -> None:
+        """SPARQL 1.2's `VERSION "1.2"`: the language version the query is written in, a short
+        string. Oxigraph reads the versions this engine knows, and the declaration stays in
+        the text it is given."""
+        self.advance()
+        tok = self.peek()
+        if tok.kind != STRING or tok.text.startswith(('"""', "'''")):
+            raise self.error("expected a version string such as \"1.2\" after VERSION, found %s" % self.describe(tok))
+        if tok.text[1:-1] not in SPARQL_VERSIONS:
+            raise self.error("VERSION %s: this engine reads SPARQL %s" % (
+                tok.text, ", ".join('"%s"' % v for v in SPARQL_VERSIONS)), tok)
+        self.advance()
 
 
 class _Parser(PrologueReader):
@@ -194,11 +211,13 @@ class _Parser(PrologueReader):
         body = ParsedBody(
             source=self.source, tokens=Tokens(self.tokens), prologue=prologue, form_head=Expression(head_parts),
             construct_template=template, where=where, modifiers=modifiers, prefixes=dict(self.prefixes),
-            base=self.base, projected=projected, variable_uses=uses, removed=self.removed)
+            base=self.base, projected=None if projected is None else frozenset(projected), variable_uses=uses,
+            removed=self.removed)
         return ContinuousQuery(
             text=self.source.text, form=form, r2s=r2s, windows=windows, body=body, name=name,
             output_stream=output_stream, computed_every=every, from_graphs=from_graphs,
-            from_named_graphs=from_named, base=self.retrieval_base)
+            from_named_graphs=from_named, base=self.retrieval_base,
+            variables=projected if form is QueryForm.SELECT else None)
 
     def check_resolvable(self, first: int) -> None:
         """Every IRI from token `first` on resolves (the parser resolves the IRIs it reads;
@@ -210,12 +229,13 @@ class _Parser(PrologueReader):
 
     def form_head(self):
         """SELECT / CONSTRUCT / ASK with its R2S keyword, projection or template: (form, the
-        head's parts, the CONSTRUCT template, (R2S, its token) or None, the projected names)."""
+        head's parts, the CONSTRUCT template, (R2S, its token) or None, the projected names in
+        their order)."""
         form_tok = self.peek()
         head_parts: list = []
         template = None
         r2s_after_form: tuple[R2S, Token] | None = None
-        projected: frozenset[str] | None = frozenset()
+        projected: tuple[str, ...] | None = ()
         if form_tok.is_keyword("SELECT", "CONSTRUCT", "ASK"):
             form = QueryForm(form_tok.text.upper())
             self.advance()
@@ -320,30 +340,31 @@ class _Parser(PrologueReader):
         self.removed.append(Span(start, self.i))
         return kind, iri, every, reg_tok
 
-    def projection(self) -> frozenset[str] | None:
+    def projection(self) -> tuple[str, ...] | None:
+        """The projected variables in their order (None: SELECT *)."""
         if self.peek().is_keyword("DISTINCT", "REDUCED"):
             self.advance()
         if self.peek().is_punct("*"):
             self.advance()
             return None
-        names: set[str] = set()
+        names: dict[str, None] = {}
         while True:
             tok = self.peek()
             if tok.kind == VAR:
-                names.add(self.advance().text[1:])
+                names[self.advance().text[1:]] = None
             elif tok.is_punct("("):
                 self.scan_balanced(lambda t: t.is_punct(")"), self.advance())
                 close = self.expect_punct(")", "to close the projected expression")
                 as_tok, var_tok = self.tokens[self.i - 3], self.tokens[self.i - 2]
                 if not (as_tok.is_keyword("AS") and var_tok.kind == VAR):
                     raise self.error("a projected expression ends with AS ?variable", close)
-                names.add(var_tok.text[1:])
+                names[var_tok.text[1:]] = None
             else:
                 break
         if not names:
             raise self.error("expected variables, (expression AS ?var) or * after SELECT, found %s"
                              % self.describe(self.peek()))
-        return frozenset(names)
+        return tuple(names)
 
     def construct_template(self) -> Group:
         open_idx = self.i

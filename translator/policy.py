@@ -252,10 +252,13 @@ class ReportPolicy:
         for strategy in giving:
             options = self._instants_of(query, strategy, by_iri)
             terms = [met for term in terms for option in options if (met := term.join(option)) is not None]
-            if not terms and self.windows:     # (a query without windows is never evaluated)
+            if not terms and self.windows:
                 raise PolicyError("report: %s can never hold: the instants of %s never meet"
                                   % (" and ".join(s.show() for s in strategies), " and ".join(s.show() for s in giving)))
         self.terms = terms
+        # A query without windows has instants only from a period: without one, nothing closes
+        # and nothing arrives, and it would never be evaluated.
+        self.never_reports = not self.windows and not any(term.progression is not None for term in terms)
         # Whether instants come from the elements themselves (count windows, content change), so
         # that a replay must offer every element's timestamp as a candidate instant.
         self.arrivals = any(term.data for term in terms)

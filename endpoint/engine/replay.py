@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import pyoxigraph as ox
+
 from rspstar.store.errors import RdfInputError
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.documents import OptimisticLoadFailed
@@ -36,21 +38,36 @@ _OFFLINE = dict(max_delay=0, max_range=2**62, max_reports_per_second=float("inf"
 _LIVE_ONLY = ("trigger", "latency_ms")
 
 
+@dataclass(frozen=True)
+class Document:
+    """Input given as data rather than a file (the Python API's): the name messages give it,
+    its bytes and its format."""
+    name: str
+    data: bytes
+    format: ox.RdfFormat
+
+
+def _read(source: Path | Document) -> tuple[bytes, ox.RdfFormat, str]:
+    if isinstance(source, Document):
+        return source.data, source.format, source.name
+    return source.read_bytes(), format_for_path(source), str(source)
+
+
 @dataclass
 class ReplayInput:
     queries: dict[str, str]     # query id -> RSP-QL* text, in the order they are registered
-    streams: list[tuple[str, Path]]
+    streams: list[tuple[str, Path | Document]]
     start: int          # evaluation instants t with start < t <= end
     end: int
-    background: Path | None = None
+    background: Path | Document | None = None
     options: dict[str, str] = field(default_factory=dict)   # query options, as `--option` gives them
     # Per query id, the IRI its text was read from (a file's `file:` IRI), which its relative
     # IRIs resolve against unless the options give a base.
     bases: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def single(cls, query_text: str, streams: list[tuple[str, Path]], start: int, end: int,
-               background: Path | None = None, options: dict[str, str] | None = None) -> "ReplayInput":
+    def single(cls, query_text: str, streams: list[tuple[str, Path | Document]], start: int, end: int,
+               background: Path | Document | None = None, options: dict[str, str] | None = None) -> "ReplayInput":
         return cls({REPLAY_ID: query_text}, streams, start, end, background, dict(options or {}))
 
 
@@ -118,15 +135,15 @@ class Replay:
         store = StreamStore(compact_after=2**62, remove_evicted=False)
         spec = self.spec
         if spec.background is not None:
-            store.background.load(spec.background.read_bytes(), format_for_path(spec.background),
-                                  str(spec.background))
+            store.background.load(*_read(spec.background))
         staged: dict[str, list[StagedElement]] = {}
-        for stream, path in spec.streams:
+        for stream, source in spec.streams:
             stage = store.documents.stage_optimistically if optimistic else store.documents.stage
-            result = stage(stream, path.read_bytes(), format_for_path(path), str(path))
+            data, fmt, name = _read(source)
+            result = stage(stream, data, fmt, name)
             if result.untimed_graphs:
                 raise RdfInputError("graph %s has no timestamp triple; a replay needs event time for every "
-                                    "element" % result.untimed_graphs[0], str(path))
+                                    "element" % result.untimed_graphs[0], name)
             staged.setdefault(stream, []).extend(result.staged)
         return store, {stream: _Pending(elements) for stream, elements in staged.items()}
 

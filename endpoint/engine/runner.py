@@ -290,7 +290,8 @@ class Runner:
                 self._admit()
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             history_file = self.repository.history_file(query_id)
-            http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post) for url in sinks]
+            http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post, admitted.options.sink_format,
+                                   query.variables, admitted.options.sink_empty) for url in sinks]
             evaluator = QueryEvaluator(query, self.store, admitted.options, shared=self.range_results,
                                        groups=self.constant_groups, policy=admitted.policy)
             if resume_r2s is not None:

@@ -31,6 +31,7 @@ from rspstar.translator.temporal import parse_instant
 
 from .errors import EndpointError
 from .mqtt_publish import DeliveryError, MqttPoster, topic_of
+from .result_shapes import SPARQL_JSON, has_results, shaped_json
 
 log = logging.getLogger(__name__)
 
@@ -295,12 +296,18 @@ class Delivery:
 
 
 class HttpSink:
-    """POST each record of one query to `url`, in order, from a durable outbox."""
+    """POST each record of one query to `url`, in order, from a durable outbox: in `shape`
+    (result_shapes.py; `variables` the query's SELECT clause), and with `send_empty` False
+    only the evaluations that gave results."""
 
-    def __init__(self, query_id: str, url: str, directory: Path, post: Poster = post_with_requests):
+    def __init__(self, query_id: str, url: str, directory: Path, post: Poster = post_with_requests,
+                 shape: str = SPARQL_JSON, variables: tuple[str, ...] | None = None, send_empty: bool = True):
         self.query_id = query_id
         self.url = url
         self.post = post
+        self.shape = shape
+        self.variables = variables
+        self.send_empty = send_empty
         directory.mkdir(parents=True, exist_ok=True)
         name = bounded_name(quote(query_id, safe="") + "-" + quote(url, safe=""))
         self.outbox = directory / (name + ".jsonl")
@@ -325,7 +332,9 @@ class HttpSink:
         return [line for line in data.decode("utf-8").splitlines() if line]
 
     def enqueue(self, record: dict) -> None:
-        line = json.dumps(record, sort_keys=True)
+        if not self.send_empty and not has_results(record):
+            return
+        line = shaped_json(record, self.shape, self.variables)
         with self._lock:
             with self.outbox.open("a", encoding="utf-8") as f:
                 f.write(line + "\n")

@@ -15,6 +15,7 @@ import json
 from rspstar.translator.dialects import DIALECTS
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES
+from ..engine.result_shapes import SHAPES
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -107,6 +108,11 @@ def _param(name: str, where: str, schema: dict, required: bool = False, descript
     if description:
         found["description"] = description
     return found
+
+
+RESULT_FORMAT = _param("format", "query", {"type": "string", "enum": list(SHAPES)},
+                       description="each evaluation as SPARQL Query Results JSON (the default) or compact "
+                                   "(the conformance format)")
 
 
 def _iris(name: str, examples: list[str]) -> dict:
@@ -232,11 +238,13 @@ def document() -> dict:
                     write=True, operationId="deleteQuery"),
             },
             "/queries/{id}/results": {
-                "get": _op("the result history, JSON lines in the conformance format", {
+                "get": _op("the result history, a JSON line per evaluation: SPARQL Query Results JSON (head, results "
+                           "or boolean) with time and windows, or with format=compact the conformance format", {
                     "200": {"description": "one JSON line per evaluation", "content": {"application/x-ndjson": {
                         "schema": {"type": "string"}}}}, **_errors(400, 404)},
                     parameters=[query_id, _param("since", "query", INSTANT, description="evaluations after this instant"),
-                                _param("limit", "query", {"type": "integer", "minimum": 0, "maximum": 1_000_000})],
+                                _param("limit", "query", {"type": "integer", "minimum": 0, "maximum": 1_000_000}),
+                                RESULT_FORMAT],
                     operationId="getResults"),
             },
             "/queries/{id}/events": {
@@ -244,8 +252,8 @@ def document() -> dict:
                            {"200": {"description": "an event stream", "content": {"text/event-stream": {
                                "schema": {"type": "object", "required": ["event", "data"], "properties": {
                                    "event": {"type": "string", "enum": ["result", "dropped", "closed"]},
-                                   "data": {"type": "string"}}}}}}, **_errors(404, 503)},
-                           parameters=[query_id], operationId="getEvents"),
+                                   "data": {"type": "string"}}}}}}, **_errors(400, 404, 503)},
+                           parameters=[query_id, RESULT_FORMAT], operationId="getEvents"),
             },
             "/streams": {
                 "get": _op("what each stream and source holds", {"200": {"description": "streams and sources", "content": {

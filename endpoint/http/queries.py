@@ -11,6 +11,7 @@ from flask import Blueprint, Response, request
 from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.temporal import parse_instant
 
+from ..engine.result_shapes import COMPACT, SHAPES, SPARQL_JSON, shaped_json
 from ..engine.runner import QUERY_ID
 from .errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
 from ..engine.sinks import FeedClosed
@@ -42,7 +43,7 @@ def register_query():
     # otherwise; kept with the query's options, so a restart reads it as it was registered.
     options.setdefault("base", base_iri())
     registered = services().engine.register(text, query_id, sinks, options)
-    response = Response(json.dumps(registered.describe()), status=201, mimetype="application/json")
+    response = Response(json.dumps(registered.describe()) + "\n", status=201, mimetype="application/json")
     response.headers["Location"] = "/queries/%s" % registered.id
     return response
 
@@ -93,10 +94,24 @@ def delete_query(query_id):
     return Response(status=204)
 
 
+def _shape(found: dict[str, list[str]]) -> str:
+    """The shape the records go in: SPARQL Query Results JSON, or with format=compact the
+    record as the history keeps it (the conformance format)."""
+    shape = single(found, "format")
+    if shape is None:
+        return SPARQL_JSON
+    if shape not in SHAPES:
+        raise BadRequest("format takes %s, not %r" % (" or ".join(SHAPES), shape[:40]))
+    return shape
+
+
 @blueprint.route("/queries/<query_id>/results", methods=["GET"])
 def query_results(query_id):
+    """The latest records, oldest first, one JSON object a line: each evaluation in the SPARQL
+    Query Results JSON shape (format=compact: as kept)."""
     registered = services().engine.get(query_id)
-    found = params(("since", "limit"))
+    found = params(("since", "limit", "format"))
+    shape = _shape(found)
     since = single(found, "since")
     try:
         instant = parse_instant(since) if since is not None else None
@@ -106,6 +121,9 @@ def query_results(query_id):
     if limit is not None and not (limit.isascii() and limit.isdigit() and int(limit) <= MAX_RESULTS_LIMIT):
         raise BadRequest("limit must be an integer from 0 to %d, got %r" % (MAX_RESULTS_LIMIT, limit[:40]))
     lines = registered.history.lines(instant, int(limit) if limit is not None else None)
+    if shape != COMPACT:
+        variables = registered.query.variables
+        lines = [shaped_json(json.loads(line), shape, variables) + "\n" for line in lines]
     return Response("".join(lines), mimetype="application/x-ndjson")
 
 
@@ -113,9 +131,12 @@ def query_results(query_id):
 def query_events(query_id):
     """Server-sent events: `result` per evaluation, a keep-alive comment while nothing comes, a
     `dropped` event when a slow client lost its oldest records (how many), and `closed` when the
-    query is removed (then the stream ends). At most [http] max_event_streams at once: each
-    holds a worker thread while it lasts."""
-    feed = services().engine.get(query_id).feed
+    query is removed (then the stream ends). A result's data is the evaluation in the SPARQL
+    Query Results JSON shape (format=compact: the record). At most [http] max_event_streams at
+    once: each holds a worker thread while it lasts."""
+    registered = services().engine.get(query_id)
+    shape = _shape(params(("format",)))
+    feed, variables = registered.feed, registered.query.variables
     settings, streams = services().settings, services().event_streams
     if not streams.open():
         raise TooManyEventStreams("%d event streams are open, the most this server keeps (max_event_streams); "
@@ -143,7 +164,7 @@ def query_events(query_id):
                 if subscription.dropped > reported:
                     yield "event: dropped\ndata: %s\n\n" % json.dumps({"dropped": subscription.dropped})
                     reported = subscription.dropped
-                yield "event: result\ndata: %s\n\n" % json.dumps(record, sort_keys=True)
+                yield "event: result\ndata: %s\n\n" % shaped_json(record, shape, variables)
         finally:
             feed.unsubscribe(subscription)
             streams.close()

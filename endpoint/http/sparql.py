@@ -54,6 +54,8 @@ def sparql():
         body, media = services().adhoc.run(job)
     except QueryRefused as e:
         raise (SparqlSyntaxError(e.message, e.line, e.column) if e.kind == "syntax" else NotAcceptable(e.message))
+    if not body.endswith(b"\n"):       # Oxigraph's JSON and XML end without one; a terminal shows the next prompt after it
+        body += b"\n"
     return Response(body, mimetype=media)
 
 

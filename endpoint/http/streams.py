@@ -43,7 +43,7 @@ def post_stream():
     accepted = [drop_file(landing, target, canonical(elements), CANONICAL.extension).name
                 for target, elements in decoded.elements.items()]
     return Response(json.dumps({"stream": stream, "accepted": accepted,
-                                "elements": sum(len(e) for e in decoded.elements.values())}),
+                                "elements": sum(len(e) for e in decoded.elements.values())}) + "\n",
                     status=202, mimetype="application/json")
 
 

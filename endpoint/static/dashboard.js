@@ -114,6 +114,42 @@ function windowShape(w) {
   return `${w.range}${w.to ? " to " + w.to : ""}/${w.step}`;
 }
 
+// A stream by the last segment of its IRI (the whole IRI goes in the cell's title).
+function streamName(iri) {
+  return iri.replace(/[#/]+$/, "").split(/[#/]/).pop() || iri;
+}
+
+// An instant as a clock shows it (UTC): "2026-03-01T08:00:10.5Z" as "08:00:10.5"; the cell's
+// title keeps the whole instant.
+function clockTime(instant) {
+  const m = /T(\d\d:\d\d:\d\d(?:\.\d+)?)Z$/.exec(instant || "");
+  return m ? m[1] : (instant || "–");
+}
+
+function timeCell(instant) {
+  return el("td", clockTime(instant), { class: "time", title: instant || "" });
+}
+
+// One window a line, each as declared, on the stream it reads.
+function windowsCell(windows) {
+  const cell = el("td", null, { class: "windows", title: [...new Set(windows.map(w => w.stream))].join(" ") });
+  for (const w of windows) {
+    const line = el("div");
+    line.append(el("span", windowShape(w), { class: "part" }), " ", el("span", `on ${streamName(w.stream)}`, { class: "part" }));
+    cell.append(line);
+  }
+  return cell;
+}
+
+// Seconds behind, and the instants a query that skips has passed over (on a line of its own
+// when the column is narrow).
+function behindCell(s) {
+  const cell = el("td", (s.behind_ms / 1000).toFixed(1), { class: "num" + (s.behind_ms > 0 ? " behind" : "") +
+    (s.skipped_instants ? " skips" : "") });
+  if (s.skipped_instants) cell.append(" ", el("span", `(${s.skipped_instants} skipped)`, { class: "part" }));
+  return cell;
+}
+
 async function refreshQueries() {
   let queries;
   try { queries = (await getJSON("/queries")).queries; } catch (e) { return; }
@@ -124,15 +160,14 @@ async function refreshQueries() {
     const row = el("tr", null, { class: "selectable" + (q.id === state.selected ? " selected" : ""), "data-id": q.id });
     const latency = s.close_to_result_ms ? `${s.close_to_result_ms.p50} / ${s.close_to_result_ms.p99}` : "–";
     row.append(el("td", q.id, { class: "id" }), el("td", q.form + (q.r2s !== "RSTREAM" ? " " + q.r2s : "")),
-      el("td", q.windows.map(w => `${windowShape(w)} on ${w.stream.split("/").slice(-2).join("/")}`).join(", ")),
+      windowsCell(q.windows),
       el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" }),
-      el("td", s.evaluations, { class: "num" }), el("td", s.results_emitted, { class: "num" }),
+      el("td", `${s.evaluations}, ${s.results_emitted}`, { class: "num" }),
       el("td", s.missed_runs, { class: "num", title: "scheduler polls folded into the next run (no evaluation is skipped)" }),
-      el("td", (s.behind_ms / 1000).toFixed(1) + (s.skipped_instants ? ` (${s.skipped_instants} skipped)` : ""),
-        { class: "num" + (s.behind_ms > 0 ? " behind" : "") }),
-      el("td", s.last_evaluation || "–", { class: "time" }),
-      el("td", s.next_close || "–", { class: "time" }),
-      el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–", { class: "num" }), el("td", latency, { class: "num" }),
+      behindCell(s),
+      timeCell(s.last_evaluation), timeCell(s.next_close),
+      el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–", { class: "num" }),
+      el("td", latency, { class: "num", title: "p50 / p99" }),
       el("td", s.cpu_ms_per_evaluation === null ? "–" : `${(100 * s.core_share).toFixed(1)}%`,
         { class: "num", title: s.cpu_ms_per_evaluation === null ? "" : `${s.cpu_ms_per_evaluation} ms of CPU per evaluation` }));
     row.addEventListener("click", () => select(q.id));
@@ -156,7 +191,8 @@ async function select(id) {
   for (const row of document.querySelectorAll("#queries tbody tr")) {
     row.classList.toggle("selected", row.dataset.id === id);
   }
-  const text = await (await fetch(`/queries/${encodeURIComponent(id)}/results?limit=1000`)).text();
+  // The compact shape: terms as N-Triples text, which the tables and charts read.
+  const text = await (await fetch(`/queries/${encodeURIComponent(id)}/results?limit=1000&format=compact`)).text();
   state.records = text.split("\n").filter(Boolean).map(line => JSON.parse(line)).slice(-500);
   render();
   const add = record => {
@@ -167,14 +203,15 @@ async function select(id) {
     $("#live").textContent = "polling";
     state.poller = setInterval(async () => {
       const last = state.records.length ? state.records[state.records.length - 1].time : "";
-      const url = `/queries/${encodeURIComponent(id)}/results` + (last ? `?since=${encodeURIComponent(last)}` : "");
+      const url = `/queries/${encodeURIComponent(id)}/results?format=compact` +
+        (last ? `&since=${encodeURIComponent(last)}` : "");
       const lines = (await (await fetch(url)).text()).split("\n").filter(Boolean);
       lines.forEach(line => add(JSON.parse(line)));
       if (lines.length) render();
     }, 2000);
     return;
   }
-  state.source = new EventSource(`/queries/${encodeURIComponent(id)}/events`);
+  state.source = new EventSource(`/queries/${encodeURIComponent(id)}/events?format=compact`);
   state.source.addEventListener("result", event => { add(JSON.parse(event.data)); render(); });
   state.source.onopen = () => { $("#live").textContent = "live"; };
   state.source.onerror = () => { $("#live").textContent = "reconnecting…"; };
@@ -262,6 +299,25 @@ function layout(title, yTitle) {
            showlegend: false, hovermode: "closest" };
 }
 
+// A line's points with a break wherever there is no value (null) and wherever evaluations are
+// missing (a pause over twice the usual interval between them, as while the engine was
+// stopped): with connectgaps false, plotly draws no line across a null.
+function withGaps(xs, ys) {
+  const times = xs.map(t => Date.parse(t));
+  const steps = times.slice(1).map((t, k) => t - times[k]).filter(d => d > 0).sort((a, b) => a - b);
+  const usual = steps.length ? steps[Math.floor(steps.length / 2)] : Infinity;
+  const x = [], y = [];
+  xs.forEach((t, k) => {
+    if (k && times[k] - times[k - 1] > 2 * usual) {
+      x.push(new Date((times[k] + times[k - 1]) / 2).toISOString());
+      y.push(null);
+    }
+    x.push(t);
+    y.push(ys[k]);
+  });
+  return { x, y };
+}
+
 function drawCharts() {
   if (typeof Plotly === "undefined") return;
   const variable = state.variable;
@@ -285,8 +341,12 @@ function drawCharts() {
   }
   const byTime = new Map();
   for (const p of points) byTime.set(p.time, (byTime.get(p.time) || []).concat([p.mean]));
-  const means = { type: "scatter", mode: "lines", name: "mean", x: [...byTime.keys()],
-                  y: [...byTime.values()].map(vs => vs.reduce((a, b) => a + b, 0) / vs.length),
+  // The mean at every evaluation since the first point: none (an empty window) breaks the line.
+  const first = points.length ? points[0].time : null;
+  const evaluated = [...new Set(state.records.map(r => r.time))].filter(t => first !== null && t >= first);
+  const meanLine = withGaps(evaluated, evaluated.map(t => byTime.has(t) ?
+    byTime.get(t).reduce((a, b) => a + b, 0) / byTime.get(t).length : null));
+  const means = { type: "scatter", mode: "lines", name: "mean", ...meanLine, connectgaps: false,
                   line: { color: "#0b3d91", width: 1.5 }, hoverinfo: "skip" };
   const chart = $("#chart-values");
   chart.dataset.points = String(points.length);
@@ -301,7 +361,8 @@ function drawCharts() {
     layout("results per evaluation", "results"), PLOT_CONFIG);
   const timed = state.records.filter(r => r.latency_ms !== undefined);
   Plotly.react($("#chart-latency"), [{ type: "scatter", mode: "lines+markers", marker: { size: 4 },
-    x: timed.map(r => r.time), y: timed.map(r => r.latency_ms), line: { color: "#c26401" } }],
+    ...withGaps(timed.map(r => r.time), timed.map(r => r.latency_ms)), connectgaps: false,
+    line: { color: "#c26401" } }],
     layout("close to result", "ms"), PLOT_CONFIG);
 }
 
