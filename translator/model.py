@@ -72,7 +72,9 @@ class TimeWindow:
     [x_i − a, x_i − b): `FROM NAMED WINDOW iri ON stream [RANGE a STEP β START τ0]` has b = 0,
     `[FROM NOW-a TO NOW-b STEP β]` (spec §6.2) any 0 <= b < a. `upper_closed` windows hold
     (x_i − a, x_i − b] instead: C-SPARQL's bounds (spec §6.5); timestamps are whole
-    microseconds, so that is [x_i − a + 1, x_i − b + 1)."""
+    microseconds, so that is [x_i − a + 1, x_i − b + 1). `lower_closed` windows hold [t − a, t]
+    under content change instead of (t − a, t]: an EP-SPARQL query bounded by getDURATION() <= a
+    (spec §6.12) reads an event at t − a."""
 
     iri: str
     stream: str
@@ -83,6 +85,7 @@ class TimeWindow:
     upper_closed: bool = False
     line: int = 0
     column: int = 0
+    lower_closed: bool = False
 
     def close_at_or_before(self, instant: int) -> int | None:
         """The latest close x_i = τ0 + a + i·β with x_i <= instant, or None before the first."""
@@ -109,9 +112,10 @@ class TimeWindow:
         return WindowContent((close - self.range, close - self.lag), opens, closes)
 
     def content_sliding(self, instant: int, view: StreamView) -> WindowContent:
-        """Content change (spec §6.3): t − a < τ <= t − b at the evaluation instant t."""
+        """Content change (spec §6.3): t − a < τ <= t − b at the evaluation instant t (t − a <= τ
+        when `lower_closed`)."""
         return WindowContent((instant - self.range, instant - self.lag),
-                             instant - self.range + 1, instant - self.lag + 1)
+                             instant - self.range + (0 if self.lower_closed else 1), instant - self.lag + 1)
 
     def next_close(self, after: int, view: StreamView) -> int | None:
         first = self.start + self.range
@@ -153,6 +157,8 @@ class TimeWindow:
             data["to"] = "NOW-" + format_duration(self.lag)
         if self.upper_closed:
             data["bounds"] = "(close - range, close]"
+        if self.lower_closed:
+            data["content_change_bounds"] = "[t - range, t]"
         return data
 
 

@@ -63,20 +63,21 @@ def unknown_function(message: str, text: str) -> tuple[str, int, int] | None:
 
 
 def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: str | None = None,
-                  start: str | None = None) -> ContinuousQuery:
+                  start: str | None = None, streams: tuple[str, ...] = ()) -> ContinuousQuery:
     """Parse and fully check a query written in RSP-QL* or one of the dialects (spec §6.5:
-    `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows);
+    `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows;
+    `streams`, the streams a replay is given, which an EP-SPARQL query naming none reads);
     raises QuerySyntaxError (line, column of `text`)."""
     check_nesting(text)         # first: every step below reads the text, some recursively
     try:
-        return _compile_checked(text, functions, dialect, start)
+        return _compile_checked(text, functions, dialect, start, streams)
     except RecursionError:
         raise QuerySyntaxError("the query is nested too deeply to be read", 1, 1) from None
 
 
 def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str | None,
-                     start: str | None) -> ContinuousQuery:
-    translation = translate(text, dialect, start)
+                     start: str | None, streams: tuple[str, ...] = ()) -> ContinuousQuery:
+    translation = translate(text, dialect, start, streams)
     if translation is None:
         query = _compile(text, functions)
     else:

@@ -67,7 +67,8 @@ class Replay:
         if not spec.queries:
             raise UsageError("a replay needs a query")
         options = QueryOptions.from_pairs(spec.options)
-        self.queries = {query_id: compile_query(text, dialect=options.dialect, start=options.start)
+        given = tuple(stream for stream, _ in spec.streams)
+        self.queries = {query_id: compile_query(text, dialect=options.dialect, start=options.start, streams=given)
                         for query_id, text in spec.queries.items()}
         read = set().union(*(q.streams for q in self.queries.values()))
         unread = [stream for stream, _ in spec.streams if stream not in read]
