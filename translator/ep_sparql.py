@@ -187,7 +187,6 @@ class EventQuery:
         while isinstance(node, _Filtered):
             self.root_chain.add(id(node))
             node = node.node
-        bound, closed = self.bound(trailing + [f for n in self._chain(root) for f in n.filters], where)
         windows = self.streams or list(self.given)
         if not windows:
             raise self.error("this EP-SPARQL query names no stream: write its event patterns as STREAM <s> { ... } "
@@ -208,6 +207,8 @@ class EventQuery:
             self.copy_filter(f, where_out, True)
         where_out.text("\n}\n", at)
         self.copy_tokens(modifiers, len(self.tokens) - 1, where_out, self.match_functions)
+        # After the patterns are written, so that what is wrong in them is found first.
+        bound, closed = self.bound(trailing + [f for n in self._chain(root) for f in n.filters], where)
 
         head = _Out(self.source.text)
         head.copy(0, self.tokens[form].offset)
@@ -389,6 +390,8 @@ class EventQuery:
             raise self.error('getDURATION() is bounded by a duration literal such as "PT5M"^^xsd:duration', literal)
         lexical = t[literal].text[1:-1]
         try:
+            if lexical != lexical.strip():     # Oxigraph's duration has no spaces: the FILTER would never hold
+                raise TemporalValueError("invalid duration %r: no spaces around it" % lexical)
             d = parse_duration(lexical)
         except TemporalValueError as e:
             raise self.error("the bound of getDURATION(): %s" % e, literal) from None
