@@ -6,6 +6,7 @@ import re
 
 import pytest
 
+from conftest import REPO, compare_lines
 from rspstar.endpoint.cli import main
 from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.engine.replay import Replay, ReplayInput
@@ -282,6 +283,7 @@ WHERE  {STREAM <http://example.org/S1> {?person1 :isIn :room1} OR {?person1 :isI
     (SEED_Q4.replace(" OR ", " UNION "), "UNION between event patterns: EP-SPARQL writes OR", 4, 64),
     (SEED_Q4.replace(" OR ", " "), "expected SEQ, EQUALS, OPTIONALSEQ, EQUALSOPTIONAL, AND or OR between", 4, 64),
     (SEED_Q4.replace("OR {", "OR FILTER(true) {"), r"expected a group \{ ... \} or STREAM <s> \{ ... \} after OR", 4, 67),
+    (SEED_Q4.replace("} OR {", "} FILTER(true) OR {"), "OR after a FILTER: a FILTER comes after the last event", 4, 77),
     (SEED_Q4.replace("{?person1 :isIn :room1}", "{OPTIONAL {?person1 :isIn :room1}}"), "OPTIONALSEQ", 4, 41),
     (SEED_Q4.replace("{?person1 :isIn :room1}", "{?person1 :isIn ( :room1 )}"), "RDF collection", 4, 56),
     (SEED_Q4.replace("{?person1 :isIn :room1}", "{FILTER(true)}"), "at least one stream triple", 4, 40),
@@ -298,6 +300,14 @@ def test_refusals_name_what_and_where(text, message, line, column):
     with pytest.raises(QuerySyntaxError, match=message) as e:
         compile_query(text, dialect="ep-sparql")
     assert (e.value.line, e.value.column) == (line, column), e.value
+
+
+def test_a_query_of_too_many_events_is_refused_at_the_first_one_too_many():
+    triples = " . ".join("?x ex:a%d ?v" % k for k in range(300))
+    text = query("STREAM <%s> { %s } SEQ %s" % (STREAM, triples, B))
+    with pytest.raises(QuerySyntaxError, match="more than 256 events in one query") as e:
+        compile_query(text)
+    assert (e.value.line, e.value.column) == (4, text.splitlines()[3].index("?x ex:a256 ") + 1)
 
 
 def test_seed_004s_q4_runs_once_bounded_and_its_listing_is_recognised():
@@ -341,3 +351,18 @@ def test_the_engine_registers_an_ep_sparql_query_and_options_work_as_for_any_dia
     assert QueryOptions.from_pairs({"dialect": "ep-sparql"}).dialect == "ep-sparql"
     with pytest.raises(OptionError, match="ep-sparql"):
         QueryOptions.from_pairs({"dialect": "etalis"})
+
+
+def test_the_documented_example_gives_the_documented_results(tmp_path):
+    page = (REPO / "docs" / "language.md").read_text(encoding="utf-8")
+    section = page.split("## Event patterns: EP-SPARQL", 1)[1].split("\n## ", 1)[0]
+    text = re.search(r"```sparql\n(.*?)```", section, re.S).group(1)
+    command = re.search(r"```\n(rspstar replay .*?)```", section, re.S).group(1)
+    documented = [json.loads(line) for line in re.search(r"```json\n(.*?)```", section, re.S).group(1).splitlines()]
+    (tmp_path / "q6.rq").write_text(text)
+    args = command.replace("\\\n", " ").split()[1:]
+    args = [str(REPO / a) if a.startswith("tests/") else a.replace("=tests/", "=%s/tests/" % REPO) for a in args]
+    args = [str(tmp_path / a) if a == "q6.rq" else a for a in args]
+    assert main(args + ["--out", str(tmp_path / "out.jsonl")]) == 0
+    actual = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert not compare_lines(documented, actual, ordered=False)

@@ -43,6 +43,10 @@ MATCH_FUNCTIONS = {"getduration": "duration", "getstarttime": "start", "getendti
 _DURATION_TYPES = (XSD + "duration", XSD + "dayTimeDuration")
 _XSD_DATETIME = XSD + "dateTime"
 _VARIABLE = "?%s_ep_" % INTERNAL_VARIABLE_PREFIX
+# Each event nests its window pattern and two BINDs one level deeper in the SPARQL Oxigraph
+# parses, recursively: a bound far above any event pattern keeps the nesting far from where its
+# parser exhausts the stack.
+MAX_EVENTS = 256
 _FUNCTIONS_WHERE = ("is the whole match's: use it in the query's top-level FILTER (after the event patterns), "
                     "its SELECT or its ORDER BY")
 
@@ -303,12 +307,18 @@ class EventQuery:
         return _Leaf(group, stream, self.leaves)
 
     def filters(self) -> list[Filter]:
+        """The FILTERs after an expression's last operand (they constrain the whole expression)."""
         found = []
         while self.r.peek().is_keyword("FILTER"):
             self.parser.prefixes, self.parser.base = self.r.prefixes, self.r.base
             self.parser.i = self.r.i
             found.append(self.parser.filter())
             self.r.i = self.parser.i
+        tok = self.r.peek()
+        if found and tok.kind == NAME and tok.text.upper() in OPERATORS:
+            raise self.r.error("%s after a FILTER: a FILTER comes after the last event pattern it constrains "
+                               "(write { {A} FILTER(...) } %s {B} to constrain A alone)"
+                               % (tok.text.upper(), tok.text.upper()))
         return found
 
     def check_leaf(self, group: Group) -> None:
@@ -532,6 +542,9 @@ class EventQuery:
             if isinstance(item, TriplesBlock):
                 for event in self.events(item.span.start, item.span.end, leaf):
                     self.event_count += 1
+                    if self.event_count > MAX_EVENTS:
+                        raise self.error("more than %d events in one query (each triple of an event pattern is one)"
+                                         % MAX_EVENTS, _first_token(event))
                     graph, time = "%sg%d" % (_VARIABLE, self.event_count), "%st%d" % (_VARIABLE, self.event_count)
                     event_at = self.tokens[_first_token(event)].offset
                     out.text("\n%s  WINDOW %s { %s <%s> %s . GRAPH %s { " % (
