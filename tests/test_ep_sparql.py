@@ -136,39 +136,27 @@ def test_a_bound_with_less_or_equal_keeps_the_event_at_t_minus_d(tmp_path):
 
 
 # -- precedence and associativity -------------------------------------------------------------
-def shape(text: str) -> list[tuple[int, str]]:
-    """The operators of the translation in the order written, each with its depth in the tree
-    (an operator's group holds its operands' groups)."""
-    translation = compile_query(text).translation
-    found, open_ops = [], []        # (indentation, depth) of the operators whose groups enclose
-    for m in re.finditer(r"\n( *)\{ # (\w+)", translation):
-        indent = len(m.group(1))
-        while open_ops and open_ops[-1][0] >= indent:
-            open_ops.pop()
-        depth = len(open_ops) + 1
-        found.append((depth, m.group(2)))
-        open_ops.append((indent, depth))
-    return found
+def shape(text: str) -> str:
+    """How the operators were read, as the translation says in a comment."""
+    return re.search(r"# the event patterns, numbered as written: (.*)", compile_query(text).translation).group(1)
 
 
 def test_operators_bind_equals_then_seq_then_and_then_or_each_left_associative():
     g = ["{ ?x ex:p%d ?v%d }" % (k, k) for k in range(5)]
     s = "STREAM <%s> " % STREAM
-    assert shape(query(s + "%s EQUALS %s SEQ %s EQUALS %s" % tuple(g[:4]))) == \
-        [(1, "SEQ"), (2, "EQUALS"), (2, "EQUALS")]                               # (A EQUALS B) SEQ (C EQUALS D)
-    assert shape(query(s + "%s OR %s AND %s SEQ %s EQUALS %s" % tuple(g))) == \
-        [(1, "OR"), (2, "AND"), (3, "SEQ"), (4, "EQUALS")]
-    assert shape(query(s + "%s EQUALS %s SEQ %s AND %s OR %s" % tuple(g))) == \
-        [(1, "OR"), (2, "AND"), (3, "SEQ"), (4, "EQUALS")]
+    assert shape(query(s + "%s EQUALS %s SEQ %s EQUALS %s" % tuple(g[:4]))) == "(P1 EQUALS P2) SEQ (P3 EQUALS P4)"
+    assert shape(query(s + "%s OR %s AND %s SEQ %s EQUALS %s" % tuple(g))) == "P1 OR (P2 AND (P3 SEQ (P4 EQUALS P5)))"
+    assert shape(query(s + "%s EQUALS %s SEQ %s AND %s OR %s" % tuple(g))) == "(((P1 EQUALS P2) SEQ P3) AND P4) OR P5"
     assert shape(query(s + "%s EQUALSOPTIONAL %s OPTIONALSEQ %s AND %s" % tuple(g[:4]))) == \
-        [(1, "AND"), (2, "OPTIONALSEQ"), (3, "EQUALSOPTIONAL")]
+        "((P1 EQUALSOPTIONAL P2) OPTIONALSEQ P3) AND P4"
     # Left-associative: A OPTIONALSEQ B SEQ C is (A OPTIONALSEQ B) SEQ C.
-    assert shape(query(s + "%s OPTIONALSEQ %s SEQ %s" % tuple(g[:3]))) == [(1, "SEQ"), (2, "OPTIONALSEQ")]
-    assert shape(query(s + "%s SEQ %s OPTIONALSEQ %s" % tuple(g[:3]))) == [(1, "OPTIONALSEQ"), (2, "SEQ")]
-    assert shape(query(s + "%s OR %s OR %s" % tuple(g[:3]))) == [(1, "OR"), (2, "OR")]
+    assert shape(query(s + "%s OPTIONALSEQ %s SEQ %s" % tuple(g[:3]))) == "(P1 OPTIONALSEQ P2) SEQ P3"
+    assert shape(query(s + "%s SEQ %s OPTIONALSEQ %s" % tuple(g[:3]))) == "(P1 SEQ P2) OPTIONALSEQ P3"
+    assert shape(query(s + "%s OR %s OR %s" % tuple(g[:3]))) == "(P1 OR P2) OR P3"
     # Groups written around operands are kept.
-    assert shape(query(s + "%s EQUALS { %s SEQ %s } EQUALS %s" % tuple(g[:4]))) == \
-        [(1, "EQUALS"), (2, "EQUALS"), (3, "SEQ")]
+    assert shape(query(s + "%s EQUALS { %s SEQ %s } EQUALS %s" % tuple(g[:4]))) == "(P1 EQUALS (P2 SEQ P3)) EQUALS P4"
+    assert shape(query(s + "%s EQUALS { %s SEQ %s FILTER(?v1 < ?v2) }" % tuple(g[:3]))) == \
+        "P1 EQUALS { P2 SEQ P3 FILTER }"
 
 
 def test_precedence_decides_results(tmp_path):

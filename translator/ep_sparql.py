@@ -134,6 +134,7 @@ class EventQuery:
         self.leaves = 0
         self.count = 0
         self.event_count = 0
+        self.sources: set[tuple[int, int]] = set()      # events of the text (some are written twice)
         self.labels: dict[tuple[int, str], str] = {}
         self.root_chain: set[int] = set()
         self.interval: tuple[str, str] = ("", "")
@@ -198,14 +199,12 @@ class EventQuery:
         self.windows = windows
 
         where_out = _Out(self.source.text)
-        where_out.text("\nWHERE {", self.tokens[where].offset)
-        start, end = self.emit(root, where_out, "  ")
+        where_out.text("\nWHERE {\n  # the event patterns, numbered as written: %s" % _structure(root, True),
+                       self.tokens[where].offset)
+        start, end = self.emit(root, where_out, "  ", at_now=True)
         self.interval = (start, end)
         at = self.tokens[modifiers].offset
-        window = "<%s>" % windows[0] if len(windows) == 1 else _VARIABLE + "nw"
-        where_out.text("\n  { SELECT (MAX(%snt) AS %snow) WHERE { WINDOW %s { %sng <%s> %snt } } }" % (
-            _VARIABLE, _VARIABLE, window, _VARIABLE, PROV_GENERATED_AT_TIME, _VARIABLE), at)
-        where_out.text("\n  FILTER(%s = %snow)" % (end, _VARIABLE), at)
+        where_out.text("\n  %s\n  FILTER(%s = %snow)" % (self.now(_VARIABLE + "now"), end, _VARIABLE), at)
         for f in trailing:
             where_out.text("\n  ", at)
             self.copy_filter(f, where_out, True)
@@ -476,14 +475,18 @@ class EventQuery:
             self.refuse_functions(start, end)
             out.copy(self.tokens[start].offset, self.tokens[end - 1].end)
 
-    def emit(self, node, out: _Out, indent: str) -> tuple[str, str]:
-        """The node as a group; (start, end) variables of its matches' intervals."""
+    def emit(self, node, out: _Out, indent: str, at_now: bool = False) -> tuple[str, str]:
+        """The node as a group; (start, end) variables of its matches' intervals. `at_now`: only
+        the matches that end at the evaluation instant, the latest element time the windows
+        hold (the whole query's matches are those), found without making the others: where an
+        operator's end is one operand's, that operand ends then; AND and OPTIONALSEQ, whose end
+        is either operand's, become a UNION of the two cases."""
         if isinstance(node, _Leaf):
-            return self.emit_leaf(node, out, indent)
+            return self.emit_leaf(node, out, indent, at_now)
         if isinstance(node, _Filtered):
             at = self.tokens[node.open].offset
             out.text("\n%s{" % indent, at)
-            interval = self.emit(node.node, out, indent + "  ")
+            interval = self.emit(node.node, out, indent + "  ", at_now)
             saved, self.interval = self.interval, interval
             for f in node.filters:
                 out.text("\n%s  " % indent, at)
@@ -493,18 +496,27 @@ class EventQuery:
             return interval
         at = self.tokens[node.token].offset
         inner = indent + "  "
-        out.text("\n%s{ # %s" % (indent, node.operator), at)
         op = node.operator
-        if op == "OR":
+        out.text("\n%s{ # %s" % (indent, op), at)
+        if op == "OR" or (at_now and op in ("AND", "OPTIONALSEQ")):
             start, end = self.fresh("s"), self.fresh("e")
-            for k, side in enumerate((node.left, node.right)):
+            if op == "OR":
+                cases = [lambda: self.emit(node.left, out, inner + "  ", at_now),
+                         lambda: self.emit(node.right, out, inner + "  ", at_now)]
+            elif op == "AND":      # the left operand ends at t; else it ends before and the right one at t
+                cases = [lambda: self.emit_pair(node, out, inner + "  ", True, False),
+                         lambda: self.emit_pair(node, out, inner + "  ", False, True, left_before=True)]
+            else:                  # B after A ends at t; or A ends at t, when nothing can follow it
+                cases = [lambda: self.emit_pair(node, out, inner + "  ", False, True),
+                         lambda: self.emit(node.left, out, inner + "  ", True)]
+            for k, case in enumerate(cases):
                 out.text("\n%s%s{" % (inner, "UNION " if k else ""), at)
-                s, e = self.emit(side, out, inner + "  ")
+                s, e = case()
                 out.text("\n%s  BIND(%s AS %s) BIND(%s AS %s)\n%s}" % (inner, s, start, e, end, inner), at)
             out.text("\n%s}" % indent, at)
             return start, end
-        sl, el = self.emit(node.left, out, inner)
         if op in ("OPTIONALSEQ", "EQUALSOPTIONAL"):
+            sl, el = self.emit(node.left, out, inner, at_now)        # EQUALSOPTIONAL ends with its left operand
             out.text("\n%sOPTIONAL {" % inner, at)
             sr, er = self.emit(node.right, out, inner + "  ")
             condition = "%s < %s" % (el, sr) if op == "OPTIONALSEQ" else _equal_intervals(sl, el, sr, er)
@@ -515,19 +527,37 @@ class EventQuery:
                 el = end
             out.text("\n%s}" % indent, at)
             return sl, el
-        sr, er = self.emit(node.right, out, inner)
-        if op == "SEQ":
-            out.text("\n%sFILTER(%s < %s)\n%s}" % (inner, el, sr, indent), at)
-            return sl, er
-        if op == "EQUALS":
-            out.text("\n%sFILTER(%s)\n%s}" % (inner, _equal_intervals(sl, el, sr, er), indent), at)
-            return sl, el
-        start, end = self.fresh("s"), self.fresh("e")       # AND
-        out.text("\n%sBIND(IF(%s < %s, %s, %s) AS %s) BIND(IF(%s > %s, %s, %s) AS %s)\n%s}" % (
-            inner, sr, sl, sr, sl, start, er, el, er, el, end, indent), at)
+        start, end = self.emit_pair(node, out, inner, at_now and op == "EQUALS", at_now)
+        out.text("\n%s}" % indent, at)
         return start, end
 
-    def emit_leaf(self, leaf: _Leaf, out: _Out, indent: str) -> tuple[str, str]:
+    def emit_pair(self, node: _Combined, out: _Out, indent: str, left_now: bool, right_now: bool,
+                  left_before: bool = False) -> tuple[str, str]:
+        """Both operands of SEQ, EQUALS, AND (or OPTIONALSEQ with its right operand there) and the
+        operator's condition; `left_before`: the left operand ends before the evaluation instant."""
+        sl, el = self.emit(node.left, out, indent, left_now)
+        sr, er = self.emit(node.right, out, indent, right_now)
+        op = node.operator
+        if op in ("SEQ", "OPTIONALSEQ"):
+            out.text("\n%sFILTER(%s < %s)" % (indent, el, sr), self.tokens[node.token].offset)
+            return sl, er
+        if op == "EQUALS":
+            out.text("\n%sFILTER(%s)" % (indent, _equal_intervals(sl, el, sr, er)), self.tokens[node.token].offset)
+            return sl, el
+        start, end = self.fresh("s"), self.fresh("e")       # AND
+        if left_before:
+            out.text("\n%sFILTER(%s < %s)" % (indent, el, er), self.tokens[node.token].offset)
+        out.text("\n%sBIND(IF(%s < %s, %s, %s) AS %s) BIND(IF(%s > %s, %s, %s) AS %s)" % (
+            indent, sr, sl, sr, sl, start, er, el, er, el, end), self.tokens[node.token].offset)
+        return start, end
+
+    def now(self, variable: str) -> str:
+        """A sub-query binding `variable` to the latest element time the windows hold."""
+        window = "<%s>" % self.windows[0] if len(self.windows) == 1 else _VARIABLE + "nw"
+        return "{ SELECT (MAX(%snt) AS %s) WHERE { WINDOW %s { %sng <%s> %snt } } }" % (
+            _VARIABLE, variable, window, _VARIABLE, PROV_GENERATED_AT_TIME, _VARIABLE)
+
+    def emit_leaf(self, leaf: _Leaf, out: _Out, indent: str, at_now: bool = False) -> tuple[str, str]:
         group = leaf.group
         at = self.tokens[group.open].offset
         out.text("\n%s{" % indent, at)
@@ -542,7 +572,8 @@ class EventQuery:
             if isinstance(item, TriplesBlock):
                 for event in self.events(item.span.start, item.span.end, leaf):
                     self.event_count += 1
-                    if self.event_count > MAX_EVENTS:
+                    self.sources.add(tuple(segment for segment in event if not isinstance(segment, str)))
+                    if len(self.sources) > MAX_EVENTS:
                         raise self.error("more than %d events in one query (each triple of an event pattern is one)"
                                          % MAX_EVENTS, _first_token(event))
                     graph, time = "%sg%d" % (_VARIABLE, self.event_count), "%st%d" % (_VARIABLE, self.event_count)
@@ -571,6 +602,9 @@ class EventQuery:
                 out.text("\n%s  BIND(IF(%s < %s, %s, %s) AS %s) BIND(IF(%s > %s, %s, %s) AS %s)" % (
                     indent, t, start, t, start, least, t, end, t, end, greatest), at)
                 start, end = least, greatest
+        if at_now:
+            now = self.fresh("now")
+            out.text("\n%s  %s FILTER(%s = %s)" % (indent, self.now(now), end, now), at)
         out.text("\n%s}" % indent, self.tokens[group.close].offset)
         return start, end
 
@@ -655,6 +689,16 @@ class EventQuery:
                 j += 2
             return [(k, j)], j
         return [(k, k + 1)], k + 1
+
+
+def _structure(node, top: bool = False) -> str:
+    """How the operators were read: `(P1 EQUALS P2) SEQ (P3 EQUALS P4)`."""
+    if isinstance(node, _Leaf):
+        return "P%d" % node.number
+    if isinstance(node, _Filtered):
+        return "{ %s FILTER }" % _structure(node.node, True)
+    text = "%s %s %s" % (_structure(node.left), node.operator, _structure(node.right))
+    return text if top else "(%s)" % text
 
 
 def _equal_intervals(sl: str, el: str, sr: str, er: str) -> str:
