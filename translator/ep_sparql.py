@@ -31,9 +31,9 @@ from .errors import QuerySyntaxError, TemporalValueError
 from .namespaces import XSD
 from .parser import PrologueReader, _Parser
 from .rewrite import INTERNAL_VARIABLE_PREFIX
-from .syntax import Bind, Filter, GraphPattern, Group, InlineData, Keyworded, SubSelect, TriplesBlock, UnionPattern
+from .syntax import Bind, Filter, GraphPattern, Group, Keyworded, SubSelect, TriplesBlock, UnionPattern
 from .temporal import format_duration, format_instant, parse_duration
-from .tokens import BNODE, EOF, IRI, LANGTAG, NAME, PNAME, STRING, VAR, Token
+from .tokens import BNODE, EOF, IRI, LANGTAG, NAME, PNAME, STRING, VAR
 from .vocabulary import PROV_GENERATED_AT_TIME
 
 # Operators between two groups, by how tightly they bind (spec §6.12), all left-associative.
@@ -134,7 +134,7 @@ class EventQuery:
         self.leaves = 0
         self.count = 0
         self.event_count = 0
-        self.sources: set[tuple[int, int]] = set()      # events of the text (some are written twice)
+        self.sources: set[tuple] = set()        # the text's events (at_now writes some twice)
         self.labels: dict[tuple[int, str], str] = {}
         self.root_chain: set[int] = set()
         self.interval: tuple[str, str] = ("", "")
@@ -186,12 +186,11 @@ class EventQuery:
         if tok.kind != EOF and not tok.is_keyword("GROUP", "HAVING", "ORDER", "LIMIT", "OFFSET", "VALUES"):
             raise self.unexpected(r.i)
         for k in range(modifiers, len(self.tokens) - 1):
-            if self.tokens[k].is_punct("{") and not any(t.is_keyword("VALUES") for t in self.tokens[modifiers:k]):
+            if self.tokens[k].is_keyword("VALUES"):
+                break
+            if self.tokens[k].is_punct("{"):
                 raise self.error("unexpected '{' after the WHERE clause", k)
-        node = root
-        while isinstance(node, _Filtered):
-            self.root_chain.add(id(node))
-            node = node.node
+        self.root_chain = {id(n) for n in self._chain(root)}
         windows = self.streams or list(self.given)
         if not windows:
             raise self.error("this EP-SPARQL query names no stream: write its event patterns as STREAM <s> { ... } "
