@@ -354,3 +354,36 @@ def test_the_documented_example_gives_the_documented_results(tmp_path):
     assert main(args + ["--out", str(tmp_path / "out.jsonl")]) == 0
     actual = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert not compare_lines(documented, actual, ordered=False)
+
+
+def test_rspu_functions_in_an_event_pattern_give_the_same_with_every_optimisation_off(tmp_path):
+    # Readings 0.2 and 0.18 with N(0, 1e-6) uncertainty: P(reading > 0.19) is about 1 and about 0;
+    # only the first, then a warning at 3, is a match (at 3). The rspu: FILTER sits in an event
+    # pattern; H4, lazy variables, fusing and the cache must not change that.
+    data = """@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> . @prefix rspu: <http://w3id.org/rsp/rspu#> .
+ex:e1 prov:generatedAtTime "2026-03-01T08:00:01Z"^^xsd:dateTime .
+ex:e1 { ex:o1 ex:v 0.2 {| rspu:uncertainty "N(0, 1e-6)"^^rspu:distribution |} . }
+ex:e2 prov:generatedAtTime "2026-03-01T08:00:02Z"^^xsd:dateTime .
+ex:e2 { ex:o2 ex:v 0.18 {| rspu:uncertainty "N(0, 1e-6)"^^rspu:distribution |} . }
+ex:e3 prov:generatedAtTime "2026-03-01T08:00:03Z"^^xsd:dateTime . ex:e3 { ex:k ex:warning ex:o1 , ex:o2 . }
+"""
+    text = PROLOGUE + """PREFIX rspu: <http://w3id.org/rsp/rspu#>
+SELECT ?o (rspu:greaterThan(rspu:add(?u, ?x), 0.19) AS ?p)
+WHERE { STREAM <http://example.org/s> { ?o ex:v ?x {| rspu:uncertainty ?u |}
+                                        FILTER(rspu:greaterThan(rspu:add(?u, ?x), 0.19) > 0.5) }
+        SEQ { ?k ex:warning ?o } }
+FILTER(getDURATION() < "PT5S"^^xsd:duration)"""
+    path = tmp_path / "s.trig"
+    path.write_text(data)
+    results = []
+    for options in ({}, {k: "false" for k in ("rspu_cache", "lazy_bind", "h4", "fuse_rspu", "incremental",
+                                               "share_constants")}):
+        replay = Replay(ReplayInput.single(text, [(STREAM, path)], parse_instant(T0),
+                                           parse_instant("2026-03-01T08:00:05Z"), options=options))
+        results.append([record for _, record in replay.run()])
+    assert results[0] == results[1]
+    [at3] = [r for r in results[0] if r["time"].endswith("08:00:03Z")]
+    [row] = at3["bindings"]
+    assert row["o"] == "<http://example.org/o1>" and float(row["p"].split('"')[1]) > 0.999
+    assert all(not r["bindings"] for r in results[0] if r is not at3)
