@@ -105,22 +105,23 @@ def cmd_replay(args) -> int:
         raise UsageError("two query files are named %s.*: their results would share %s.jsonl" % (repeated, repeated))
     options = dict(_key_value(o, "--option") for o in args.option)
     parsed = QueryOptions.from_pairs(options)
+    streams = []
+    for item in args.stream:
+        iri, file = _key_value(item, "--stream")
+        streams.append((iri, Path(file)))
     texts = {}
     bases = {query_id: _file_iri(file) for query_id, file in zip(ids, files)}
     for query_id, file in zip(ids, files):
         texts[query_id] = _read_query(str(file))
         try:
             query = compile_query(texts[query_id], dialect=parsed.dialect, start=parsed.start,
-                                  base=parsed.base or bases[query_id])
+                                  base=parsed.base or bases[query_id],
+                                  streams=parsed.streams or tuple(iri for iri, _ in streams))
         except QuerySyntaxError as e:
             print("%s:%d:%d: %s" % (file, e.line, e.column, e.message), file=sys.stderr)
             return EXIT_INPUT_ERROR
         for warning in query.warnings:
             print("%s:%s" % (file, warning.replace(": ", ": warning: ", 1)), file=sys.stderr)
-    streams = []
-    for item in args.stream:
-        iri, file = _key_value(item, "--stream")
-        streams.append((iri, Path(file)))
     for _, file in streams + ([("", Path(args.background))] if args.background else []):
         if not file.is_file():
             raise UsageError("no such file: %s" % file)

@@ -1,6 +1,7 @@
 """End to end: the real `rspstar serve` process (Spark simulator, on-disk store, scheduler, HTTP)
-runs a query for a few windows; then `rspstar replay` over what the simulator recorded gives
-the same result at every evaluation."""
+runs queries for a few windows (an RSP-QL* one, and an EP-SPARQL one over both of the simulator's
+streams, evaluated at every arrival); then `rspstar replay` over what the simulator recorded
+gives the same result at every evaluation."""
 import json
 import os
 import signal
@@ -31,6 +32,19 @@ WHERE {
   } }
 }
 """
+# EP-SPARQL (spec 6.12): an oxygen reading, then a temperature reading of the same sector, within 2 s.
+EP_QUERY = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
+PREFIX rspu: <http://w3id.org/rsp/rspu#>
+PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
+SELECT ?sector ?value ?temperature (getDURATION() AS ?after)
+WHERE { STREAM <http://rspstar.example/stream/tvs/oxygen>
+          { ?o sosa:hasSimpleResult ?value {| rspu:uncertainty ?u |} ; sosa:hasFeatureOfInterest ?sector }
+        SEQ STREAM <http://rspstar.example/stream/tvs/temperature>
+          { ?t sosa:hasSimpleResult ?temperature ; sosa:hasFeatureOfInterest ?sector } }
+FILTER(getDURATION() < "PT2S"^^xsd:duration)
+"""
+STREAMS = {"oxygen": ["http://rspstar.example/stream/tvs/oxygen"],
+           "ep": ["http://rspstar.example/stream/tvs/oxygen", "http://rspstar.example/stream/tvs/temperature"]}
 WANTED = 5          # evaluations to compare
 DEADLINE = 150      # seconds for Spark to start and the windows to pass
 
@@ -43,6 +57,7 @@ def free_port() -> int:
 
 def test_live_results_equal_a_replay_of_the_recorded_input(tmp_path):
     (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "ep.rq").write_text(EP_QUERY)
     (tmp_path / "engine.toml").write_text("""
 [engine]
 max_delay = "PT60S"   # evaluate on the watermark only: complete input, as a replay sees it
@@ -58,6 +73,9 @@ trigger_seconds = 0.5
 [[queries]]
 id = "oxygen"
 file = "q.rq"
+[[queries]]
+id = "ep"
+file = "ep.rq"
 """)
     port = free_port()
     data = tmp_path / "data"
@@ -66,17 +84,18 @@ file = "q.rq"
                                 "--port", str(port), "--data", str(data)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     base = "http://127.0.0.1:%d" % port
-    live = []
+    live = {}
     try:
         deadline = time.monotonic() + DEADLINE
         while time.monotonic() < deadline:
             assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
             try:
-                text = requests.get(base + "/queries/oxygen/results", params={"format": "compact"}, timeout=5).text
+                live = {q: [json.loads(line) for line in requests.get(
+                    base + "/queries/%s/results" % q, params={"format": "compact"}, timeout=5).text.splitlines()]
+                        for q in STREAMS}
             except requests.ConnectionError:
-                text = ""
-            live = [json.loads(line) for line in text.splitlines()]
-            if len([r for r in live if r["bindings"]]) > WANTED:
+                live = {}
+            if live and all(len([r for r in records if r["bindings"]]) > WANTED for records in live.values()):
                 break
             time.sleep(0.5)     # polling a live server process for its windows to pass
         streams = requests.get(base + "/streams", timeout=5).json()
@@ -85,27 +104,33 @@ file = "q.rq"
         process.wait(timeout=60)
     assert process.returncode == 0
     assert "stopped cleanly" in (tmp_path / "serve.log").read_text()
+    for stream in STREAMS["ep"]:
+        assert any(s["stream"] == stream and s["quarantined"] == 0 for s in streams["streams"])
+    for query_id, file in (("oxygen", "q.rq"), ("ep", "ep.rq")):
+        assert_replay_equals_live(tmp_path, data, query_id, file, live.get(query_id, []))
 
+
+def assert_replay_equals_live(tmp_path, data, query_id, file, live):
     with_data = [r for r in live if r["bindings"]]
-    assert len(with_data) > WANTED, "only %d evaluations with data before the deadline" % len(with_data)
+    assert len(with_data) > WANTED, "%s: only %d evaluations with data before the deadline" % (query_id, len(with_data))
     assert all(r["trigger"] == "watermark" for r in live)
     # From the second evaluation with data (the first window may predate the first recorded
     # element) over every evaluation after it, empty ones included.
     first, last = with_data[1]["time"], with_data[WANTED]["time"]
     compared = [r for r in live if parse_instant(first) <= parse_instant(r["time"]) <= parse_instant(last)]
-    recording = recording_path(data / "recording", "http://rspstar.example/stream/tvs/oxygen")
-    assert recording.is_file(), sorted(p.name for p in (data / "recording").iterdir())
-    assert any(s["stream"] == "http://rspstar.example/stream/tvs/oxygen" and s["quarantined"] == 0
-               for s in streams["streams"])
+    arguments = []
+    for stream in STREAMS[query_id]:
+        recording = recording_path(data / "recording", stream)
+        assert recording.is_file(), sorted(p.name for p in (data / "recording").iterdir())
+        arguments += ["--stream", "%s=%s" % (stream, recording)]
 
-    out = tmp_path / "replay.jsonl"
+    out = tmp_path / ("%s.jsonl" % query_id)
     start = format_instant(parse_instant(compared[0]["time"]) - 1)
-    done = subprocess.run([sys.executable, "-m", "rspstar.endpoint.cli", "replay", str(tmp_path / "q.rq"),
-                           "--stream", "http://rspstar.example/stream/tvs/oxygen=%s" % recording,
-                           "--from", start, "--to", compared[-1]["time"], "--out", str(out)],
+    done = subprocess.run([sys.executable, "-m", "rspstar.endpoint.cli", "replay", str(tmp_path / file)] + arguments +
+                          ["--from", start, "--to", compared[-1]["time"], "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     replayed = [json.loads(line) for line in out.read_text().splitlines()]
     problems = compare_lines(compared, replayed, ordered=False)
-    assert not problems, "\n".join(problems[:10])
+    assert not problems, "%s:\n%s" % (query_id, "\n".join(problems[:10]))
     assert sum(len(r["bindings"]) for r in compared) >= WANTED

@@ -63,7 +63,7 @@ def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | No
     if not isinstance(options, QueryOptions):
         options = QueryOptions.from_pairs(options or {})
     query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start,
-                                                                base=options.base)
+                                                                base=options.base, streams=options.streams)
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed, options.base)
     policy = report_policy(query, options.report)

@@ -17,6 +17,7 @@ as their dialect's own and named in `Translation.normalised`.
 | CQELS-QL | `STREAM <s> [RANGE 5s] { P }` in WHERE | merge of the block's window | (t − a, t] | content change | IStream |
 | Streaming SPARQL | `FROM STREAM <s> WINDOW RANGE 30 MINUTE SLIDE` | merge of all windows | [x − a, x) | close | RStream |
 | SPARQLstream | `FROM NAMED STREAM <s> [1 MINUTES SLIDE 1 MINUTES]` | merge of all windows and background | (x − a, x] | close, non-empty | as written |
+| EP-SPARQL | `STREAM <s> { P }` and a top-level `FILTER(getDURATION() < d)` (ep_sparql.py) | every triple an event with its element's time | (t − d, t], [t − d, t] for <= d | content change, matches ending at t | RStream |
 
 A query with one window and neither background graphs nor GRAPH patterns becomes
 `WHERE { WINDOW <s> { P } }` with the window's default graph the merge of its elements
@@ -31,6 +32,7 @@ from .errors import PositionedError, QuerySyntaxError, TemporalValueError
 from .model import ContinuousQuery, TimeWindow
 from .temporal import format_duration, format_instant, parse_instant
 from .parser import PrologueReader
+from .ep_sparql import is_match_function, is_operator_between_groups, translate_events
 from .tokens import EOF, IRI, NAME, NUMBER, PNAME, VAR, SourceText, Token, tokenize
 from .vocabulary import PROV_GENERATED_AT_TIME
 
@@ -67,6 +69,7 @@ class Translation:
     option_defaults: dict[str, str] = field(default_factory=dict)
     normalised: list[str] = field(default_factory=list)     # community forms read as the dialect's (§6.7)
     tumbling: tuple[str, ...] = ()      # CQELS windows written TUMBLING: their periods under content change
+    lower_closed: bool = False      # time windows hold [t − a, t] under content change (EP-SPARQL's <= d)
 
     def locate(self, error: QuerySyntaxError) -> QuerySyntaxError:
         """The error at the user's line and column."""
@@ -83,6 +86,9 @@ class Translation:
     def apply(self, query: ContinuousQuery, text: str) -> ContinuousQuery:
         windows = {iri: replace(w, upper_closed=True, tumbling=iri in self.tumbling)
                    if self.upper_closed and isinstance(w, TimeWindow) else w for iri, w in query.windows.items()}
+        if self.lower_closed:
+            windows = {iri: replace(w, lower_closed=True) if isinstance(w, TimeWindow) else w
+                       for iri, w in windows.items()}
         return replace(query, text=text, windows=windows, report=self.report, dialect=self.dialect,
                        option_defaults=dict(self.option_defaults), translation=self.text,
                        merged_windows=tuple(windows) if self.merged else None,
@@ -91,7 +97,8 @@ class Translation:
 
 
 def detect(text: str) -> str:
-    """The dialect a query is written in, from its window clauses."""
+    """The dialect a query is written in, from its window clauses (EP-SPARQL, which has none,
+    from its operators between groups and its functions of a match)."""
     tokens = tokenize(SourceText(text))
     depth = 0
     r2s_after_select = False
@@ -104,6 +111,8 @@ def detect(text: str) -> str:
             r2s_after_select = True
         elif tok.is_keyword("WINDOW") and k and tokens[k - 1].is_keyword("NAMED"):
             return "rspql"
+        elif is_operator_between_groups(tokens, k) or is_match_function(tokens, k):
+            return "ep-sparql"
         elif tok.is_keyword("STREAM") and tokens[k + 1].kind in (IRI, PNAME):
             after = tokens[k + 2] if k + 2 < len(tokens) else tokens[-1]
             before = tokens[k - 1] if k else None
@@ -124,9 +133,11 @@ def detect(text: str) -> str:
 
 
 def translate(text: str, dialect: str | None = None, start: str | None = None,
-              base: str | None = None) -> Translation | None:
+              base: str | None = None, streams: tuple[str, ...] = ()) -> Translation | None:
     """The RSP-QL* translation of a dialect query; None for an RSP-QL* query. `base`: the IRI
-    the text was retrieved from (relative IRIs resolve against it, see `PrologueReader`)."""
+    the text was retrieved from (relative IRIs resolve against it, see `PrologueReader`);
+    `streams`: the streams the query is given to read (a replay's), which an EP-SPARQL query
+    naming none reads."""
     dialect = dialect or detect(text)
     if dialect not in DIALECTS:
         raise QuerySyntaxError("unknown dialect %r (known: %s)" % (dialect, ", ".join(DIALECTS)), 1, 1)
@@ -138,7 +149,9 @@ def translate(text: str, dialect: str | None = None, start: str | None = None,
             origin = parse_instant(start)
         except TemporalValueError as e:
             raise QuerySyntaxError("option start: %s" % e, 1, 1) from None
-    return _READERS[dialect](text, origin, base).translate()
+    reader = _READERS[dialect](text, origin, base)
+    reader.streams_given = tuple(streams)
+    return reader.translate()
 
 
 @dataclass
@@ -170,6 +183,7 @@ class Dialect(PrologueReader):
     report: str | None = None
     upper_closed = False
     option_defaults: dict[str, str] = {}
+    streams_given: tuple[str, ...] = ()     # the streams the query is given (translate's `streams`)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -715,6 +729,27 @@ class SparqlStream(Dialect):
                              % (context, self.describe(unit)), unit)
         self.advance()
         return int(number.text) * _SPARQLSTREAM_UNITS[unit.text.upper()]
+
+
+class EpSparql(Dialect):
+    """EP-SPARQL (spec §6.12): event patterns joined by SEQ, EQUALS, OPTIONALSEQ, EQUALSOPTIONAL,
+    AND and OR, bounded by a top-level FILTER(getDURATION() < d); each match reported at the
+    instant of its last event. The reading and the translation are ep_sparql.py's."""
+
+    dialect = "ep-sparql"
+    language = "EP-SPARQL"
+    report = "content-change"
+
+    def translate(self) -> Translation:
+        for _ in range(2):      # REGISTER ... AS before or after the prologue, copied as written
+            self.prologue()
+            if self.peek().is_keyword("REGISTER"):
+                while not self.peek().is_keyword("AS") and self.peek().kind != EOF:
+                    self.advance()
+                self.expect_keyword("AS", "to end the REGISTER clause")
+        events = translate_events(self, self.streams_given, self.origin)
+        return Translation(self.dialect, self.source, events.text, events.placed, report=self.report,
+                           lower_closed=events.lower_closed)
 
 
 DIALECTS = ("rspql", *_READERS)

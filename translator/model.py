@@ -74,7 +74,9 @@ class TimeWindow:
     (x_i − a, x_i − b] instead: C-SPARQL's bounds (spec §6.5); timestamps are whole
     microseconds, so that is [x_i − a + 1, x_i − b + 1). `tumbling` (CQELS-QL's TUMBLING,
     docs/language.md) changes what content change reads: the period (τ0 + k·a, τ0 + (k+1)·a]
-    that holds the evaluation instant, up to it, instead of the last `a`."""
+    that holds the evaluation instant, up to it, instead of the last `a`. `lower_closed` windows hold [t − a, t]
+    under content change instead of (t − a, t]: an EP-SPARQL query bounded by getDURATION() <= a
+    (spec §6.12) reads an event at t − a."""
 
     iri: str
     stream: str
@@ -86,6 +88,7 @@ class TimeWindow:
     line: int = 0
     column: int = 0
     tumbling: bool = False
+    lower_closed: bool = False
 
     def close_at_or_before(self, instant: int) -> int | None:
         """The latest close x_i = τ0 + a + i·β with x_i <= instant, or None before the first."""
@@ -112,10 +115,12 @@ class TimeWindow:
         return WindowContent((close - self.range, close - self.lag), opens, closes)
 
     def content_sliding(self, instant: int, view: StreamView) -> WindowContent:
-        """Content change (spec §6.3): t − a < τ <= t − b at the evaluation instant t; a tumbling
-        window p < τ <= t, p = τ0 + k·a the start of the period (p, p + a] holding t."""
+        """Content change (spec §6.3): t − a < τ <= t − b at the evaluation instant t (t − a <= τ
+        when `lower_closed`); a tumbling window p < τ <= t, p = τ0 + k·a the start of the period
+        (p, p + a] holding t."""
         opens = self._period_start(instant) if self.tumbling else instant - self.range
-        return WindowContent((opens, instant - self.lag), opens + 1, instant - self.lag + 1)
+        return WindowContent((opens, instant - self.lag),
+                             opens + (0 if self.lower_closed else 1), instant - self.lag + 1)
 
     def _period_start(self, instant: int) -> int:
         """The greatest τ0 + k·a below `instant`: the open start of its period."""
@@ -164,6 +169,8 @@ class TimeWindow:
         if self.tumbling:
             data["tumbling"] = ("at an arrival instant t: the elements of the period (start + k*%s, start + (k+1)*%s] "
                                 "that contains t, up to t" % (data["range"], data["range"]))
+        if self.lower_closed:
+            data["content_change_bounds"] = "[t - range, t]"
         return data
 
 

@@ -54,7 +54,9 @@ class QueryOptions:
     here; docs/language.md, "Relative IRIs"); sink_format: what the query's sinks receive,
     `sparql-json` (SPARQL Query Results JSON) or `compact` (the record as `rspstar replay`
     writes it); sink_empty: whether its sinks receive evaluations that gave nothing (false: only
-    those with results). The switches turn off one
+    those with results); streams: the streams an EP-SPARQL query that names none reads (spec
+    §6.12: "from every stream given"; IRIs separated by spaces; a replay gives its own). The
+    switches turn off one
     optimisation each: the RSPU paper's function cache (`rspu_cache`), lazy variables
     (`lazy_bind`) and its heuristic H4, rspu: FILTERs placed after the joins when that makes
     fewer calls (`h4`); nested rspu: calls made as one (`fuse_rspu`); incremental evaluation of
@@ -76,6 +78,7 @@ class QueryOptions:
     base: str | None = None
     sink_format: str = SINK_FORMATS[0]
     sink_empty: bool = True
+    streams: tuple[str, ...] = ()
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "QueryOptions":
@@ -109,6 +112,13 @@ class QueryOptions:
                     raise OptionError("option base takes an absolute IRI such as http://example.org/queries/ (with a "
                                       "scheme, and none of <>\"{}|^`\\ or spaces), not %r" % raw[:200])
                 values[name] = raw
+            elif name == "streams":
+                iris = tuple(raw.split())
+                wrong = [iri for iri in iris if not valid_base(iri)]
+                if not iris or wrong:
+                    raise OptionError("option streams takes absolute stream IRIs separated by spaces, not %r"
+                                      % (wrong[0] if wrong else raw)[:200])
+                values[name] = iris
             elif name == "start":
                 try:
                     parse_instant(raw)

@@ -63,21 +63,23 @@ def unknown_function(message: str, text: str) -> tuple[str, int, int] | None:
 
 
 def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: str | None = None,
-                  start: str | None = None, base: str | None = None) -> ContinuousQuery:
+                  start: str | None = None, base: str | None = None,
+                  streams: tuple[str, ...] = ()) -> ContinuousQuery:
     """Parse and fully check a query written in RSP-QL* or one of the dialects (spec §6.5:
     `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows; `base`,
     the IRI the text was retrieved from, which its relative IRIs resolve against before any
-    BASE of its own); raises QuerySyntaxError (line, column of `text`)."""
+    BASE of its own; `streams`, the streams a replay is given, which an EP-SPARQL query naming
+    none reads); raises QuerySyntaxError (line, column of `text`)."""
     check_nesting(text)         # first: every step below reads the text, some recursively
     try:
-        return _compile_checked(text, functions, dialect, start, base)
+        return _compile_checked(text, functions, dialect, start, base, streams)
     except RecursionError:
         raise QuerySyntaxError("the query is nested too deeply to be read", 1, 1) from None
 
 
 def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str | None,
-                     start: str | None, base: str | None) -> ContinuousQuery:
-    translation = translate(text, dialect, start, base)
+                     start: str | None, base: str | None, streams: tuple[str, ...] = ()) -> ContinuousQuery:
+    translation = translate(text, dialect, start, base, streams)
     if translation is None:
         query = _compile(text, functions, base)
     else:

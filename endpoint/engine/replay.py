@@ -87,11 +87,12 @@ class Replay:
         if not spec.queries:
             raise UsageError("a replay needs a query")
         self.options = {query_id: self.query_options(query_id) for query_id in spec.queries}
+        given = tuple(stream for stream, _ in spec.streams)
         self.queries = {}
         for query_id, text in spec.queries.items():
             options = QueryOptions.from_pairs(self.options[query_id])
             self.queries[query_id] = compile_query(text, dialect=options.dialect, start=options.start,
-                                                   base=options.base)
+                                                   base=options.base, streams=options.streams or given)
         read = set().union(*(q.streams for q in self.queries.values()))
         unread = [stream for stream, _ in spec.streams if stream not in read]
         if unread:
