@@ -65,7 +65,9 @@ def engine_config(settings: Settings, data_dir: Path | None) -> EngineConfig:
         federation_allowed=settings.federation.allowed, max_range=engine.max_range,
         max_reports_per_second=engine.max_reports_per_second, max_elements=engine.max_elements,
         partition_keys=_partition_keys(settings.partition_keys.streams, "%s [partition_keys]" % settings.path),
-        key_groups=engine.key_groups, max_queries=engine.max_queries, max_load=engine.max_load)
+        key_groups=engine.key_groups, max_queries=engine.max_queries, max_load=engine.max_load,
+        evaluation_timeout=engine.evaluation_timeout, max_result_rows=engine.max_result_rows,
+        isolate_evaluations=engine.isolate_evaluations)
 
 
 def load_config(path: Path, data_dir: Path | None = None, overrides: dict[str, object] | None = None) -> Config:

@@ -220,7 +220,7 @@ def test_queries_differing_only_in_constants_evaluate_each_range_once_between_th
     assert len(groups) == 1 and all(e.constants is together[0].constants for e in together)
     evaluated = []
     real = store.evaluate
-    store.evaluate = lambda template, elements, *rest: evaluated.append(elements) or real(template, elements, *rest)
+    store.evaluate = lambda template, elements, *rest, **named: evaluated.append(elements) or real(template, elements, *rest, **named)
     for second in range(1, 11):
         store.advance_watermark(STREAM, T0 + second * S)
         for mine, its_own in zip(together, alone):

@@ -7,6 +7,7 @@ live results equal what a replay of the same input gives.
 from __future__ import annotations
 
 import collections
+import itertools
 import logging
 import re
 import threading
@@ -16,6 +17,7 @@ from typing import Callable
 
 import pyoxigraph as ox
 
+from rspstar.store.limits import too_large
 from rspstar.store.stream_store import StreamStore
 from rspstar.store.terms import select_rows, select_rows_by, triple_to_ntriples
 from rspstar.translator.constants import Parameterized, parameterized
@@ -222,16 +224,17 @@ def _lines_with_triples(lines: list[str]) -> list[tuple[str, ox.Triple]]:
     return list(zip(lines, (quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES))))
 
 
-def _join_all(sides: list[list[dict]]) -> list[dict]:
-    """The SPARQL join of bags of rows (compatible rows merged), smallest side first."""
+def _join_all(sides: list[list[dict]], bound: int | None = None) -> list[dict]:
+    """The SPARQL join of bags of rows (compatible rows merged), smallest side first; past
+    `bound` rows ResultTooLarge, before they are made."""
     sides = sorted(sides, key=len)
     joined = sides[0]
     for side in sides[1:]:
-        joined = _join(joined, side)
+        joined = _join(joined, side, bound)
     return joined
 
 
-def _join(left: list[dict], right: list[dict]) -> list[dict]:
+def _join(left: list[dict], right: list[dict], bound: int | None = None) -> list[dict]:
     if not left or not right:
         return []
     shared = sorted(set().union(*left) & set().union(*right))
@@ -239,10 +242,16 @@ def _join(left: list[dict], right: list[dict]) -> list[dict]:
         index: dict[tuple, list[dict]] = {}
         for row in right:
             index.setdefault(tuple(row[name] for name in shared), []).append(row)
+        if bound is not None and sum(len(index.get(tuple(row[name] for name in shared), ())) for row in left) > bound:
+            raise too_large(bound)
         return [{**row, **match} for row in left for match in index.get(tuple(row[name] for name in shared), ())]
     # A variable unbound on one side (OPTIONAL in a block) is compatible with any value.
-    return [{**a, **b} for a in left for b in right
-            if all(a[name] == b[name] for name in shared if name in a and name in b)]
+    joined = ({**a, **b} for a in left for b in right
+              if all(a[name] == b[name] for name in shared if name in a and name in b))
+    rows = list(joined if bound is None else itertools.islice(joined, bound + 1))
+    if bound is not None and len(rows) > bound:
+        raise too_large(bound)
+    return rows
 
 
 def _project(rows: list[dict], projected: frozenset[str] | None) -> list[dict]:
@@ -408,7 +417,7 @@ class _ConstantGroup:
                         self._compiled = compiled
             template, rows_of = compiled
             apart = evaluator.store.evaluate(template, {evaluator.incremental_window: elements}, evaluator.functions,
-                                             lambda result: select_rows_by(result, self.query.marker))
+                                             lambda result: select_rows_by(result, self.query.marker), share=len(rows_of))
             with self._lock:
                 self._unread[key] = {member: (apart.get(rows_of[constants], []), len(elements))
                                      for member, constants in members.items()
@@ -537,7 +546,7 @@ class QueryEvaluator:
                 sides.append([])
             elif self._background is not None:
                 sides.append(self._background_rows())
-            rows = _project(_join_all(sides), self.query.body.projected)
+            rows = _project(_join_all(sides, self.store.result_bound()), self.query.body.projected)
             count = sum(n for _, n in parts)
             incremental = True
         else:
