@@ -70,6 +70,7 @@ class StreamStore:
         self.remove_evicted = remove_evicted
         self._lock = threading.RLock()
         self.generations = Generations(path)
+        self.write_error: str | None = None      # why the last write failed (on disk: see _write)
         self.compact_after = compact_after
         self._evicted_since_compaction = 0
         self._evicted_since_flush = 0
@@ -106,8 +107,25 @@ class StreamStore:
 
     def _write(self, operation: str, *args) -> None:
         """Every write to Oxigraph goes through here, with the lock held (see Generations)
-        but for the background write of a document's parts (`_stage_parts`)."""
-        self.generations.write(operation, *args)
+        but for the background write of a document's parts (`_stage_parts`). On disk, once a
+        write has failed (a full disk), Oxigraph refuses every later one with the same error,
+        space or not, until the store is opened again: the next write first rebuilds the store
+        into a new generation (what it held is all there: a failed write is one transaction
+        that left nothing), and fails as before while that does not fit either."""
+        if self.write_error is not None:
+            self._recover()
+        try:
+            self.generations.write(operation, *args)
+        except OSError as e:
+            if self.path is not None:
+                self.write_error = str(e)
+            raise
+
+    def _recover(self) -> None:
+        log.warning("the store refuses writes since one failed (%s): rebuilding it", self.write_error)
+        if self.generations.rebuild(self._lock) is not None:
+            self.write_error = None
+            log.warning("the store takes writes again")
 
     def add_marker(self, quad: ox.Quad) -> None:
         """Record a bookkeeping quad (batch or background-load marker)."""
