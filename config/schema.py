@@ -221,8 +221,9 @@ SETTINGS: tuple[Setting, ...] = (
             "evaluations per second a query may ask for (the sum of 1/STEP over its windows, or 1/period)"),
     Setting("engine", "max_elements", Whole(1), 100_000, "the most elements a count window ([ELEMS n]) may hold"),
     Setting("engine", "min_free_disk", Whole(0, "bytes"), 64 * MIB,
-            "free space the data directory's disk keeps: below it writes are refused (507) before the store or a "
-            "landing file fails half-way, and /health says degraded"),
+            "free space the data directory's disk keeps beyond what storing the acknowledged landing files will "
+            "take: below it writes are refused (507) before the store or a landing file fails half-way, and /health "
+            "says degraded (0: no check)"),
     Setting("engine", "max_queries", Whole(1), 2000, "queries registered at once at most (registrations beyond: 503)"),
     Setting("engine", "max_load", Number(), 0.8,
             "share of the machine's cores the queries' evaluations may take together, as measured (each query's "

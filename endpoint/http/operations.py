@@ -99,6 +99,8 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
            [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])
     if disk is not None:
         metric("rspstar_disk_free_bytes", "gauge", "Free space of the data directory's disk.", [({}, disk.free())])
-        metric("rspstar_disk_min_free_bytes", "gauge", "The free space below which writes are refused.",
-               [({}, disk.min_free)])
+        metric("rspstar_disk_reserved_bytes", "gauge", "Free space kept for storing what was acknowledged and not "
+               "yet stored.", [({}, disk.reserved())])
+        metric("rspstar_disk_min_free_bytes", "gauge", "The free space (beyond the reserved) below which writes are "
+               "refused.", [({}, disk.min_free)])
     return "\n".join(lines) + "\n"
