@@ -137,7 +137,7 @@ def measure(store: StreamStore, text: str, options: QueryOptions, library=None,
     """(median ms per evaluation, calls per evaluation, computed per evaluation, rows)."""
     query = compile_query(text)
     evaluator = QueryEvaluator(query, store, options, library)
-    compiled = evaluator.r2r.whole.compiled
+    compiled = evaluator.r2r.compiled
     if always_deferred and compiled.placement is not None:
         compiled.placement = AlwaysDeferred()
     times, rows = [], 0

@@ -221,12 +221,24 @@ SETTINGS: tuple[Setting, ...] = (
             "evaluations per second a query may ask for (the sum of 1/STEP over its windows, or 1/period)"),
     Setting("engine", "max_elements", Whole(1), 100_000, "the most elements a count window ([ELEMS n]) may hold"),
     Setting("engine", "min_free_disk", Whole(0, "bytes"), 64 * MIB,
-            "free space the data directory's disk keeps: below it writes are refused (507) before the store or a "
-            "landing file fails half-way, and /health says degraded"),
+            "free space the data directory's disk keeps beyond what storing the acknowledged landing files will "
+            "take: below it writes are refused (507) before the store or a landing file fails half-way, and /health "
+            "says degraded (0: no check)"),
     Setting("engine", "max_queries", Whole(1), 2000, "queries registered at once at most (registrations beyond: 503)"),
     Setting("engine", "max_load", Number(), 0.8,
             "share of the machine's cores the queries' evaluations may take together, as measured (each query's "
             "CPU per evaluation times its evaluations per second): while they take more, registrations get 503"),
+    Setting("engine", "evaluation_timeout", Duration(), "PT10S",
+            "how long one evaluation of a continuous query may run: past it the evaluation is stopped (killed, when "
+            "it runs in a worker process) and the query is marked failed with the reason "
+            "(docs/running.md#evaluation-limits)"),
+    Setting("engine", "max_result_rows", Whole(1), 100_000,
+            "rows (SELECT) or triples (CONSTRUCT) one evaluation may produce, counted as they are read: past it the "
+            "evaluation stops, the query is marked failed and nothing of that evaluation is delivered"),
+    Setting("engine", "isolate_evaluations", Text(("new", "always", "never")), "new",
+            "which evaluations run in worker processes that the time limit and a query's removal kill: a query's "
+            "first ones and those whose input outgrew what it was proven on (new), every one (always, at a read-only "
+            "opening of the store each), or none (never: stopped between two solutions only)"),
     Setting("engine", "key_groups", Whole(1), 64,
             "what a partitioned query's keys are spread over (its Spark state: docs/partitioned-queries.md)"),
     # [http]

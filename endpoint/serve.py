@@ -26,6 +26,7 @@ import pyoxigraph as ox
 from rspstar.store.landing import file_safe
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.disk import DiskGuard
+from rspstar.store.landing import LandedFiles
 from rspstar.store.heap import settle_heap
 from rspstar.store.recordings import Recordings
 from rspstar.store.stream_store import StreamStore
@@ -221,9 +222,12 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     # "starting", reads are answered, writes get 503 with Retry-After until ingestion is up.
     ingestion = None
     readiness = Readiness(ready=False)
+    # Landing files acknowledged (posts, MQTT messages) and not yet stored: the disk's floor
+    # keeps room for storing them.
+    landed = LandedFiles()
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=lambda: ingestion.status() if ingestion is not None else {},
-                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk))
+                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk, landed))
     http_config = config.settings.http
     server = HttpServer(app, host, port, threads=http_config.threads, connection_limit=http_config.connection_limit,
                         idle_timeout=http_config.idle_timeout, request_timeout=http_config.request_timeout,
@@ -257,7 +261,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         # in whatever the main thread is doing): the engine stops in its own order instead.
         handle_stop_signals()
         ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                                   recorded, quarantine_budget)
+                                   recorded, quarantine_budget, landed)
         if not stopping.is_set():
             ingestion.start()
             run_partitioned(engine, ingestion)

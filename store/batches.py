@@ -31,7 +31,7 @@ from rspstar.config.schema import default
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
 from .codec import IGNORED, REJECTED, Payload, decode_all, stored_to_canonical
-from .landing import file_safe, replace_text
+from .landing import LandedFiles, file_safe, replace_text
 from .rdf_input import Element, read_elements
 from .staged import StagedElement, Stamps
 from .stream_store import StreamStore
@@ -107,9 +107,12 @@ class BatchWriter:
 
     def __init__(self, store: StreamStore, source: str, quarantine_dir: Path,
                  allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME,
-                 query: str | None = None, quarantine_max_bytes: int = default("quarantine.max_bytes")):
+                 query: str | None = None, quarantine_max_bytes: int = default("quarantine.max_bytes"),
+                 acknowledged: LandedFiles | None = None):
         self.store = store
         self.source = source
+        # Landing files acknowledged and not yet stored: a batch's are stored once it is.
+        self.acknowledged = acknowledged
         # A source sharing its streaming query with others counts batches in that query's
         # numbering: its markers are named by both.
         self._marker_name = file_safe(source) if query is None else "%s/%s" % (file_safe(query), file_safe(source))
@@ -142,6 +145,8 @@ class BatchWriter:
 
     def write(self, batch_id: int, payloads: Iterable[Payload]) -> BatchReport:
         """Decode the payloads here and store their elements."""
+        payloads = list(payloads)
+
         def unexpected(payload: Payload) -> None:
             log.exception("%s: unexpected failure reading %s", self.source, payload.origin)
 
@@ -151,11 +156,19 @@ class BatchWriter:
             self._log_ignored(batch_id, found.ignored_default_triples)
             return found.elements
 
-        return self._store(batch_id, decoded)
+        return self._stored(self._store(batch_id, decoded), (p.origin for p in payloads))
+
+    def _stored(self, report: BatchReport, origins: Iterable[str]) -> BatchReport:
+        """The batch is in the store (or was already): the landing files it read are no longer
+        waiting to be stored."""
+        if self.acknowledged is not None:
+            self.acknowledged.stored(origins)
+        return report
 
     def write_encoded(self, batch_id: int, rows: Iterable[dict]) -> BatchReport:
         """Store a micro-batch decoded where it was read (codec.encode's rows): each stream's
         elements in one Rust call, parsed from N-Quads there, not in Python."""
+        rows = list(rows)
         def decoded(report: BatchReport) -> dict[str, list[Element]] | dict[str, EncodedElements]:
             streams: dict[str, EncodedElements] = {}
             for row in rows:
@@ -171,7 +184,8 @@ class BatchWriter:
             # Some element is stored already or twice: the careful path sets each aside.
             return {stream: encoded.elements(stream, self.timestamp_predicate) for stream, encoded in streams.items()}
 
-        return self._store(batch_id, decoded)
+        return self._stored(self._store(batch_id, decoded),
+                            (origin for row in rows if row.get("origin") for origin in row["origin"].split("\n")))
 
     def _store(self, batch_id: int, decoded) -> BatchReport:
         """Store what `decoded(report)` finds in the batch (elements, or encoded elements, per

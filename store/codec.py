@@ -245,12 +245,16 @@ def stored_to_canonical(stream: str, stored: bytes) -> bytes:
 
 
 def encode(payloads, timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> list[dict]:
-    """A micro-batch's payloads decoded (`decode_all`) into rows of ENCODED_COLUMNS."""
+    """A micro-batch's payloads decoded (`decode_all`) into rows of ENCODED_COLUMNS. A stream's
+    row names, as its origin, every origin the payloads came from, one per line (what the
+    landing files read are: store.landing.LandedFiles)."""
+    payloads = list(payloads)
+    origins = "\n".join(dict.fromkeys(p.origin for p in payloads))
     decoded = decode_all(payloads, timestamp_predicate)
     empty = dict.fromkeys(ENCODED_COLUMNS)
     rows = []
     for stream, elements in decoded.elements.items():
-        rows.append({**empty, "kind": ELEMENTS, "stream": stream,
+        rows.append({**empty, "kind": ELEMENTS, "stream": stream, "origin": origins,
                      "text": stored_form(stream, elements, timestamp_predicate),
                      "graphs": [e.graph for e in elements], "instants": [e.timestamp for e in elements],
                      "stamps": [e.timestamp_literal.value for e in elements],

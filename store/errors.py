@@ -44,3 +44,20 @@ class GraphNotWritable(ReservedGraphError):
 
 class DiskFull(StoreError):
     """The data directory's disk is full, or below the floor the engine keeps free."""
+
+
+class EvaluationStopped(StoreError):
+    """A continuous query's evaluation stopped before its end by one of the engine's limits,
+    or because the query was removed: nothing of it is delivered."""
+
+
+class EvaluationTimeout(EvaluationStopped):
+    """An evaluation ran past its time limit ([engine] evaluation_timeout)."""
+
+
+class ResultTooLarge(EvaluationStopped):
+    """An evaluation produced more rows or triples than one evaluation may ([engine] max_result_rows)."""
+
+
+class EvaluationCancelled(EvaluationStopped):
+    """The query was removed while its evaluation ran."""

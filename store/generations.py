@@ -58,7 +58,6 @@ class Generations:
         with lock, self._writing:
             if self._journal is not None:
                 return None
-            self._journal = []
             # Serialised and parsed again by Oxigraph outside Python's lock: a copy through
             # Python objects held every other thread back for its whole length. Only the
             # serialising holds `lock` (the copy is the store as the journal starts).
@@ -67,12 +66,22 @@ class Generations:
                 fresh = ox.Store()
             else:
                 generation = self._generation + 1
-                fresh = ox.Store(str(Path(self.path) / ("gen-%d" % generation)))
+                try:
+                    fresh = ox.Store(str(Path(self.path) / ("gen-%d" % generation)))
+                except OSError:     # no room for even an empty store: nothing started, nothing left
+                    shutil.rmtree(Path(self.path) / ("gen-%d" % generation), ignore_errors=True)
+                    raise
+            # Set once the copy exists: a failure before it left no journal behind (which
+            # would have kept every later write journaled and every later rebuild refused).
+            self._journal = []
         try:
             fresh.bulk_load(snapshot, format=ox.RdfFormat.N_QUADS)
         except BaseException:
             with lock, self._writing:
                 self._journal = None
+            if self.path is not None:       # a copy that did not fit (a full disk) gives its space back
+                fresh = None
+                shutil.rmtree(Path(self.path) / ("gen-%d" % generation), ignore_errors=True)
             raise
         del snapshot
         with lock, self._writing:

@@ -62,7 +62,7 @@ from .codec import ENCODED_SCHEMA, EncodeBatches, Payload
 from .partitions import (
     EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, Emitted, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
 )
-from .landing import file_safe, stream_of_landing_file
+from .landing import LandedFiles, file_safe, stream_of_landing_file
 from .mqtt import MqttSettingsError, MqttSource, from_settings
 from .recordings import Recordings
 from .errors import StoreError
@@ -142,6 +142,9 @@ class SourceHealth:
     last_error: str | None = None
     backoff: float = RESTART_FIRST_SECONDS
     next_restart: float | None = None     # when a stopped source is started again
+    # Why its latest micro-batch could not be written (a full disk): down until one is, though
+    # Spark's query runs again between the failures.
+    write_error: str | None = None
 
 
 class IngestionError(StoreError):
@@ -243,7 +246,8 @@ class SourceKind:
         return [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
                 for k, row in enumerate(rows) if row["text"] and row["text"].strip()]
 
-    def subscriber(self, source: SourceConfig, quarantine) -> MqttSource | None:
+    def subscriber(self, source: SourceConfig, quarantine, landed: LandedFiles | None) -> MqttSource | None:
+        """What runs beside Spark for the source (None: nothing); `landed` counts what it lands."""
         return None
 
 
@@ -293,8 +297,8 @@ class MqttKind(FilesKind):
             return tuple(dict.fromkeys(source.topic.values()))
         return super().streams(source)
 
-    def subscriber(self, source, quarantine):
-        return from_settings(source, quarantine)
+    def subscriber(self, source, quarantine, landed):
+        return from_settings(source, quarantine, landed=landed)
 
 
 class SocketKind(SourceKind):
@@ -388,7 +392,7 @@ class SparkIngestion:
 
     def __init__(self, spark: SparkSession, store: StreamStore, sources: list[SourceConfig],
                  checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None,
-                 quarantine_max_bytes: int = default("quarantine.max_bytes")):
+                 quarantine_max_bytes: int = default("quarantine.max_bytes"), landed: LandedFiles | None = None):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise IngestionError("source names must be unique, got %s" % names)
@@ -401,7 +405,7 @@ class SparkIngestion:
         self.query_of = {s.name: name for name, group in self.groups.items() for s in group}
         self.writers = {s.name: BatchWriter(store, s.name, quarantine_dir, s.allowed_lateness,
                                             query=None if self.query_of[s.name] == s.name else self.query_of[s.name],
-                                            quarantine_max_bytes=quarantine_max_bytes)
+                                            quarantine_max_bytes=quarantine_max_bytes, acknowledged=landed)
                         for s in sources}
         self.queries: dict = {}                 # streaming queries by name (a source's or a group's)
         # How to start a partitioned query's streaming query again (named PARTITIONED_PREFIX + id).
@@ -415,7 +419,7 @@ class SparkIngestion:
         self.mqtt: dict[str, MqttSource] = {}
         for source in sources:
             try:
-                subscriber = SOURCE_KINDS[source.kind].subscriber(source, self.writers[source.name].quarantine)
+                subscriber = SOURCE_KINDS[source.kind].subscriber(source, self.writers[source.name].quarantine, landed)
             except MqttSettingsError as e:
                 raise IngestionError(str(e)) from None
             if subscriber is not None:
@@ -448,8 +452,16 @@ class SparkIngestion:
 
     def _write(self, source: SourceConfig, batch_id: int, rows: list) -> None:
         writer = self.writers[source.name]
-        report = writer.write_encoded(batch_id, rows) if source.decode == "executors" else \
-            writer.write(batch_id, payloads_of(source, rows))
+        health = self.health[self.query_of[source.name]]
+        try:
+            report = writer.write_encoded(batch_id, rows) if source.decode == "executors" else \
+                writer.write(batch_id, payloads_of(source, rows))
+        except (OSError, StoreError) as e:
+            # Not written (one transaction: nothing of it is): Spark runs the batch again once
+            # the query is restarted. Down until then, though the query itself runs meanwhile.
+            health.write_error = "batch %d could not be written: %s" % (batch_id, _cause(str(e)))
+            raise
+        health.write_error = None
         self.batches[source.name] = batch_id
         if self.recordings is not None and not report.skipped:
             try:
@@ -616,11 +628,15 @@ class SparkIngestion:
             return False
 
     def status(self) -> dict:
-        sources = {name: {"last_batch": self.batches[name], "quarantined": dict(self.writers[name].quarantined),
-                          "query": self.query_of[name], "active": self._active(self.query_of[name]),
-                          "restarts": self.health[self.query_of[name]].restarts,
-                          "last_error": self.health[self.query_of[name]].last_error}
-                   for name in self.writers}
+        """Per source: whether it ingests (`active`: its query runs and its latest micro-batch
+        was written), its restarts, the last error, its last batch and what it set aside."""
+        sources = {}
+        for name in self.writers:
+            health = self.health[self.query_of[name]]
+            sources[name] = {"last_batch": self.batches[name], "quarantined": dict(self.writers[name].quarantined),
+                             "query": self.query_of[name],
+                             "active": self._active(self.query_of[name]) and health.write_error is None,
+                             "restarts": health.restarts, "last_error": health.write_error or health.last_error}
         for name, subscriber in self.mqtt.items():
             # Down while its broker is: nothing arrives meanwhile (the broker keeps it).
             sources[name]["mqtt"] = subscriber.describe()

@@ -1,11 +1,14 @@
 """Files: the landing directory of a files source (where files are dropped for Spark to pick
-up), and the small helpers every file the engine writes goes through."""
+up), what of it is acknowledged and not yet stored, and the small helpers every file the engine
+writes goes through."""
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import uuid
 from pathlib import Path
+from typing import Iterable
 from urllib.parse import quote, unquote
 
 
@@ -37,6 +40,40 @@ def stream_of_landing_file(root: Path, path: Path, default: str) -> str:
     if folder.startswith(_LONG_PREFIX):
         return (root / folder / _STREAM_FILE).read_text(encoding="utf-8")
     return unquote(folder)
+
+
+class LandedFiles:
+    """Landing files acknowledged (a post answered 202, an MQTT message acknowledged) and not
+    yet stored by the batch writer: storing them takes disk later, which the disk's floor keeps
+    room for (store.disk). Counted from the engine's start: files landed before a restart are
+    stored by the first micro-batches after it."""
+
+    def __init__(self):
+        self._pending: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(path) -> str:
+        return os.path.realpath(path)
+
+    def landed(self, path: Path, size: int) -> None:
+        with self._lock:
+            self._pending[self._key(path)] = size
+
+    def stored(self, origins: Iterable[str]) -> None:
+        """The files a micro-batch read (its rows' origins) are stored."""
+        keys = {self._key(origin) for origin in origins}
+        with self._lock:
+            for key in keys:
+                self._pending.pop(key, None)
+
+    def bytes(self) -> int:
+        with self._lock:
+            return sum(self._pending.values())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._pending)
 
 
 def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:

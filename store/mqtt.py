@@ -35,7 +35,7 @@ import paho.mqtt.client as mqtt
 from . import formats
 from .codec import CANONICAL, Payload, canonical, decode
 from .errors import StoreError
-from .landing import reveal, write_hidden
+from .landing import LandedFiles, reveal, write_hidden
 from .rdf_input import Element
 
 log = logging.getLogger(__name__)
@@ -197,8 +197,9 @@ class MqttSource:
     def __init__(self, name: str, broker: str, routes: dict[str, str], fmt: str, landing: Path,
                  quarantine: Quarantine, client_id: str | None = None, username: str | None = None,
                  password: str | None = None, ca_file: str | None = None, retained: bool = False,
-                 now: Callable[[], int] = lambda: time.time_ns() // 1000):
+                 now: Callable[[], int] = lambda: time.time_ns() // 1000, landed: LandedFiles | None = None):
         self.name = name
+        self.landed = landed            # what it acknowledged and Spark has not stored yet
         self.broker = parse_broker(broker)
         if not routes:
             raise MqttSettingsError("source %s: no topic to subscribe to" % name)
@@ -417,6 +418,8 @@ class MqttSource:
             os.replace(tmp, commit)
         for hidden, final in written:
             reveal(hidden, final)
+            if self.landed is not None:
+                self.landed.landed(final, final.stat().st_size)
         if len(written) > 1:
             commit.unlink()
 
@@ -453,7 +456,7 @@ def routes_of(name: str, topic, stream: str | None, fmt: str) -> dict[str, str]:
     return routes
 
 
-def from_settings(source, quarantine: Quarantine, environ=os.environ) -> MqttSource:
+def from_settings(source, quarantine: Quarantine, environ=os.environ, landed: LandedFiles | None = None) -> MqttSource:
     """The MQTT source of one [[sources]] entry (kind "mqtt"), its landing directory `path`;
     MqttSettingsError naming what is wrong."""
     password = source.password
@@ -468,4 +471,4 @@ def from_settings(source, quarantine: Quarantine, environ=os.environ) -> MqttSou
         raise MqttSettingsError("source %s: ca_file %s is not a file" % (source.name, source.ca_file))
     return MqttSource(source.name, source.broker, routes_of(source.name, source.topic, source.stream, source.format),
                       source.format, Path(source.path), quarantine, source.client_id, source.username, password,
-                      source.ca_file, source.retained)
+                      source.ca_file, source.retained, landed=landed)

@@ -36,6 +36,9 @@ from .element_index import CountersFile, ElementIndex, StreamStats
 from .staged import StagedElement, Stamps
 from .errors import DuplicateElementError, StoreError
 from .generations import Generations
+from .isolation import READ_ONLY_ATTEMPTS, IsolatedCall, IsolatedResult
+from .limits import CHECK_EVERY, EvaluationScope
+from .terms import Guarded
 from .rdf_input import (
     Element,
 )
@@ -67,6 +70,7 @@ class StreamStore:
         self.remove_evicted = remove_evicted
         self.lock = self._lock = threading.RLock()   # `lock`: what the writers hold (writers.py)
         self.generations = Generations(path)
+        self.write_error: str | None = None      # why the last write failed (on disk: see _write)
         self.compact_after = compact_after
         self._evicted_since_compaction = 0
         self._evicted_since_flush = 0
@@ -103,8 +107,25 @@ class StreamStore:
 
     def write(self, operation: str, *args) -> None:
         """Every write to Oxigraph goes through here, with the lock held (see Generations)
-        but for the background write of a document's parts (`_stage_parts`)."""
-        self.generations.write(operation, *args)
+        but for the background write of a document's parts (`_stage_parts`). On disk, once a
+        write has failed (a full disk), Oxigraph refuses every later one with the same error,
+        space or not, until the store is opened again: the next write first rebuilds the store
+        into a new generation (what it held is all there: a failed write is one transaction
+        that left nothing), and fails as before while that does not fit either."""
+        if self.write_error is not None:
+            self._recover()
+        try:
+            self.generations.write(operation, *args)
+        except OSError as e:
+            if self.path is not None:
+                self.write_error = str(e)
+            raise
+
+    def _recover(self) -> None:
+        log.warning("the store refuses writes since one failed (%s): rebuilding it", self.write_error)
+        if self.generations.rebuild(self._lock) is not None:
+            self.write_error = None
+            log.warning("the store takes writes again")
 
     def add_marker(self, quad: ox.Quad) -> None:
         """Record a bookkeeping quad (batch or background-load marker)."""
@@ -369,16 +390,80 @@ class StreamStore:
         except OSError as e:
             raise StoreError("store read failed: %s" % e) from e
 
-    def evaluate(self, template, elements: dict[str, list[str]], functions, convert):
+    def evaluate(self, template, elements: dict[str, list[str]], functions, convert,
+                 scope: EvaluationScope | None = None, share: int = 1):
         """A compiled query (a translator Template) over these window contents (graph names per
         window) and the background, with the `rspu:` functions of `functions`, its result read
-        by `convert` (the functions are called as the solutions are read)."""
+        by `convert` (the functions are called as the solutions are read). Under a query's
+        `scope` (store.limits) the result is read within the evaluation's budget, on this
+        thread or in a worker process; `share`: how many queries the result serves (a group's
+        query evaluating the constants of all its members)."""
         rewritten = template.instantiate(elements, self.background.graphs())
-        if not template.calls_rspu:
-            return convert(self.query(rewritten.text, rewritten.default_graph))
-        table = functions.table_for(rewritten.fused_functions)
-        functions.begin_evaluation()
-        return convert(self.query(rewritten.text, rewritten.default_graph, table))
+        budget = scope.budget if scope is not None else None
+        if budget is None:
+            if not template.calls_rspu:
+                return convert(self.query(rewritten.text, rewritten.default_graph))
+            table = functions.table_for(rewritten.fused_functions)
+            functions.begin_evaluation()
+            return convert(self.query(rewritten.text, rewritten.default_graph, table))
+        inputs = sum(len(names) for names in elements.values())
+        path = self.generation_path()
+        started = budget.elapsed()          # less the time spent waiting for a worker process
+        if path is not None and scope.isolates(inputs):
+            value = self._evaluate_isolated(path, rewritten, template.calls_rspu, functions, convert, scope, share)
+        else:
+            value = self._evaluate_guarded(rewritten, template.calls_rspu, functions, convert, budget, share)
+        scope.record(inputs, budget.elapsed() - started)
+        return value
+
+    def _evaluate_guarded(self, rewritten, calls_rspu: bool, functions, convert, budget, share: int):
+        """On this thread: stopped between solutions (store.terms.Guarded)."""
+        budget.check()
+        table = None
+        if calls_rspu:
+            table = functions.table_for(rewritten.fused_functions)
+            functions.begin_evaluation()
+        result = self.query(rewritten.text, rewritten.default_graph, table)
+        if isinstance(result, ox.QueryBoolean):
+            budget.check()
+            return convert(result)
+        guarded = Guarded(result, budget, budget.rows_left(share), CHECK_EVERY)
+        try:
+            value = convert(guarded)
+            budget.count(guarded.read, share)
+        finally:
+            del result, guarded     # dropped here, on the thread that made them
+        return value
+
+    def _evaluate_isolated(self, path: str, rewritten, calls_rspu: bool, functions, convert, scope, share: int):
+        """In a worker process over a read-only view of this store: killed at the time limit or
+        the query's removal."""
+        budget = scope.budget
+        bound = budget.rows_left(share)
+        call = IsolatedCall(rewritten.text, tuple(rewritten.default_graph) if rewritten.default_graph is not None
+                            else None, tuple(rewritten.fused_functions) if calls_rspu else None,
+                            functions.cache_enabled, bound)
+        for _ in range(READ_ONLY_ATTEMPTS):
+            outcome = scope.workers.run(path, call, budget)
+            if outcome[0] != "unreadable":
+                break
+            path = self.generation_path() or path   # a rebuild may have switched generations
+        functions.counts.calls += outcome[-2]
+        functions.counts.computed += outcome[-1]
+        kind = outcome[0]
+        if kind == "too_large":
+            raise budget.limits.too_large(max(outcome[1], budget.limits.max_rows))
+        if kind in ("error", "unreadable"):
+            raise StoreError(outcome[1])
+        if kind == "boolean":
+            return convert(outcome[1])
+        budget.count(len(outcome[2]), share)
+        return convert(IsolatedResult(outcome[1], outcome[2]))
+
+    def result_bound(self) -> int | None:
+        """The most rows an evaluation may produce from results read here (a join of windows'
+        rows made in Python): no bound outside a query's scope (ScopedStore)."""
+        return None
 
     def close(self) -> None:
         """Flush and release the Oxigraph store (an on-disk store's lock goes with it), even
@@ -387,3 +472,24 @@ class StreamStore:
             if isinstance(self.oxigraph, ox.Store) and self.path:
                 self.save_stats()
             self.generations.close()
+
+
+class ScopedStore:
+    """A stream store seen by one query's evaluator: every read as the store's own, its
+    evaluations under the query's scope (store.limits: the time limit, the bound on rows, the
+    stop its removal sets, the worker process a call may go to)."""
+
+    __slots__ = ("_store", "scope")     # one object per registered query for the cycle collector
+
+    def __init__(self, store: StreamStore, scope: EvaluationScope):
+        self._store = store
+        self.scope = scope
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def evaluate(self, template, elements: dict[str, list[str]], functions, convert, share: int = 1):
+        return self._store.evaluate(template, elements, functions, convert, self.scope, share)
+
+    def result_bound(self) -> int | None:
+        return self.scope.limits.max_rows

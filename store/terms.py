@@ -57,3 +57,36 @@ def select_rows_by(result, marker: str) -> dict[int, list[dict]]:
     for solution, row in _solutions(result):
         apart.setdefault(int(solution[at].value), []).append(row)
     return apart
+
+
+class Guarded:
+    """An Oxigraph result (solutions or triples) read under an evaluation's budget
+    (store.limits): the rows are counted as they come, past `bound` the reading stops with
+    ResultTooLarge (so a huge result is never materialised), and every CHECK_EVERY rows the
+    budget is asked whether the evaluation is past its time limit or its query removed."""
+
+    def __init__(self, result, budget, bound: int | None, every: int):
+        self._result = result
+        self._budget = budget
+        self._bound = bound
+        self._every = every
+        self.read = 0
+
+    @property
+    def variables(self):
+        return self._result.variables
+
+    def __iter__(self):
+        budget, bound, every = self._budget, self._bound, self._every
+        budget.check()
+        read = 0
+        for item in self._result:
+            read += 1
+            if bound is not None and read > bound:
+                self.read = read
+                raise budget.limits.too_large(max(bound, budget.limits.max_rows))
+            if read % every == 0:
+                budget.check()
+            yield item
+        self.read = read
+        budget.check()

@@ -37,6 +37,12 @@ def conformance_cases() -> list[Path]:
     return sorted(p for p in (CONFORMANCE / "cases").iterdir() if (p / "manifest.json").is_file())
 
 
+def live_options(manifest: dict) -> dict:
+    """A case's query options for a live engine: the case's own, and the streams a replay would
+    give (an EP-SPARQL query naming no stream reads them, spec 6.12)."""
+    return {"streams": " ".join(manifest["streams"]), **(manifest.get("options") or {})}
+
+
 def compare_lines(expected, actual, ordered):
     """The suite's comparison rules (conformance/compare.py)."""
     import importlib.util

@@ -134,7 +134,7 @@ def test_the_engine_registers_dialect_queries_and_describes_their_translation():
     assert described["report"].startswith("at every instant an element arrives")
     # An option overrides what the dialect implies.
     other = engine.register(CQELS, "q2", options={"report": "close", "window_default_graph": "timestamps"})
-    assert other.evaluator.policy.show() == "close" and not other.evaluator.r2r.whole.compiled.options.window_union
+    assert other.evaluator.policy.show() == "close" and not other.evaluator.r2r.compiled.options.window_union
 
 
 def test_check_prints_the_translation_policy_and_windows(tmp_path, capsys):

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pyoxigraph as ox
 import pytest
 
-from conftest import compare_lines, conformance_cases
+from conftest import compare_lines, conformance_cases, live_options
 from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.endpoint.config import load_config, register_configured
@@ -93,10 +93,8 @@ def test_conformance_cases_through_the_live_engine_and_its_sinks(case, tmp_path)
     delivered = []
     engine = Runner(store, clock, EngineConfig(data_dir=tmp_path, allowed_sinks=["http://receiver.test"]),
                     post=lambda url, body, headers: delivered.append(json.loads(body)) or 200)
-    # A query naming no stream (EP-SPARQL) reads the streams it is given: a replay's are the case's.
-    options = {"streams": " ".join(manifest["streams"]), **(manifest.get("options") or {})}
     registered = engine.register((case_dir / manifest["query"]).read_text(), "case",
-                                 sinks=["http://receiver.test/results"], options=options)
+                                 sinks=["http://receiver.test/results"], options=live_options(manifest))
     feeder = Feeder(store, {iri: case_dir / f for iri, f in manifest["streams"].items()})
     drive(engine, clock, feeder, end, 250_000)
     # Count windows and content change evaluate at t once the streams are complete past t.

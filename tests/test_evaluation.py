@@ -36,7 +36,7 @@ def evaluators(store):
     off = QueryEvaluator(query, store, QueryOptions(incremental=False))
     queried = {id(on): [], id(off): []}
     for evaluator in (on, off):
-        compiled = evaluator.r2r.whole.compiled
+        compiled = evaluator.r2r.compiled
         real = compiled.run
 
         def counting(elements, count, convert, real=real, seen=queried[id(evaluator)]):
@@ -54,7 +54,7 @@ def test_a_sliding_window_evaluates_each_element_once_with_the_same_results():
     store = StreamStore()
     store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(80)])     # 4 per second
     on, off, queried_on, queried_off = evaluators(store)
-    assert on.plan.window == "http://example.org/w" and off.plan.window is None
+    assert on.r2r.ranges.window == "http://example.org/w" and off.r2r.kind == "whole"
     for second in range(1, 21):
         store.advance_watermark(STREAM, T0 + second * S)
         assert rows_at(on, T0 + second * S) == rows_at(off, T0 + second * S)
@@ -98,7 +98,7 @@ def test_incremental_evaluations_count_the_windows_elements_and_skip_empty_ones_
     query = compile_query(QUERY)
     evaluator = QueryEvaluator(query, store, QueryOptions(report="non-empty"))
     store.advance_watermark(STREAM, T0 + 9 * S)
-    assert evaluator.plan.kind == "incremental"
+    assert evaluator.r2r.kind == "incremental"
     assert evaluator.evaluate(T0 + 2 * S).elements == 2          # [T0-2s, T0+2s): e0, e1
     assert evaluator.evaluate(T0 + 3 * S).elements == 3
     assert evaluator.evaluate(T0 + 8 * S) is None                # [T0+4s, T0+8s): empty, skipped
@@ -131,7 +131,7 @@ def test_a_join_of_windows_evaluates_each_window_incrementally_with_the_same_res
         query = compile_query(JOINED % projection)
         on = QueryEvaluator(query, store, QueryOptions())
         off = QueryEvaluator(query, store, QueryOptions(incremental=False))
-        assert sorted(on.r2r.parts) == ["http://example.org/w", "http://example.org/x"] and off.plan.kind == "whole"
+        assert sorted(on.r2r.parts) == ["http://example.org/w", "http://example.org/x"] and off.r2r.kind == "whole"
         evaluated, emitted = [], []
         for part in on.r2r.parts.values():
             real = part.compiled.run
@@ -162,7 +162,7 @@ FROM NAMED WINDOW ex:x ON ex:t [RANGE PT4S STEP PT1S]
 WHERE { ?o ex:in ex:lab . WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } WINDOW ex:x { GRAPH ?h { ?q ex:tag ?o } } }""")
     on = QueryEvaluator(query, store, QueryOptions())
     off = QueryEvaluator(query, store, QueryOptions(incremental=False))
-    assert on.plan.kind == "joined" and on.r2r.background is not None
+    assert on.r2r.kind == "joined" and on.r2r.background is not None
     seen = []
     for second in range(2, 9):
         if second == 5:
@@ -189,7 +189,7 @@ def test_queries_with_equal_window_blocks_evaluate_each_range_once_between_them(
     first, second = QueryEvaluator(alone, store, shared=shared), QueryEvaluator(joined, store, shared=shared)
     unshared = QueryEvaluator(joined, store)
     runs = []
-    for compiled in (first.r2r.whole.compiled, second.r2r.parts["http://example.org/w"].compiled):
+    for compiled in (first.r2r.compiled, second.r2r.parts["http://example.org/w"].compiled):
         real = compiled.run
         compiled.run = lambda elements, count, convert, real=real, who=compiled: runs.append(who) or real(
             elements, count, convert)
@@ -199,7 +199,7 @@ def test_queries_with_equal_window_blocks_evaluate_each_range_once_between_them(
         first.evaluate(T0 + second_ * S)
         got = second.evaluate(T0 + second_ * S)
         assert sorted(map(sorted_items, got.rows)) == sorted(map(sorted_items, unshared.evaluate(T0 + second_ * S).rows))
-    assert runs and all(who is first.r2r.whole.compiled for who in runs)      # the join's ex:w ranges all came from the first query
+    assert runs and all(who is first.r2r.compiled for who in runs)      # the join's ex:w ranges all came from the first query
     assert shared.hits >= 10
     # What no window can still reach is not kept: the last window opens at T0 + 6 s.
     assert shared._rows and all(hi > T0 + 6 * S for _, _, _, hi, _ in shared._rows)
@@ -223,7 +223,7 @@ def test_queries_differing_only_in_constants_evaluate_each_range_once_between_th
     assert len(groups) == 1 and all(e.r2r.ranges.group is together[0].r2r.ranges.group for e in together)
     evaluated = []
     real = store.evaluate
-    store.evaluate = lambda template, elements, *rest: evaluated.append(elements) or real(template, elements, *rest)
+    store.evaluate = lambda template, elements, *rest, **named: evaluated.append(elements) or real(template, elements, *rest, **named)
     for second in range(1, 11):
         store.advance_watermark(STREAM, T0 + second * S)
         for mine, its_own in zip(together, alone):

@@ -236,18 +236,18 @@ class ReportPolicy:
 
     def __init__(self, query: ContinuousQuery, strategies: list[Strategy]):
         self.windows: list[Window] = list(query.windows.values())
-        self.strategies = strategies
+        self.strategies = tuple(strategies)
         self._computed_every = query.computed_every
         by_iri = query.windows
         self.content_change = any(s.kind == "content-change" for s in strategies)
         # Whether the windows are read at their closes (so a close's content is the same whenever
         # it is read, which incremental evaluation relies on).
         self.at_closes = not self.content_change
-        self.non_empty = [s.window for s in strategies if s.kind == "non-empty"]
+        self.non_empty = tuple(s.window for s in strategies if s.kind == "non-empty")
         giving = [s for s in strategies if s.kind != "non-empty"]
         if not giving:
             giving = [Strategy("periodic")] if query.computed_every is not None else [Strategy("close")]
-        self.giving = giving
+        self.giving = tuple(giving)
         terms: list[_Meet] = [_Meet(None)]
         for strategy in giving:
             options = self._instants_of(query, strategy, by_iri)

@@ -80,8 +80,8 @@ class QueryEvaluator:
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
         self.functions.cache_enabled = options.rspu_cache
         self.policy = policy if policy is not None else report_policy(query, options.report)
-        self.plan = r2r_plan(query, self.policy, options)
-        self.r2r: Strategy = strategy_for(self.plan, query, store, options, self.functions, shared, groups)
+        self.r2r: Strategy = strategy_for(r2r_plan(query, self.policy, options), query, store, options,
+                                          self.functions, shared, groups)
         # A member of a group of queries differing in constants keeps no syntax tree (r2r.Compiled).
         self.query = self.r2r.query
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)

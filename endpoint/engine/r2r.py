@@ -14,10 +14,12 @@ it once per set of rewrite options and places its rspu: FILTERs where they made 
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, replace
 
 import pyoxigraph as ox
 
+from rspstar.store.limits import too_large
 from rspstar.store.stream_store import StreamStore
 from rspstar.store.terms import select_rows, triple_to_ntriples
 from rspstar.translator.constants import parameterized
@@ -140,17 +142,14 @@ _READ = {QueryForm.SELECT: select_rows, QueryForm.CONSTRUCT: _distinct_triples, 
 class WholeWindows:
     """Every window's elements selected at the instant, the whole query evaluated over them."""
 
+    kind = "whole"              # as translator.options.R2RPlan names it
+
     def __init__(self, compiled: Compiled):
         self.compiled = compiled
 
     @property
     def query(self) -> ContinuousQuery:
         return self.compiled.query
-
-    @property
-    def whole(self) -> "WholeWindows":
-        """What every strategy falls back to: here, itself."""
-        return self
 
     def relation(self, contents: dict[str, WindowContent]) -> Relation:
         query, store = self.compiled.query, self.compiled.store
@@ -277,21 +276,19 @@ class RangeRows:
         return ranges
 
 
-class IncrementalWindow:
+class IncrementalWindow(WholeWindows):
     """One distributive window read by time ranges once complete; whole before."""
 
-    def __init__(self, ranges: RangeRows, whole: WholeWindows):
-        self.ranges = ranges
-        self.whole = whole
+    kind = "incremental"
 
-    @property
-    def query(self) -> ContinuousQuery:
-        return self.whole.query
+    def __init__(self, compiled: Compiled, ranges: RangeRows):
+        super().__init__(compiled)
+        self.ranges = ranges
 
     def relation(self, contents: dict[str, WindowContent]) -> Relation:
         window = contents.get(self.ranges.window)
         if window is None or not self.ranges.complete(window.closes):
-            return self.whole.relation(contents)
+            return super().relation(contents)
         rows, count = self.ranges.rows(window.opens, window.closes)
         return Relation(QueryForm.SELECT, rows, count)
 
@@ -299,16 +296,17 @@ class IncrementalWindow:
         self.ranges.close()
 
 
-def _join_all(sides: list[list[dict]]) -> list[dict]:
-    """The SPARQL join of bags of rows (compatible rows merged), smallest side first."""
+def _join_all(sides: list[list[dict]], bound: int | None = None) -> list[dict]:
+    """The SPARQL join of bags of rows (compatible rows merged), smallest side first; past
+    `bound` rows ResultTooLarge, before they are made."""
     sides = sorted(sides, key=len)
     joined = sides[0]
     for side in sides[1:]:
-        joined = _join(joined, side)
+        joined = _join(joined, side, bound)
     return joined
 
 
-def _join(left: list[dict], right: list[dict]) -> list[dict]:
+def _join(left: list[dict], right: list[dict], bound: int | None = None) -> list[dict]:
     if not left or not right:
         return []
     shared = sorted(set().union(*left) & set().union(*right))
@@ -316,10 +314,16 @@ def _join(left: list[dict], right: list[dict]) -> list[dict]:
         index: dict[tuple, list[dict]] = {}
         for row in right:
             index.setdefault(tuple(row[name] for name in shared), []).append(row)
+        if bound is not None and sum(len(index.get(tuple(row[name] for name in shared), ())) for row in left) > bound:
+            raise too_large(bound)
         return [{**row, **match} for row in left for match in index.get(tuple(row[name] for name in shared), ())]
     # A variable unbound on one side (OPTIONAL in a block) is compatible with any value.
-    return [{**a, **b} for a in left for b in right
-            if all(a[name] == b[name] for name in shared if name in a and name in b)]
+    joined = ({**a, **b} for a in left for b in right
+              if all(a[name] == b[name] for name in shared if name in a and name in b))
+    rows = list(joined if bound is None else itertools.islice(joined, bound + 1))
+    if bound is not None and len(rows) > bound:
+        raise too_large(bound)
+    return rows
 
 
 def _project(rows: list[dict], projected: frozenset[str] | None) -> list[dict]:
@@ -328,34 +332,33 @@ def _project(rows: list[dict], projected: frozenset[str] | None) -> list[dict]:
     return [{name: term for name, term in row.items() if name in projected} for row in rows]
 
 
-class JoinedWindows:
+class JoinedWindows(WholeWindows):
     """A join of windows, each a distributive query of its own read by time ranges, and of the
     background patterns, evaluated at every instant (docs/incremental-evaluation.md); whole
     while a window is not complete."""
 
-    def __init__(self, parts: dict[str, RangeRows], background: Compiled | None, whole: WholeWindows,
+    kind = "joined"
+
+    def __init__(self, compiled: Compiled, parts: dict[str, RangeRows], background: Compiled | None,
                  projected: frozenset[str] | None):
+        super().__init__(compiled)
         self.parts = parts
         self.background = background
-        self.whole = whole
         self.projected = projected
-
-    @property
-    def query(self) -> ContinuousQuery:
-        return self.whole.query
 
     def relation(self, contents: dict[str, WindowContent]) -> Relation:
         # A window of a join that has not closed yet is empty (spec §6.6), so is the join; the
         # windows that have closed are still read by ranges, which later evaluations reuse.
         if not all(part.complete(contents[w].closes) for w, part in self.parts.items() if w in contents):
-            return self.whole.relation(contents)
+            return super().relation(contents)
         read = [part.rows(contents[w].opens, contents[w].closes) for w, part in self.parts.items() if w in contents]
         sides = [rows for rows, _ in read]
         if len(read) < len(self.parts):
             sides.append([])
         elif self.background is not None:
             sides.append(self.background.run({}, 0, select_rows))
-        return Relation(QueryForm.SELECT, _project(_join_all(sides), self.projected), sum(n for _, n in read))
+        rows = _join_all(sides, self.compiled.store.result_bound())
+        return Relation(QueryForm.SELECT, _project(rows, self.projected), sum(n for _, n in read))
 
     def close(self) -> None:
         for part in self.parts.values():
@@ -368,19 +371,19 @@ def strategy_for(plan: R2RPlan, query: ContinuousQuery, store: StreamStore, opti
     Spark's executors: it shares no group)."""
     rewrite_options = options.rewrite_options(query)
     share_constants = options.share_constants and options.partition is None
-    whole = WholeWindows(Compiled(query, store, rewrite_options, functions, place_filters=True))
+    compiled = Compiled(query, store, rewrite_options, functions, place_filters=True)
     if plan.kind == "incremental":
-        return IncrementalWindow(RangeRows(whole.compiled, plan.window, shared, groups, share_constants), whole)
+        return IncrementalWindow(compiled, RangeRows(compiled, plan.window, shared, groups, share_constants))
     if plan.kind == "joined":
         parts = {}
         for window, sub in plan.join.windows.items():
-            compiled = Compiled(sub, store, options.rewrite_options(sub), functions, place_filters=True)
-            parts[window] = RangeRows(compiled, window, shared, groups, share_constants)
+            part = Compiled(sub, store, options.rewrite_options(sub), functions, place_filters=True)
+            parts[window] = RangeRows(part, window, shared, groups, share_constants)
         background = None
         if plan.join.background is not None:
             background = Compiled(plan.join.background, store, rewrite_options, functions, place_filters=False)
-        return JoinedWindows(parts, background, whole, query.body.projected)
-    return whole
+        return JoinedWindows(compiled, parts, background, query.body.projected)
+    return WholeWindows(compiled)
 
 
-Strategy = WholeWindows | IncrementalWindow | JoinedWindows
+Strategy = WholeWindows      # or one of its kinds, which fall back to it

@@ -23,9 +23,12 @@ from urllib.parse import quote
 import pyoxigraph as ox
 
 from rspstar.config.schema import settings_class
+from rspstar.store.errors import EvaluationCancelled
+from rspstar.store.isolation import EvaluationWorkers
+from rspstar.store.limits import EvaluationLimits, EvaluationScope
 from rspstar.store.partitions import FAILED, HOLDS, MARK, ROWS, Emitted, PartitionPlan
 from rspstar.store.rdf_input import Element, instant_literal
-from rspstar.store.stream_store import StreamStore
+from rspstar.store.stream_store import ScopedStore, StreamStore
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm
 from rspstar.translator.temporal import format_instant
@@ -106,16 +109,22 @@ class QueryStatus:
             COST_SMOOTHING * cpu + (1 - COST_SMOOTHING) * self.cpu_per_evaluation
         self.evaluated_at.append(now)
 
-    def core_share(self) -> float:
+    def core_share(self, running: float | None = None) -> float:
         """The share of one core the query's evaluations take: CPU per evaluation times the
-        evaluations per second its policy asks for (or, reporting as data comes, has made)."""
-        if self.cpu_per_evaluation is None:
+        evaluations per second its policy asks for (or, reporting as data comes, has made).
+        `running`: seconds the evaluation running now has taken so far, a lower bound of what
+        an evaluation costs before the first one ends (with no rate known yet, it counts as
+        the core it holds, once it has held it a second)."""
+        cost = max(self.cpu_per_evaluation or 0.0, running or 0.0)
+        if not cost:
             return 0.0
         rate = self.rate
         if not rate and len(self.evaluated_at) > 1:
             span = (self.evaluated_at[-1] - self.evaluated_at[0]) / 1e6
             rate = (len(self.evaluated_at) - 1) / span if span > 0 else 0.0
-        return self.cpu_per_evaluation * rate
+        if not rate and running:
+            return max(self.cpu_per_evaluation or 0.0, min(1.0, running))
+        return cost * rate
 
     def percentiles(self, values=None) -> dict[float, float]:
         """The 50th, 90th and 99th percentiles (nearest rank) of evaluation time in seconds, or
@@ -125,17 +134,20 @@ class QueryStatus:
             return {}
         return {q: ordered[min(len(ordered) - 1, int(q * len(ordered)))] for q in (0.5, 0.9, 0.99)}
 
-    def describe(self) -> dict:
+    def describe(self, behind: int | None = None, running: float | None = None) -> dict:
+        """As JSON; `behind`: µs the next due instant is behind the clock now (else as of the
+        latest run), `running`: seconds the evaluation running now has taken (None: none runs)."""
         data = {k: v for k, v in asdict(self).items()
                 if k not in ("durations", "latencies", "evaluated_at", "cpu_per_evaluation", "rate", "cpu_seconds")}
         data["cpu_seconds"] = round(self.cpu_seconds, 3)
         data["cpu_ms_per_evaluation"] = None if self.cpu_per_evaluation is None else \
             round(1000 * self.cpu_per_evaluation, 3)
-        data["core_share"] = round(self.core_share(), 4)
+        data["core_share"] = round(self.core_share(running), 4)
         for key in ("last_evaluation", "next_close", "failed_at"):
             if data[key] is not None:
                 data[key] = format_instant(data[key])
-        data["behind_ms"] = round(data.pop("behind") / 1000, 1)
+        data["behind_ms"] = round((data.pop("behind") if behind is None else behind) / 1000, 1)
+        data["evaluating_ms"] = None if running is None else round(1000 * running, 1)
         percentiles = self.percentiles()
         if percentiles:
             data["evaluation_ms"] = {"p%d" % round(q * 100): round(1000 * v, 3) for q, v in percentiles.items()}
@@ -147,8 +159,11 @@ class QueryStatus:
 
 class RegisteredQuery:
     def __init__(self, spec: QuerySpec, query: ContinuousQuery, evaluator: QueryEvaluator,
-                 sinks: list[HttpSink], history: ResultHistory, start: int):
+                 sinks: list[HttpSink], history: ResultHistory, start: int,
+                 scope: EvaluationScope | None = None, clock: Clock | None = None):
         self.spec = spec
+        self.scope = scope if scope is not None else EvaluationScope(EvaluationLimits())
+        self.clock = clock
         self.query = query
         self.evaluator = evaluator
         self.http_sinks = sinks
@@ -170,6 +185,14 @@ class RegisteredQuery:
         """The query's next evaluation instant known now."""
         return self.evaluator.next_instant(self.after)
 
+    def behind(self) -> int:
+        """µs from the query's next due instant to the clock, now: it grows while a run is
+        held up (by a slow evaluation, or waiting for a worker), not only after a run."""
+        pending = self.status.next_close
+        if self.clock is None or pending is None or self.status.state != "running":
+            return self.status.behind
+        return max(self.status.behind, self.clock.now() - pending)
+
     def fail(self, instant: int, error: str) -> None:
         """The evaluation at `instant` failed: the query stops there, saying why."""
         self.status.state = "failed"
@@ -186,7 +209,8 @@ class RegisteredQuery:
             "report": self.evaluator.policy.describe(), "policy": self.evaluator.policy.show(),
             "dialect": self.query.dialect, "translation": self.query.translation,
             "normalised": self.query.normalised, "warnings": self.query.warnings,
-            "status": self.status.describe(),
+            "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
+                           isolated=self.scope.on_probation()),
             "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
         }
 
@@ -203,6 +227,9 @@ EngineConfig = settings_class("engine", "EngineConfig", frozen=False, extra=(
     # Admission (None: no limit, the library's and a replay's default; `rspstar serve` sets both).
     ("max_queries", int | None, field(default=None)),
     ("max_load", float | None, field(default=None)),
+    # µs one evaluation may run (store.limits; None: no time limit, the library's and a replay's
+    # default; `rspstar serve` sets it).
+    ("evaluation_timeout", int | None, field(default=None)),
 ))
 
 
@@ -216,10 +243,24 @@ class Runner:
     """Registered continuous queries over one stream store."""
 
     def __init__(self, store: StreamStore, clock: Clock, config: EngineConfig | None = None,
-                 post: Poster | None = None):
+                 post: Poster | None = None, monotonic: Callable[[], float] = time.monotonic,
+                 workers: EvaluationWorkers | None = None):
         self.store = store
         self.clock = clock
         self.config = config = config if config is not None else EngineConfig()
+        self.monotonic = monotonic              # what evaluations' time limits are measured on
+        self.evaluation_limits = EvaluationLimits(
+            None if config.evaluation_timeout is None else config.evaluation_timeout / 1e6,
+            config.max_result_rows, config.isolate_evaluations)
+        # Worker processes for evaluations that must be killable (store.isolation): only over
+        # an on-disk store, which they open read-only, and under a time limit. `workers`: a
+        # pool of them the caller owns (several engines may share one).
+        self._own_workers = workers is None
+        if store.path is None or config.evaluation_timeout is None or config.isolate_evaluations == "never":
+            workers = None
+        elif workers is None:
+            workers = EvaluationWorkers()
+        self.workers = workers
         self.post = post if post is not None else Delivery()
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
@@ -292,14 +333,15 @@ class Runner:
             history_file = self.repository.history_file(query_id)
             http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post, admitted.options.sink_format,
                                    query.variables, admitted.options.sink_empty) for url in sinks]
-            evaluator = QueryEvaluator(query, self.store, admitted.options, shared=self.range_results,
-                                       groups=self.constant_groups, policy=admitted.policy)
+            scope = EvaluationScope(self.evaluation_limits, self.workers, self.monotonic)
+            evaluator = QueryEvaluator(query, ScopedStore(self.store, scope), admitted.options,
+                                       shared=self.range_results, groups=self.constant_groups, policy=admitted.policy)
             if resume_r2s is not None:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
             registered = RegisteredQuery(spec, evaluator.query, evaluator, http_sinks,
                                          ResultHistory(self.config.history, history_file,
-                                                       self.config.history_bytes), start)
+                                                       self.config.history_bytes), start, scope, self.clock)
             self._queries[query_id] = registered
             if persist:
                 self.repository.save(spec)
@@ -311,16 +353,19 @@ class Runner:
         return registered
 
     def load(self) -> float:
-        """Cores the registered queries' evaluations take together, as measured."""
-        return sum(q.status.core_share() for q in self.queries())
+        """Cores the registered queries' evaluations take together, as measured; an evaluation
+        running now counts with the time it has taken so far (a query's first evaluation is
+        its cost before it ends)."""
+        return sum(q.status.core_share(q.scope.running_seconds()) for q in self.queries())
 
     def load_budget(self) -> float | None:
         return None if self.config.max_load is None else self.config.max_load * (os.cpu_count() or 1)
 
     def _admit(self) -> None:
         """EngineAtCapacity when one more query would exceed a limit: the number of queries, or
-        the evaluations' measured load (a new query's own cost is not known before it runs:
-        one is admitted while the others leave room)."""
+        the evaluations' measured load, running ones counted with their time so far (a new
+        query's own cost is not known before it runs: one is admitted while the others leave
+        room)."""
         limit = self.config.max_queries
         if limit is not None and len(self._queries) >= limit:
             raise EngineAtCapacity("%d queries are registered, the engine's limit ([engine] max_queries): remove "
@@ -348,6 +393,7 @@ class Runner:
             removed = self._queries.pop(query_id)
             self.removals += 1
             removed.removed = True
+            removed.scope.cancel()      # its running evaluation stops (store.limits)
             removed.history.discard()
             removed.feed.close()
             self.repository.delete(query_id)
@@ -359,10 +405,13 @@ class Runner:
             listener("removed", query_id)
 
     def close(self) -> None:
-        """Let go of the sinks' connections (MQTT brokers); the outboxes keep what is pending."""
+        """Let go of the sinks' connections (MQTT brokers), the outboxes keeping what is
+        pending, and stop the evaluation worker processes."""
         close = getattr(self.post, "close", None)
         if close is not None:
             close()
+        if self.workers is not None and self._own_workers:
+            self.workers.close()
         self.repository.close()
 
     def get(self, query_id: str) -> RegisteredQuery:
@@ -413,14 +462,22 @@ class Runner:
                 if trigger is None:
                     break
                 cpu = time.thread_time()
+                budget = registered.scope.begin()
                 try:
                     evaluation = registered.evaluator.evaluate(instant)
+                    if evaluation is not None:   # the output as a whole: kept ranges' rows count too
+                        budget.check_output(len(evaluation.rows))
+                except EvaluationCancelled:     # removed meanwhile: nothing more to do
+                    break
                 except Exception as e:  # any failure of one query must not stop the others
                     registered.fail(instant, "%s: %s" % (type(e).__name__, e))
                     break
+                finally:
+                    registered.scope.end()
                 registered.after = instant
                 self._emit(registered, instant, trigger, evaluation)
-                registered.status.record_cost(time.thread_time() - cpu, self.clock.now())
+                # The CPU of calls made in a worker process is not this thread's: their time counts.
+                registered.status.record_cost(time.thread_time() - cpu + budget.isolated_seconds, self.clock.now())
                 ran += 1
             # A count window's or an arrival's next instant may have become known without an
             # evaluation here: the status says what is next now.

@@ -11,8 +11,11 @@ scheduler more than the evaluations; a query now costs nothing between its close
 behind the clock evaluates at most `MAX_EVALUATIONS_PER_RUN` instants per turn and is then put
 behind the queries already due, so one slow query delays the others by one turn at most. A query
 asked while its evaluation runs is asked again when it ends (counted as a folded poll,
-`missed_runs`). Delivery to sinks, retention and the engine's other periodic work are
-APScheduler interval jobs (`scheduler`).
+`missed_runs`). A query whose evaluations go to worker processes (store.limits: a new query on
+probation) is handed to a pool of its own, with one thread fewer than there are worker
+processes: queries that may run away wait for each other, never for the threads the others need,
+and a proven query whose input outgrew its proof finds a worker process free. Delivery to sinks,
+retention and the engine's other periodic work are APScheduler interval jobs (`scheduler`).
 """
 from __future__ import annotations
 
@@ -26,6 +29,7 @@ from typing import Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
+from rspstar.store.isolation import WORKERS as ISOLATED_WORKERS
 from rspstar.store.stream_store import WatermarkAdvanced
 
 from .runner import MAX_EVALUATIONS_PER_RUN, Runner, UnknownQuery
@@ -38,6 +42,8 @@ _NO_OVERLAP = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
 # Evaluations at once: Oxigraph evaluates without the interpreter lock, so two or more use both
 # cores; more would only queue inside the store.
 WORKERS = 4
+# Runs of queries on probation at once: one worker process stays free for the other queries.
+PROBATION_RUNS = max(1, ISOLATED_WORKERS - 1)
 # A query whose next instant is not known yet (a count window, content change) is asked this
 # often as well as at every watermark of its streams.
 UNKNOWN_NEXT_SECONDS = 1.0
@@ -68,6 +74,9 @@ class LiveScheduler:
         self.scheduler.add_job(engine.evict, "interval", seconds=housekeeping_interval, id=RETENTION_JOB,
                                **_NO_OVERLAP)
         self._executor = executor if executor is not None else ThreadPoolExecutor(workers, "evaluation")
+        # Runs of queries on probation wait for their worker processes here.
+        self._isolated = executor if executor is not None else \
+            ThreadPoolExecutor(PROBATION_RUNS, "isolated-evaluation")
         self._wakes: list[tuple[float, int, str]] = []      # (when, order, query id): a heap
         self._planned: dict[str, float] = {}                # each query's earliest wake in the heap
         self._running: set[str] = set()
@@ -134,8 +143,14 @@ class LiveScheduler:
                 self._running.add(query_id)
                 due.append(query_id)
         for query_id in due:
-            self._executor.submit(self._run, query_id)
+            (self._isolated if self._on_probation(query_id) else self._executor).submit(self._run, query_id)
         return due
+
+    def _on_probation(self, query_id: str) -> bool:
+        try:
+            return self.engine.get(query_id).scope.on_probation()
+        except UnknownQuery:
+            return False
 
     def _run(self, query_id: str) -> None:
         ran = 0
@@ -209,6 +224,7 @@ class LiveScheduler:
         if self._thread is not None:
             self._thread.join()
         self._executor.shutdown(wait=True)
+        self._isolated.shutdown(wait=True)
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
 

@@ -183,7 +183,8 @@ class _ConstantGroup:
                         self._compiled = compiled
             template, rows_of = compiled
             apart = member.store.evaluate(template, {member.window: elements}, member.functions,
-                                          lambda result: select_rows_by(result, self.query.marker))
+                                          lambda result: select_rows_by(result, self.query.marker),
+                                          share=len(rows_of))
             with self._lock:
                 self._unread[key] = {other: (apart.get(rows_of[constants], []), len(elements))
                                      for other, constants in members.items()

@@ -75,8 +75,8 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
            [({"query": q.id}, q.status.evaluations) for q in queries])
     metric("rspstar_evaluation_failures_total", "counter", "Evaluations that raised.",
            [({"query": q.id}, q.status.failures) for q in queries])
-    metric("rspstar_query_behind_seconds", "gauge", "How far the query's next due instant is behind the clock "
-           "after its latest run.", [({"query": q.id}, q.status.behind / 1e6) for q in queries])
+    metric("rspstar_query_behind_seconds", "gauge", "How far the query's next due instant is behind the clock.",
+           [({"query": q.id}, q.behind() / 1e6) for q in queries])
     metric("rspstar_query_skipped_instants_total", "counter", "Due instants passed over under the option "
            "overrun = skip (none under the default, catch-up).", [({"query": q.id}, q.status.skipped_instants)
                                                                  for q in queries])
@@ -87,8 +87,8 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
            [({"query": q.id}, q.status.cpu_seconds) for q in queries])
     metric("rspstar_query_core_share", "gauge", "Share of one core its evaluations take (CPU per evaluation times "
            "evaluations per second).", [({"query": q.id}, q.status.core_share()) for q in queries])
-    metric("rspstar_evaluation_load_cores", "gauge", "Cores all queries' evaluations take, as measured.",
-           [({}, sum(q.status.core_share() for q in queries))])
+    metric("rspstar_evaluation_load_cores", "gauge", "Cores all queries' evaluations take, as measured (running "
+           "ones with their time so far).", [({}, engine.load())])
     budget = engine.load_budget()
     if budget is not None:
         metric("rspstar_evaluation_load_budget_cores", "gauge", "The load beyond which registrations are refused.",
@@ -99,6 +99,8 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
            [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])
     if disk is not None:
         metric("rspstar_disk_free_bytes", "gauge", "Free space of the data directory's disk.", [({}, disk.free())])
-        metric("rspstar_disk_min_free_bytes", "gauge", "The free space below which writes are refused.",
-               [({}, disk.min_free)])
+        metric("rspstar_disk_reserved_bytes", "gauge", "Free space kept for storing what was acknowledged and not "
+               "yet stored.", [({}, disk.reserved())])
+        metric("rspstar_disk_min_free_bytes", "gauge", "The free space (beyond the reserved) below which writes are "
+               "refused.", [({}, disk.min_free)])
     return "\n".join(lines) + "\n"

@@ -40,8 +40,16 @@ def post_stream():
         raise decoded.rejected[0].error()
     if not decoded.elements:
         raise BadRequest("the body holds no stream element (a named graph, or a JSON envelope)")
-    accepted = [drop_file(landing, target, canonical(elements), CANONICAL.extension).name
-                for target, elements in decoded.elements.items()]
+    bodies = {target: canonical(elements) for target, elements in decoded.elements.items()}
+    disk = services().disk
+    if disk is not None:    # storing it later needs room too (store.disk)
+        disk.check("POST /streams", sum(len(data) for data in bodies.values()))
+    accepted = []
+    for target, data in bodies.items():
+        path = drop_file(landing, target, data, CANONICAL.extension)
+        if disk is not None:
+            disk.landed.landed(path, len(data))
+        accepted.append(path.name)
     return Response(json.dumps({"stream": stream, "accepted": accepted,
                                 "elements": sum(len(e) for e in decoded.elements.values())}) + "\n",
                     status=202, mimetype="application/json")

@@ -1,0 +1,252 @@
+"""Continuous evaluations in worker processes that can be killed (store.limits says which).
+
+A worker opens the on-disk store read-only for each call (`Store.read_only`: it sees what the
+engine has written, flushed or not), evaluates the rewritten query with its own `rspu:`
+functions and sends back the solutions' terms, counted as they are read so that a result past
+the bound is refused before it is materialised. The engine waits for the answer in slices and
+kills the worker at the time limit or when the query is removed: the evaluation's CPU and memory
+go with it, whatever Oxigraph was doing. A replacement starts on a thread of its own. Workers run
+at a lower priority than the engine (NICENESS), so the queries evaluated on its threads and the
+ingestion keep their CPU beside a runaway.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+import threading
+from dataclasses import dataclass
+
+import pyoxigraph as ox
+
+from rspstar.translator.uncertainty import FunctionLibrary
+
+from .errors import EvaluationCancelled, EvaluationStopped, StoreError
+
+log = logging.getLogger(__name__)
+WORKERS = 2
+WORKER_START_SECONDS = 120.0
+# Times a call is sent again when the view could not read the store (a rebuild replaced it).
+READ_ONLY_ATTEMPTS = 3
+# How often a waiting evaluation looks at its time limit and its query's removal.
+POLL_SECONDS = 0.05
+NICENESS = 5
+
+
+@dataclass(frozen=True)
+class IsolatedCall:
+    """One rewritten query for a worker: its text and default graph, the fused `rspu:` calls
+    it makes (None: it calls no rspu: function), whether their cache is on, and the most rows
+    or triples it may give (None: no bound)."""
+    text: str
+    default_graph: tuple[str, ...] | None
+    fused: tuple[str, ...] | None
+    cache: bool
+    bound: int | None
+
+
+class IsolatedResult:
+    """What a worker sent back, read as the Oxigraph result it stands for: solutions (tuples
+    of terms by position, with `variables`) or triples."""
+
+    def __init__(self, variables, items: list):
+        self.variables = variables
+        self._items = items
+
+    def __iter__(self):
+        return iter(self._items)
+
+
+def _read(result, bound: int | None) -> tuple:
+    if isinstance(result, ox.QueryBoolean):
+        return ("boolean", bool(result))
+    variables = list(result.variables) if isinstance(result, ox.QuerySolutions) else None
+    items = []
+    for item in result:
+        if bound is not None and len(items) >= bound:
+            return ("too_large", bound)
+        items.append(tuple(item) if variables is not None else item)
+    return ("items", variables, items)
+
+
+def evaluate_read_only(path: str, call: IsolatedCall) -> tuple:
+    """The outcome of `call` over a read-only view of the store at `path`, with the rspu:
+    calls it made: ("boolean", value) / ("items", variables, items) / ("too_large", bound) /
+    ("error", text) / ("unreadable", text), then (calls, computed). "unreadable": the view could
+    not open or read the store's files, which a rebuild of the store may have replaced (another
+    generation, another path): the engine asks again with the path of the live one."""
+    functions = FunctionLibrary(cache=call.cache) if call.fused is not None else None
+    kwargs = {}
+    if call.default_graph is not None:
+        kwargs["default_graph"] = [ox.NamedNode(g) for g in call.default_graph]
+    if functions is not None:
+        kwargs["custom_functions"] = functions.table_for(call.fused)
+    store = result = None
+    try:
+        store = ox.Store.read_only(path)
+        if functions is not None:
+            functions.begin_evaluation()
+        result = store.query(call.text, **kwargs)
+        outcome = _read(result, call.bound)
+    except OSError as e:
+        outcome = ("unreadable", "%s: %s" % (type(e).__name__, e))
+    except RuntimeError as e:
+        outcome = ("error" if store is not None else "unreadable", "%s: %s" % (type(e).__name__, e))
+    except Exception as e:  # reported to the engine; the worker goes on
+        outcome = ("error", "%s: %s" % (type(e).__name__, e))
+    finally:
+        result = store = None
+    counts = functions.counts if functions is not None else None
+    return outcome + ((counts.calls, counts.computed) if counts is not None else (0, 0))
+
+
+def _worker_main(connection) -> None:
+    """A worker process: say it is ready, then evaluate calls until the engine closes the
+    connection. Ctrl-C reaches the whole process group: the engine stops its workers itself."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        os.nice(NICENESS)
+    except OSError:
+        pass
+    connection.send("ready")
+    while True:
+        try:
+            path, call = connection.recv()
+        except (EOFError, OSError):
+            return
+        connection.send(evaluate_read_only(path, call))
+
+
+class _Worker:
+    def __init__(self, context):
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=_worker_main, args=(child,), daemon=True, name="rspstar-evaluation")
+        self.process.start()
+        child.close()
+        self._killed = threading.Lock()
+
+    def ready(self, timeout: float) -> bool:
+        try:
+            return self.connection.poll(timeout) and self.connection.recv() == "ready"
+        except (EOFError, OSError):
+            return False
+
+    def kill(self) -> None:
+        if not self._killed.acquire(blocking=False):
+            return
+        self.process.kill()
+        self.process.join(timeout=10)
+        self.connection.close()
+
+
+class EvaluationWorkers:
+    """`size` worker processes, started at the first call."""
+
+    def __init__(self, size: int = WORKERS):
+        self.size = size
+        self.calls = 0                  # calls evaluated in a worker (stopped ones too)
+        self.killed = 0                 # workers killed at a time limit or a removal
+        self._context = multiprocessing.get_context("spawn")
+        self._lock = threading.Lock()
+        self._idle: queue.Queue[_Worker | None] = queue.Queue()
+        self._all: set[_Worker] = set()
+        self._started = False
+        self._closed = False
+
+    def processes(self) -> list:
+        """The worker processes alive now (for the status and the tests)."""
+        with self._lock:
+            return [w.process for w in self._all]
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        for _ in range(self.size):
+            self._add_worker()
+
+    def _add_worker(self) -> None:
+        worker = _Worker(self._context)
+        with self._lock:
+            if self._closed:
+                worker.kill()
+                return
+            self._all.add(worker)
+
+        def when_ready():
+            if worker.ready(WORKER_START_SECONDS):
+                self._idle.put(worker)
+            elif not self._closed:
+                log.error("an evaluation worker did not start (exit %s)", worker.process.exitcode)
+                self._retire(worker)
+
+        threading.Thread(target=when_ready, daemon=True, name="rspstar-evaluation-start").start()
+
+    def _retire(self, worker: _Worker) -> None:
+        with self._lock:
+            self._all.discard(worker)
+            closed = self._closed
+        worker.kill()
+        if not closed:
+            self._add_worker()
+
+    def _take(self, budget) -> _Worker:
+        """An idle worker; the wait is not the evaluation's time (budget.waited), but a removal
+        of its query ends it."""
+        self._start()
+        started = budget.monotonic()
+        try:
+            while True:
+                try:
+                    worker = self._idle.get(timeout=POLL_SECONDS)
+                except queue.Empty:
+                    if budget.cancelled:
+                        raise EvaluationCancelled("the query was removed") from None
+                    continue
+                if worker is None:
+                    self._idle.put(None)        # for the next waiter
+                    raise StoreError("the engine is stopping")
+                return worker
+        finally:
+            budget.waited += budget.monotonic() - started
+
+    def run(self, path: str, call: IsolatedCall, budget) -> tuple:
+        """The worker's outcome for `call` over the store at `path` (evaluate_read_only);
+        EvaluationTimeout or EvaluationCancelled once `budget` says so, the worker killed."""
+        worker = self._take(budget)
+        started = budget.monotonic()
+        with self._lock:
+            self.calls += 1
+        try:
+            worker.connection.send((path, call))
+            while not worker.connection.poll(POLL_SECONDS):
+                try:
+                    budget.check()
+                except EvaluationStopped:
+                    with self._lock:
+                        self.killed += 1
+                    self._retire(worker)
+                    raise
+            outcome = worker.connection.recv()
+        except (EOFError, OSError):
+            if self._closed:
+                raise StoreError("the engine is stopping") from None
+            code = worker.process.exitcode
+            self._retire(worker)
+            raise StoreError("the worker process evaluating the query ended (exit %s)" % code) from None
+        finally:
+            budget.isolated_seconds += budget.monotonic() - started
+        self._idle.put(worker)
+        return outcome
+
+    def close(self) -> None:
+        """Stop every worker at once, busy or not."""
+        with self._lock:
+            self._closed = True
+            workers, self._all = list(self._all), set()
+        for worker in workers:
+            worker.kill()
+        self._idle.put(None)
