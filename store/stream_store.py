@@ -27,11 +27,12 @@ import pyoxigraph as ox
 from rspstar.translator.model import CountContent
 from rspstar.translator.temporal import parse_instants
 from rspstar.translator.vocabulary import (
-    PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
+    CLOSURE_PREFIX, PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
 )
 
 from .background import Background
 from .documents import Documents
+from .entailment import Entailment
 from .element_index import CountersFile, ElementIndex, StreamStats
 from .staged import StagedElement, Stamps
 from .errors import DuplicateElementError, StoreError
@@ -74,6 +75,7 @@ class StreamStore:
         self._staged: set[str] = set()
         self.background = Background(self)
         self.documents = Documents(self)
+        self.entailment = Entailment(self)
         # Subscribers get a WatermarkAdvanced event after a watermark moves, outside the
         # store's lock: a scheduler can evaluate a closed window at once instead of at its
         # next poll. The store knows nothing of who listens.
@@ -149,6 +151,9 @@ class StreamStore:
 
     def _rebuild_index(self) -> None:
         for graph in list(self.oxigraph.named_graphs()):
+            if isinstance(graph, ox.NamedNode) and graph.value.startswith(CLOSURE_PREFIX):
+                self._write("remove_graph", graph)      # derived data, made again when read
+                continue
             if isinstance(graph, ox.NamedNode) and graph.value.startswith(TIMESTAMPS_PREFIX):
                 stream = unquote(graph.value[len(TIMESTAMPS_PREFIX):])
                 quads = list(self.oxigraph.quads_for_pattern(None, None, None, graph))
@@ -340,6 +345,7 @@ class StreamStore:
                     name = ox.NamedNode(graph)
                     self._write("remove_graph", name)
                     self._write("remove", ox.Quad(name, predicate, literal, ts_graph))
+            self.entailment.forget(graph for graph, _ in doomed)
             self._evicted_since_compaction += len(doomed)
             self._evicted_since_flush += len(doomed)
             return len(doomed)
@@ -349,13 +355,13 @@ class StreamStore:
             return self._index.snapshot()
 
     # -- queries ---------------------------------------------------------------------------------
-    def query(self, sparql: str, default_graph: list[str] | None = None, custom_functions=None,
+    def query(self, sparql: str, default_graph: list | None = None, custom_functions=None,
               named_graphs: list[str] | None = None):
         """Run SPARQL-star against the store. SyntaxError from Oxigraph propagates (the
         translator maps its position back to the user's text)."""
         kwargs = {}
         if default_graph is not None:
-            kwargs["default_graph"] = [ox.NamedNode(g) for g in default_graph]
+            kwargs["default_graph"] = [ox.NamedNode(g) if isinstance(g, str) else g for g in default_graph]
         if named_graphs is not None:
             kwargs["named_graphs"] = [ox.NamedNode(g) for g in named_graphs]
         if custom_functions:
@@ -368,13 +374,22 @@ class StreamStore:
     def evaluate(self, template, elements: dict[str, list[str]], functions, convert):
         """A compiled query (a translator Template) over these window contents (graph names per
         window) and the background, with the `rspu:` functions of `functions`, its result read
-        by `convert` (the functions are called as the solutions are read)."""
-        rewritten = template.instantiate(elements, self.background.graphs())
-        if not template.calls_rspu:
-            return convert(self.query(rewritten.text, rewritten.default_graph))
-        table = functions.table_for(rewritten.fused_functions)
-        functions.begin_evaluation()
-        return convert(self.query(rewritten.text, rewritten.default_graph, table))
+        by `convert` (the functions are called as the solutions are read). Under RDFS entailment
+        (spec §6.11) the elements are read through their closure graphs and the background
+        default graph with its inferred triples (store/entailment.py)."""
+        with self.background.reading():
+            closures = None
+            default_graph = template.default_graph
+            if template.entailment:
+                dataset = self.entailment.dataset(template.default_graph)
+                closures = self.entailment.closures(dataset, (e for graphs in elements.values() for e in graphs))
+                default_graph = dataset.default_graph
+            rewritten = template.instantiate(elements, self.background.graphs(), closures)
+            if not template.calls_rspu:
+                return convert(self.query(rewritten.text, default_graph))
+            table = functions.table_for(rewritten.fused_functions)
+            functions.begin_evaluation()
+            return convert(self.query(rewritten.text, default_graph, table))
 
     def close(self) -> None:
         """Flush and release the Oxigraph store (an on-disk store's lock goes with it), even

@@ -1,0 +1,282 @@
+"""RDFS entailment for queries with `option entailment = rdfs` (spec §6.11): rules rdfs2, rdfs3,
+rdfs5, rdfs7, rdfs9 and rdfs11 over the schema `S` of a query's background dataset (its
+rdfs:subClassOf, rdfs:subPropertyOf, rdfs:domain and rdfs:range triples).
+
+Each element graph `G` a query reads is materialised once per schema, at the first evaluation
+that reads it, into a closure graph of its own holding `cl(G ∪ S) − (cl(S) − G)`; the query is
+rewritten to match the closure graph where it would match the element graph, while still
+binding the element's name (translator/rewrite.py, `$closures` slots). The background default
+graph `B` is read as `cl(B)`: its inferred triples `cl(B) − B` are a graph of their own, merged
+into the query's default graph. The element graphs themselves are untouched, so queries without
+entailment read the same elements as before.
+
+A schema is known by a digest of its triples: closures made under one schema serve every query
+whose background dataset has that schema, and a schema changed by an update gives new closure
+graphs at the next evaluation (the old ones go as soon as no dataset has their schema). A closure
+goes with its element when the element is evicted. Closure graphs are the engine's own graphs
+(`CLOSURE_PREFIX`); they are derived data, dropped when an on-disk store is opened again.
+
+Only asserted triples take part: a triple term is a term like any other (never taken apart, never
+the subject of an inferred type), so an annotation stays on the triple it annotates and an
+inferred triple has none. A literal is never given a type (an RDF triple's subject cannot be a
+literal), and a property that is a literal or a blank node is never inferred as a predicate.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+from urllib.parse import quote
+
+import pyoxigraph as ox
+
+from rspstar.translator.namespaces import RDF
+from rspstar.translator.vocabulary import CLOSURE_PREFIX
+
+if TYPE_CHECKING:
+    from .stream_store import StreamStore
+
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+TYPE = ox.NamedNode(RDF + "type")
+SUBCLASS = ox.NamedNode(RDFS + "subClassOf")
+SUBPROPERTY = ox.NamedNode(RDFS + "subPropertyOf")
+DOMAIN = ox.NamedNode(RDFS + "domain")
+RANGE = ox.NamedNode(RDFS + "range")
+SCHEMA_PREDICATES = (SUBCLASS, SUBPROPERTY, DOMAIN, RANGE)
+
+Triple = tuple  # (subject, predicate, object) of pyoxigraph terms
+
+
+def _resource(term) -> bool:
+    """Whether a term may be the subject of an inferred triple."""
+    return isinstance(term, (ox.NamedNode, ox.BlankNode))
+
+
+class Closure:
+    """The closure of a set of triples under rdfs2, 3, 5, 7, 9 and 11, computed once, each
+    triple joined with those before it through indexes (semi-naive). Over a `base` closure,
+    the triples of the base and their consequences are not derived again: lookups see the base's
+    indexes too, and `derived` holds only what is not in the base."""
+
+    def __init__(self, triples: Iterable[Triple], base: "Closure | None" = None):
+        self.base = base
+        self.derived: set[Triple] = set()
+        self._supers_of_class: dict = defaultdict(set)      # C -> {D | C subClassOf D}
+        self._subs_of_class: dict = defaultdict(set)        # D -> {C | C subClassOf D}
+        self._supers_of_property: dict = defaultdict(set)
+        self._subs_of_property: dict = defaultdict(set)
+        self._domains: dict = defaultdict(set)
+        self._ranges: dict = defaultdict(set)
+        self._uses: dict = defaultdict(set)                 # p -> {(s, o) | s p o}
+        self._typed: dict = defaultdict(set)                # C -> {x | x type C}
+        self._add(triples)
+
+    def __contains__(self, triple: Triple) -> bool:
+        return triple in self.derived or (self.base is not None and triple in self.base)
+
+    @property
+    def triples(self) -> set[Triple]:
+        """Every triple of the closure (the base's too)."""
+        return self.derived | self.base.triples if self.base is not None else self.derived
+
+    def _look(self, index: str, key) -> set:
+        found = getattr(self, index).get(key, ())
+        if self.base is None:
+            return found
+        below = self.base._look(index, key)
+        return found | below if found and below else (found or below)
+
+    def _add(self, triples: Iterable[Triple]) -> None:
+        todo = list(triples)
+        while todo:
+            triple = todo.pop()
+            if triple in self:
+                continue
+            self.derived.add(triple)
+            self._index(triple)
+            todo.extend(self._consequences(triple))
+
+    def _index(self, triple: Triple) -> None:
+        s, p, o = triple
+        self._uses[p].add((s, o))
+        if p == TYPE:
+            self._typed[o].add(s)
+        elif p == SUBCLASS:
+            self._supers_of_class[s].add(o)
+            self._subs_of_class[o].add(s)
+        elif p == SUBPROPERTY:
+            self._supers_of_property[s].add(o)
+            self._subs_of_property[o].add(s)
+        elif p == DOMAIN:
+            self._domains[s].add(o)
+        elif p == RANGE:
+            self._ranges[s].add(o)
+
+    def _consequences(self, triple: Triple) -> list[Triple]:
+        """What `triple` entails with the triples before it (and itself), in either role."""
+        s, p, o = triple
+        out: list[Triple] = []
+        # As the instance premise.
+        out += [(s, q, o) for q in self._look("_supers_of_property", p) if isinstance(q, ox.NamedNode)]  # rdfs7
+        out += [(s, TYPE, d) for d in self._look("_domains", p)]                                         # rdfs2
+        if _resource(o):
+            out += [(o, TYPE, r) for r in self._look("_ranges", p)]                                      # rdfs3
+        if p == TYPE:
+            out += [(s, TYPE, d) for d in self._look("_supers_of_class", o)]                             # rdfs9
+        # As the schema premise.
+        if p == SUBCLASS:
+            out += [(s, SUBCLASS, d) for d in self._look("_supers_of_class", o)]                         # rdfs11
+            out += [(c, SUBCLASS, o) for c in self._look("_subs_of_class", s)]
+            out += [(x, TYPE, o) for x in self._look("_typed", s)]                                       # rdfs9
+        elif p == SUBPROPERTY:
+            out += [(s, SUBPROPERTY, q) for q in self._look("_supers_of_property", o)]                   # rdfs5
+            out += [(r, SUBPROPERTY, o) for r in self._look("_subs_of_property", s)]
+            if isinstance(o, ox.NamedNode):
+                out += [(x, o, y) for x, y in self._look("_uses", s)]                                    # rdfs7
+        elif p == DOMAIN:
+            out += [(x, TYPE, o) for x, _ in self._look("_uses", s)]                                     # rdfs2
+        elif p == RANGE:
+            out += [(y, TYPE, o) for _, y in self._look("_uses", s) if _resource(y)]                     # rdfs3
+        return out
+
+
+def element_closure(graph: Iterable[Triple], schema: Closure) -> set[Triple]:
+    """`cl(G ∪ S) − (cl(S) − G)` for an element graph `G`, `schema` being `cl(S)`."""
+    graph = set(graph)
+    return graph | Closure(graph, schema).derived
+
+
+def schema_triples(triples: Iterable[Triple]) -> set[Triple]:
+    return {t for t in triples if t[1] in SCHEMA_PREDICATES}
+
+
+def digest_of(triples: Iterable[Triple]) -> str:
+    lines = sorted("%s %s %s" % t for t in triples)
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:24]
+
+
+@dataclass
+class Dataset:
+    """A query's background dataset as entailment reads it at one background version: its
+    schema's closure and digest, and the graphs its default graph is the merge of (B and the
+    graph of `cl(B) − B`)."""
+
+    key: tuple | None               # the FROM graphs, None for the background default graph
+    digest: str                     # of the schema's triples
+    schema: Closure
+    default_graph: list             # pyoxigraph graph names
+
+
+class Entailment:
+    """The closure graphs of one stream store. Its bookkeeping is guarded by the store's lock."""
+
+    def __init__(self, store: "StreamStore"):
+        self.store = store
+        self._datasets: dict[tuple, Dataset] = {}        # (key, background version, generation) -> Dataset
+        self._current: dict[tuple | None, Dataset] = {}  # key -> the latest Dataset made for it
+        self._closures: dict[str, dict[str, str]] = {}   # element -> {schema digest: closure graph}
+        self.materialised = 0                             # element closures made so far
+
+    # -- datasets ------------------------------------------------------------------------------
+    def dataset(self, from_graphs: list[str] | None) -> Dataset:
+        """The dataset of a query with these FROM graphs (None: the background default graph),
+        made again when the background changed since it was last made."""
+        key = tuple(from_graphs) if from_graphs else None
+        store = self.store
+        with store._lock:
+            version = (key, store.background.version, id(store.oxigraph))
+            found = self._datasets.get(version)
+            if found is not None:
+                return found
+            graphs = [ox.DefaultGraph()] if key is None else [ox.NamedNode(g) for g in key]
+            background = {q.triple for g in graphs for q in store.oxigraph.quads_for_pattern(None, None, None, g)}
+            b = {(t.subject, t.predicate, t.object) for t in background}
+            s = schema_triples(b)
+            digest = digest_of(s)
+            previous = self._current.get(key)
+            schema = previous.schema if previous is not None and previous.digest == digest else Closure(s)
+            inferred = (Closure(b, schema).derived | schema.derived) - b   # cl(B) − B
+            name = ox.NamedNode("%sbackground:%s:%s" % (CLOSURE_PREFIX, digest_of(b), quote(repr(key), safe="")))
+            if not store.oxigraph.contains_named_graph(name):
+                store._write("extend", [ox.Quad(s_, p, o, name) for s_, p, o in inferred])
+                store._write("add_graph", name)
+            dataset = Dataset(key, digest, schema, graphs + [name])
+            self._datasets = {k: d for k, d in self._datasets.items() if k[0] != key}
+            self._datasets[version] = dataset
+            self._current[key] = dataset
+            if previous is not None:
+                self._drop_unused(previous)
+            return dataset
+
+    def _drop_unused(self, previous: Dataset) -> None:
+        """Remove what only `previous` (replaced by a newer dataset of its key) used: its
+        background closure graph and, when no dataset has its schema any more, the closures
+        made under that schema."""
+        current = self._current.values()
+        old_background = previous.default_graph[-1]
+        if all(d.default_graph[-1] != old_background for d in current):
+            self.store._write("remove_graph", old_background)
+        if all(d.digest != previous.digest for d in current):
+            for element, closures in self._closures.items():
+                graph = closures.pop(previous.digest, None)
+                if graph is not None:
+                    self.store._write("remove_graph", ox.NamedNode(graph))
+            self._closures = {e: c for e, c in self._closures.items() if c}
+
+    def schema_digest(self, from_graphs: list[str] | None) -> str:
+        return self.dataset(from_graphs).digest
+
+    # -- element closures ------------------------------------------------------------------------
+    def closures(self, dataset: Dataset, elements: Iterable[str]) -> dict[str, str]:
+        """The closure graph of each element under `dataset`'s schema, materialising the ones
+        not made yet."""
+        store = self.store
+        digest = dataset.digest
+        wanted = list(dict.fromkeys(elements))
+        with store._lock:
+            found = {e: self._closures[e][digest] for e in wanted if digest in self._closures.get(e, ())}
+        missing = [e for e in wanted if e not in found]
+        if not missing:
+            return found
+        made: dict[str, list[ox.Quad]] = {}
+        oxigraph = store.oxigraph
+        for element in missing:
+            name = ox.NamedNode(element)
+            graph = [(q.subject, q.predicate, q.object) for q in oxigraph.quads_for_pattern(None, None, None, name)]
+            closure_graph = closure_graph_name(digest, element)
+            target = ox.NamedNode(closure_graph)
+            made[element] = [ox.Quad(s, p, o, target) for s, p, o in element_closure(graph, dataset.schema)]
+        with store._lock:
+            quads: list[ox.Quad] = []
+            for element, closure in made.items():
+                if not store._is_element(element):      # evicted meanwhile: nothing to keep
+                    continue
+                closures = self._closures.setdefault(element, {})
+                if digest not in closures:
+                    quads += closure
+                    closures[digest] = closure_graph_name(digest, element)
+                    self.materialised += 1
+                found[element] = closures[digest]
+            if quads:
+                store._write("extend", quads)
+        # An element that was evicted before its closure was made matches nothing (as its own
+        # graph would): the name of a graph that is not there.
+        for element in missing:
+            found.setdefault(element, closure_graph_name(digest, element))
+        return found
+
+    def forget(self, elements: Iterable[str]) -> None:
+        """The elements are evicted: their closures go with them (the store's lock is held)."""
+        for element in elements:
+            for graph in self._closures.pop(element, {}).values():
+                self.store._write("remove_graph", ox.NamedNode(graph))
+
+    def held(self) -> int:
+        """How many closure graphs are kept."""
+        with self.store._lock:
+            return sum(len(c) for c in self._closures.values())
+
+
+def closure_graph_name(digest: str, element: str) -> str:
+    return "%s%s:%s" % (CLOSURE_PREFIX, digest, quote(element, safe=""))
