@@ -166,6 +166,16 @@ class Dataset:
     digest: str                     # of the schema's triples
     schema: Closure
     default_graph: list             # pyoxigraph graph names
+    _rules: "_Rules | None" = None
+    read: bool = False              # read by an evaluation since the previous eviction
+    eager: bool = False             # its elements are closed as they are published
+
+    def rules(self) -> "_Rules | None":
+        """The schema's rules as a SPARQL Update's tables, None when elements are closed in
+        Python (a schema about rdf:type or naming blank nodes)."""
+        if self._rules is None:
+            self._rules = _Rules(self.schema)
+        return self._rules if self._rules.simple else None
 
 
 class Entailment:
@@ -177,6 +187,7 @@ class Entailment:
         self._current: dict[tuple | None, Dataset] = {}  # key -> the latest Dataset made for it
         self._closures: dict[str, dict[str, str]] = {}   # element -> {schema digest: closure graph}
         self.materialised = 0                             # element closures made so far
+        self._made = 0                                    # names given to closure graphs
 
     # -- datasets ------------------------------------------------------------------------------
     def dataset(self, from_graphs: list[str] | None) -> Dataset:
@@ -188,6 +199,7 @@ class Entailment:
             version = (key, store.background.version, id(store.oxigraph))
             found = self._datasets.get(version)
             if found is not None:
+                found.read = found.eager = True
                 return found
             graphs = [ox.DefaultGraph()] if key is None else [ox.NamedNode(g) for g in key]
             background = {q.triple for g in graphs for q in store.oxigraph.quads_for_pattern(None, None, None, g)}
@@ -195,13 +207,15 @@ class Entailment:
             s = schema_triples(b)
             digest = digest_of(s)
             previous = self._current.get(key)
-            schema = previous.schema if previous is not None and previous.digest == digest else Closure(s)
+            reuse = previous is not None and previous.digest == digest
+            schema = previous.schema if reuse else Closure(s)
             inferred = (Closure(b, schema).derived | schema.derived) - b   # cl(B) − B
             name = ox.NamedNode("%sbackground:%s:%s" % (CLOSURE_PREFIX, digest_of(b), quote(repr(key), safe="")))
             if not store.oxigraph.contains_named_graph(name):
                 store._write("extend", [ox.Quad(s_, p, o, name) for s_, p, o in inferred])
                 store._write("add_graph", name)
-            dataset = Dataset(key, digest, schema, graphs + [name])
+            dataset = Dataset(key, digest, schema, graphs + [name], previous._rules if reuse else None)
+            dataset.read = dataset.eager = True
             self._datasets = {k: d for k, d in self._datasets.items() if k[0] != key}
             self._datasets[version] = dataset
             self._current[key] = dataset
@@ -230,44 +244,71 @@ class Entailment:
     # -- element closures ------------------------------------------------------------------------
     def closures(self, dataset: Dataset, elements: Iterable[str]) -> dict[str, str]:
         """The closure graph of each element under `dataset`'s schema, materialising the ones
-        not made yet."""
+        not made yet (under the store's lock, so that an eviction cannot come in between)."""
         store = self.store
         digest = dataset.digest
-        wanted = list(dict.fromkeys(elements))
         with store._lock:
-            found = {e: self._closures[e][digest] for e in wanted if digest in self._closures.get(e, ())}
-        missing = [e for e in wanted if e not in found]
-        if not missing:
-            return found
-        made: dict[str, list[ox.Quad]] = {}
-        oxigraph = store.oxigraph
-        for element in missing:
-            name = ox.NamedNode(element)
-            graph = [(q.subject, q.predicate, q.object) for q in oxigraph.quads_for_pattern(None, None, None, name)]
-            closure_graph = closure_graph_name(digest, element)
-            target = ox.NamedNode(closure_graph)
-            made[element] = [ox.Quad(s, p, o, target) for s, p, o in element_closure(graph, dataset.schema)]
-        with store._lock:
-            quads: list[ox.Quad] = []
-            for element, closure in made.items():
-                if not store._is_element(element):      # evicted meanwhile: nothing to keep
-                    continue
-                closures = self._closures.setdefault(element, {})
-                if digest not in closures:
-                    quads += closure
-                    closures[digest] = closure_graph_name(digest, element)
-                    self.materialised += 1
-                found[element] = closures[digest]
-            if quads:
-                store._write("extend", quads)
-        # An element that was evicted before its closure was made matches nothing (as its own
-        # graph would): the name of a graph that is not there.
-        for element in missing:
-            found.setdefault(element, closure_graph_name(digest, element))
+            found: dict[str, str] = {}
+            missing: list[str] = []
+            for element in dict.fromkeys(elements):
+                graph = self._closures.get(element, {}).get(digest)
+                if graph is not None:
+                    found[element] = graph
+                elif store._is_element(element):
+                    missing.append(element)
+                else:       # evicted: matches nothing, as its own graph would
+                    found[element] = CLOSURE_PREFIX + "evicted"
+            if missing:
+                found.update(self._materialise(dataset, missing))
         return found
 
+    def _materialise(self, dataset: Dataset, elements: list[str]) -> dict[str, str]:
+        if not elements:
+            return {}
+        names = {}
+        for element in elements:
+            self._made += 1
+            names[element] = "%s%d" % (CLOSURE_PREFIX, self._made)
+        rules = dataset.rules()
+        alone = set(elements) if rules is None else self._reading_schema(elements, rules)
+        in_store = [e for e in elements if e not in alone]
+        if in_store:
+            self.store._write("update", rules.update(in_store, names))
+        quads: list[ox.Quad] = []
+        for element in alone:
+            graph = self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(element))
+            target = ox.NamedNode(names[element])
+            closure = element_closure([(q.subject, q.predicate, q.object) for q in graph], dataset.schema)
+            quads += [ox.Quad(s, p, o, target) for s, p, o in closure]
+        if quads:
+            self.store._write("extend", quads)
+        for element in elements:
+            self._closures.setdefault(element, {})[dataset.digest] = names[element]
+        self.materialised += len(elements)
+        return names
+
+    def _reading_schema(self, elements: list[str], rules: "_Rules") -> set[str]:
+        """The elements holding a triple that may entail a schema triple: closed in Python."""
+        text = "SELECT DISTINCT ?g WHERE { { SELECT * WHERE { VALUES ?g { %s } GRAPH ?g { ?s ?p ?o } } } " \
+            "VALUES ?p { %s } }" % (
+            " ".join("<%s>" % e for e in elements), rules.affecting)
+        return {solution["g"].value for solution in self.store.oxigraph.query(text)}
+
+    def published(self, elements: list[str]) -> None:
+        """Elements just published (the store's lock is held): closed at once under the schema
+        of each dataset an evaluation has read since the previous eviction, so that the
+        evaluations find their closures made (materialising at ingestion); the others are
+        closed when an evaluation first reads them."""
+        for dataset in list(self._current.values()):
+            if dataset.eager and elements:
+                self._materialise(dataset, [e for e in elements if dataset.digest not in self._closures.get(e, ())])
+
     def forget(self, elements: Iterable[str]) -> None:
-        """The elements are evicted: their closures go with them (the store's lock is held)."""
+        """The elements are evicted: their closures go with them (the store's lock is held). A
+        dataset no evaluation has read since the previous eviction stops being closed at
+        ingestion (its queries may be gone)."""
+        for dataset in self._current.values():
+            dataset.eager, dataset.read = dataset.read, False
         for element in elements:
             for graph in self._closures.pop(element, {}).values():
                 self.store._write("remove_graph", ox.NamedNode(graph))
@@ -278,5 +319,67 @@ class Entailment:
             return sum(len(c) for c in self._closures.values())
 
 
-def closure_graph_name(digest: str, element: str) -> str:
-    return "%s%s:%s" % (CLOSURE_PREFIX, digest, quote(element, safe=""))
+class _Rules:
+    """A closed schema's consequences for one instance triple, as tables a SPARQL Update applies
+    to many elements at once in the store (no element crosses into Python): for a schema that
+    says nothing about rdf:type as a property and names no blank node, an instance triple
+    `s p o` whose predicate cannot lead to a schema triple entails
+    - `s q o` for each superproperty q of p (rdfs7, with rdfs5 already applied in the schema),
+    - `s a t` for t a domain of p or of a superproperty, or a superclass of one (rdfs2, rdfs9),
+    - `o a t` likewise for ranges, when o is an IRI or a blank node (rdfs3, rdfs9),
+    - and a type triple `s a c`, given or entailed so, `s a d` for each superclass d (rdfs9);
+    the triples of `cl(S) − G` so entailed are taken out again."""
+
+    def __init__(self, schema: Closure):
+        supers_p = schema._supers_of_property
+        supers_c = schema._supers_of_class
+        properties = set(supers_p) | set(schema._domains) | set(schema._ranges)
+
+        def up(index, term):
+            return {term} | index.get(term, set())
+        sup_pairs, x_types, y_types, affecting = [], [], [], set(SCHEMA_PREDICATES)
+        for p in properties:
+            closure = up(supers_p, p)
+            if closure & set(SCHEMA_PREDICATES):
+                affecting.add(p)
+            sup_pairs += [(p, q) for q in closure - {p} if isinstance(q, ox.NamedNode)]
+            x_types += [(p, t) for d in closure for c in schema._domains.get(d, ()) for t in up(supers_c, c)]
+            y_types += [(p, t) for d in closure for c in schema._ranges.get(d, ()) for t in up(supers_c, c)]
+        sub_pairs = [(c, d) for c, ds in supers_c.items() for d in ds if d != c]
+        excluded = [t for t in schema.triples if t[1] not in SCHEMA_PREDICATES]
+        self.simple = not (supers_p.get(TYPE) or schema._domains.get(TYPE) or schema._ranges.get(TYPE)) and \
+            not any(isinstance(term, ox.BlankNode)
+                    for rows in (sup_pairs, x_types, y_types, sub_pairs, excluded, [(p,) for p in affecting])
+                    for row in rows for term in row)
+        self.affecting = " ".join(map(str, sorted(affecting, key=str)))
+        self._tables = [
+            ("INSERT { GRAPH ?c { ?s ?q ?o } } WHERE { %s VALUES (?p ?q) { %s } }",
+             sup_pairs),
+            ("INSERT { GRAPH ?c { ?s a ?t } } WHERE { %s VALUES (?p ?t) { %s } }",
+             x_types),
+            ("INSERT { GRAPH ?c { ?o a ?t } } WHERE { %s FILTER(isIRI(?o) || isBLANK(?o)) VALUES (?p ?t) { %s } }",
+             y_types),
+            ("INSERT { GRAPH ?c { ?s a ?d } } WHERE { %s VALUES (?e ?d) { %s } }",
+             sub_pairs),
+        ]
+        self._excluded = excluded
+
+    def update(self, elements: list[str], names: dict[str, str]) -> str:
+        """The SPARQL Update writing the closure graphs `names` of `elements`."""
+        # Each closure graph is read as a sub-select ahead of the tables it joins: Oxigraph then
+        # looks the graphs up one by one instead of scanning every graph of the store.
+        pairs = " ".join("(<%s> <%s>)" % (e, names[e]) for e in elements)
+        graphs = " ".join("<%s>" % names[e] for e in elements)
+        read = "{ SELECT * WHERE { VALUES ?c { %s } GRAPH ?c { ?s ?p ?o } } }" % graphs
+        types = "{ SELECT * WHERE { VALUES ?c { %s } GRAPH ?c { ?s a ?e } } }" % graphs
+        operations = ["INSERT { GRAPH ?c { ?s ?p ?o } } WHERE { VALUES (?g ?c) { %s } GRAPH ?g { ?s ?p ?o } }" % pairs]
+        for k, (text, table) in enumerate(self._tables):
+            if table:
+                operations.append(text % (types if k == 3 else read,
+                                          " ".join("(%s)" % " ".join(map(str, row)) for row in table)))
+        if self._excluded:
+            operations.append(
+                "DELETE { GRAPH ?c { ?s ?p ?o } } WHERE { { SELECT * WHERE { VALUES (?g ?c) { %s } "
+                "GRAPH ?c { ?s ?p ?o } } } VALUES (?s ?p ?o) { %s } FILTER NOT EXISTS { GRAPH ?g { ?s ?p ?o } } }"
+                % (pairs, " ".join("(%s)" % " ".join(map(str, row)) for row in self._excluded)))
+        return " ;\n".join(operations)

@@ -268,6 +268,7 @@ class StreamStore:
             self._index.add_all(stream, fresh)
             if fresh:
                 self._index.stats_of(stream).ingested += len(fresh)
+                self.entailment.published([element.graph for element in fresh])
         return len(fresh)
 
     def add_elements(self, stream: str, elements: Iterable[Element],
