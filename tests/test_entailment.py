@@ -359,3 +359,35 @@ def test_a_background_change_waits_for_the_evaluations_reading_it():
     for t in threads:
         t.join(10)
     assert store.background.version == version + 1
+
+
+def test_check_shows_what_entailment_does_to_the_query(tmp_path, capsys):
+    import json
+
+    from rspstar.endpoint.cli import main
+    query = tmp_path / "q.rq"
+    query.write_text(GAS)
+    assert main(["check", str(query), "--option", "entailment=rdfs"]) == 0
+    checked = json.loads(capsys.readouterr().out)
+    assert any("VALUES (?g ?__rsp1) { $closures(<http://example.org/w>) }" in line for line in checked["sparql"])
+    assert checked["incremental"] == "http://example.org/w"
+    assert checked["entailment"][0].startswith("rdfs (rules 2, 3, 5, 7, 9, 11) over the schema S of the background "
+                                               "default graph")
+    assert "kept per schema" in checked["entailment"][-1]
+    assert main(["check", str(query)]) == 0
+    assert "entailment" not in json.loads(capsys.readouterr().out)
+
+
+def test_the_schema_of_a_query_with_from_graphs_is_theirs():
+    store = StreamStore()
+    store.background.load(b"""PREFIX ex: <http://example.org/> PREFIX rdfs: <http://www.w3.org/2000/01/rdf-schema#>
+        GRAPH ex:schema { ex:Oxygen rdfs:subClassOf ex:Gas . ex:s9 a ex:Oxygen }
+        ex:Thermo rdfs:subClassOf ex:Gas .""", ox.RdfFormat.TRIG, "bg")
+    publish(store, [sensor_element(0, "Oxygen", 1), sensor_element(1, "Thermo", 2)])
+    text = GAS.replace("SELECT ?o ?v", "SELECT ?o ?v ?gas FROM <http://example.org/schema>").replace(
+        "?o ex:value ?v } } }", "?o ex:value ?v } } OPTIONAL { ?gas a ex:Gas } }")
+    got = QueryEvaluator(compile_query(text), store, QueryOptions(entailment="rdfs")).evaluate(T0 + S).rows
+    assert got == [{"o": "<http://example.org/o0>", "v": '"1"^^<http://www.w3.org/2001/XMLSchema#integer>',
+                    "gas": "<http://example.org/s9>"}]
+    plain = QueryEvaluator(compile_query(GAS), store, QueryOptions(entailment="rdfs")).evaluate(T0 + S).rows
+    assert [r["o"] for r in plain] == ["<http://example.org/o1>"]
