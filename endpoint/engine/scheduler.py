@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 DELIVERY_JOB = "sinks:deliver"
 RETENTION_JOB = "store:retention"
+REFRESH_JOB = "background:refresh"
 _NO_OVERLAP = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
 # Evaluations at once: Oxigraph evaluates without the interpreter lock, so two or more use both
 # cores; more would only queue inside the store.
@@ -67,6 +68,9 @@ class LiveScheduler:
                                **_NO_OVERLAP)
         self.scheduler.add_job(engine.evict, "interval", seconds=housekeeping_interval, id=RETENTION_JOB,
                                **_NO_OVERLAP)
+        if engine.background_refresh is not None:     # background graphs reloaded when due (refresh.py)
+            self.scheduler.add_job(engine.background_refresh.run_due, "interval", seconds=housekeeping_interval,
+                                   id=REFRESH_JOB, **_NO_OVERLAP)
         self._executor = executor if executor is not None else ThreadPoolExecutor(workers, "evaluation")
         self._wakes: list[tuple[float, int, str]] = []      # (when, order, query id): a heap
         self._planned: dict[str, float] = {}                # each query's earliest wake in the heap
