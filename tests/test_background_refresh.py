@@ -278,3 +278,30 @@ def test_two_entries_for_one_graph_are_refused(tmp_path):
     with pytest.raises(ConfigError, match="two \\[\\[background.graphs\\]\\] are graph <http://example.org/g>"):
         config_with(tmp_path, "[[background.graphs]]\ngraph = \"http://example.org/g\"\nsource = \"a.nt\"\n"
                               "[[background.graphs]]\ngraph = \"http://example.org/g\"\nsource = \"b.nt\"\n")
+
+
+@pytest.mark.slow
+def test_the_dashboard_says_which_background_graph_was_not_reloaded_and_why(tmp_path):
+    import shutil
+    import subprocess
+
+    from werkzeug.serving import make_server
+    runner, clock, refresh = engine_with([RefreshedGraph(LIMITS, str(tmp_path / "missing.nt"), None, S)], tmp_path)
+    refresh.run_due()
+    http = make_server("127.0.0.1", 0, create_app(runner), threaded=True)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    try:
+        binary = shutil.which("chromium") or shutil.which("chromium-browser")
+        assert binary, "Debian's chromium is needed for this test (.ci/run installs it)"
+        done = subprocess.run([binary, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                               "--virtual-time-budget=5000", "--user-data-dir=%s" % (tmp_path / "profile"),
+                               "--dump-dom", "http://127.0.0.1:%d/?refresh=poll" % http.server_port],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    finally:
+        http.shutdown()
+        thread.join(10)
+    assert "degraded · 0 queries" in done.stdout
+    assert "background &lt;%s&gt; not reloaded: cannot read %s: No such file or directory" % (
+        LIMITS, tmp_path / "missing.nt") in done.stdout
