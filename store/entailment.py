@@ -37,6 +37,10 @@ from rspstar.translator.vocabulary import CLOSURE_PREFIX
 if TYPE_CHECKING:
     from .stream_store import StreamStore
 
+# Evictions (one per stream per retention round) without an evaluation reading a dataset after
+# which its elements are no longer closed as they are published.
+IDLE_EVICTIONS = 100
+
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 TYPE = ox.NamedNode(RDF + "type")
 SUBCLASS = ox.NamedNode(RDFS + "subClassOf")
@@ -168,6 +172,7 @@ class Dataset:
     default_graph: list             # pyoxigraph graph names
     _rules: "_Rules | None" = None
     read: bool = False              # read by an evaluation since the previous eviction
+    idle: int = 0                   # evictions since an evaluation last read it
     eager: bool = False             # its elements are closed as they are published
 
     def rules(self) -> "_Rules | None":
@@ -305,10 +310,13 @@ class Entailment:
 
     def forget(self, elements: Iterable[str]) -> None:
         """The elements are evicted: their closures go with them (the store's lock is held). A
-        dataset no evaluation has read since the previous eviction stops being closed at
-        ingestion (its queries may be gone)."""
+        dataset no evaluation has read during the last IDLE_EVICTIONS evictions (of any
+        stream) stops being closed at ingestion: its queries may be gone."""
         for dataset in self._current.values():
-            dataset.eager, dataset.read = dataset.read, False
+            dataset.idle = 0 if dataset.read else dataset.idle + 1
+            dataset.read = False
+            if dataset.idle > IDLE_EVICTIONS:
+                dataset.eager = False
         for element in elements:
             for graph in self._closures.pop(element, {}).values():
                 self.store._write("remove_graph", ox.NamedNode(graph))

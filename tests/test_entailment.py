@@ -391,3 +391,22 @@ def test_the_schema_of_a_query_with_from_graphs_is_theirs():
                     "gas": "<http://example.org/s9>"}]
     plain = QueryEvaluator(compile_query(GAS), store, QueryOptions(entailment="rdfs")).evaluate(T0 + S).rows
     assert [r["o"] for r in plain] == ["<http://example.org/o1>"]
+
+
+def test_elements_are_closed_as_they_are_published_while_evaluations_read_their_schema():
+    from rspstar.store.entailment import IDLE_EVICTIONS
+    store = sensors_store([sensor_element(0, "Galvanic", 0)])
+    evaluator = QueryEvaluator(compile_query(GAS), store, QueryOptions(entailment="rdfs"))
+    assert evaluator.evaluate(T0 + S).rows and store.entailment.held() == 1
+    publish(store, [sensor_element(1, "Galvanic", 1)], first=1)
+    assert store.entailment.held() == 2                 # closed at publication
+    last = IDLE_EVICTIONS + 4
+    for k in range(2, last):                            # no evaluation reads the schema meanwhile
+        publish(store, [sensor_element(k, "Galvanic", k)], first=k)
+        store.evict_before(STREAM, T0 + k * S // 10)
+    held = store.entailment.held()
+    publish(store, [sensor_element(last, "Galvanic", 1)], first=last)
+    assert store.entailment.held() == held              # no more
+    assert len(evaluator.evaluate(T0 + (last // 10 + 1) * S).rows) == 2     # the last two, closed now
+    publish(store, [sensor_element(last + 1, "Galvanic", 1)], first=last + 1)
+    assert store.entailment.held() == held + 2          # read again: closed at publication again
