@@ -24,11 +24,10 @@ literal), and a property that is a literal or a blank node is never inferred as 
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable
-from urllib.parse import quote
-
 import pyoxigraph as ox
 
 from rspstar.translator.namespaces import RDF
@@ -193,40 +192,65 @@ class Entailment:
         self._closures: dict[str, dict[str, str]] = {}   # element -> {schema digest: closure graph}
         self.materialised = 0                             # element closures made so far
         self._made = 0                                    # names given to closure graphs
+        self._making = threading.Lock()                   # held while a dataset is made
 
     # -- datasets ------------------------------------------------------------------------------
     def dataset(self, from_graphs: list[str] | None) -> Dataset:
         """The dataset of a query with these FROM graphs (None: the background default graph),
-        made again when the background changed since it was last made."""
+        made again when the background changed since it was last made (an evaluation holds
+        the background, so it does not change meanwhile). One is made at a time, without
+        holding the store but to write: ingestion goes on."""
         key = tuple(from_graphs) if from_graphs else None
         store = self.store
-        with store._lock:
-            version = (key, store.background.version, id(store.oxigraph))
-            found = self._datasets.get(version)
-            if found is not None:
-                found.read = found.eager = True
-                return found
+        with self._making:
+            with store._lock:
+                version = (key, store.background.version, id(store.oxigraph))
+                found = self._datasets.get(version)
+                if found is not None:
+                    found.read = found.eager = True
+                    return found
+                previous = self._current.get(key)
+                self._made += 1
+                name = ox.NamedNode("%sbackground:%d" % (CLOSURE_PREFIX, self._made))
             graphs = [ox.DefaultGraph()] if key is None else [ox.NamedNode(g) for g in key]
-            background = {q.triple for g in graphs for q in store.oxigraph.quads_for_pattern(None, None, None, g)}
-            b = {(t.subject, t.predicate, t.object) for t in background}
-            s = schema_triples(b)
+            oxigraph = store.oxigraph
+            s = {(q.subject, q.predicate, q.object) for g in graphs for p in SCHEMA_PREDICATES
+                 for q in oxigraph.quads_for_pattern(None, p, None, g)}
             digest = digest_of(s)
-            previous = self._current.get(key)
             reuse = previous is not None and previous.digest == digest
             schema = previous.schema if reuse else Closure(s)
-            inferred = (Closure(b, schema).derived | schema.derived) - b   # cl(B) − B
-            name = ox.NamedNode("%sbackground:%s:%s" % (CLOSURE_PREFIX, digest_of(b), quote(repr(key), safe="")))
-            if not store.oxigraph.contains_named_graph(name):
-                store._write("extend", [ox.Quad(s_, p, o, name) for s_, p, o in inferred])
-                store._write("add_graph", name)
             dataset = Dataset(key, digest, schema, graphs + [name], previous._rules if reuse else None)
-            dataset.read = dataset.eager = True
-            self._datasets = {k: d for k, d in self._datasets.items() if k[0] != key}
-            self._datasets[version] = dataset
-            self._current[key] = dataset
-            if previous is not None:
-                self._drop_unused(previous)
+            rules = dataset.rules()
+            if rules is not None and not self._states_schema(graphs, rules):
+                # cl(B) − B made in the store: cl(S), then what B's other triples entail, less B.
+                with store._lock:
+                    store._write("extend", [ox.Quad(s_, p, o, name) for s_, p, o in schema.triples])
+                    store._write("update", rules.background_update(key, name.value))
+            else:
+                b = {(q.subject, q.predicate, q.object) for g in graphs
+                     for q in oxigraph.quads_for_pattern(None, None, None, g)}
+                inferred = (Closure(b, schema).derived | schema.derived) - b
+                with store._lock:
+                    store._write("extend", [ox.Quad(s_, p, o, name) for s_, p, o in inferred])
+            with store._lock:
+                store._write("add_graph", name)
+                dataset.read = dataset.eager = True
+                self._datasets = {k: d for k, d in self._datasets.items() if k[0] != key}
+                self._datasets[version] = dataset
+                self._current[key] = dataset
+                if previous is not None:
+                    self._drop_unused(previous)
             return dataset
+
+    def _states_schema(self, graphs: list, rules: "_Rules") -> bool:
+        """Whether the background holds a triple, other than a schema triple, that may entail a
+        schema triple (then its closure is made in Python)."""
+        others = rules.affecting_others()
+        if not others:
+            return False
+        where = "?s ?p ?o" if graphs == [ox.DefaultGraph()] else \
+            "GRAPH ?b { ?s ?p ?o } VALUES ?b { %s }" % " ".join(map(str, graphs))
+        return bool(self.store.oxigraph.query("ASK { %s VALUES ?p { %s } }" % (where, others)))
 
     def _drop_unused(self, previous: Dataset) -> None:
         """Remove what only `previous` (replaced by a newer dataset of its key) used: its
@@ -360,6 +384,7 @@ class _Rules:
                     for rows in (sup_pairs, x_types, y_types, sub_pairs, excluded, [(p,) for p in affecting])
                     for row in rows for term in row)
         self.affecting = " ".join(map(str, sorted(affecting, key=str)))
+        self._affecting_others = " ".join(map(str, sorted(affecting - set(SCHEMA_PREDICATES), key=str)))
         self._tables = [
             ("INSERT { GRAPH ?c { ?s ?q ?o } } WHERE { %s VALUES (?p ?q) { %s } }",
              sup_pairs),
@@ -371,6 +396,36 @@ class _Rules:
              sub_pairs),
         ]
         self._excluded = excluded
+
+    def affecting_others(self) -> str:
+        """The properties other than the schema's own whose triples entail schema triples."""
+        return self._affecting_others
+
+    def background_update(self, key: tuple | None, name: str) -> str:
+        """The SPARQL Update adding to graph `name`, which holds cl(S), what the triples of the
+        background default graph (or of the FROM graphs `key`) entail, then taking out what
+        they state: cl(B) − B."""
+        if key is None:
+            def read(pattern):
+                return "{ %s }" % pattern
+        else:
+            graphs = " ".join("<%s>" % g for g in key)
+
+            def read(pattern):
+                return "{ GRAPH ?b { %s } VALUES ?b { %s } }" % (pattern, graphs)
+        operations = []
+        for k, (text, table) in enumerate(self._tables):
+            if not table:
+                continue
+            rows = " ".join("(%s)" % " ".join(map(str, row)) for row in table)
+            if k == 3:      # types stated or entailed: both the background's and the graph's own
+                read_types = "{ %s UNION { GRAPH <%s> { ?s a ?e } } }" % (read("?s a ?e"), name)
+                operations.append(text.replace("GRAPH ?c", "GRAPH <%s>" % name) % (read_types, rows))
+            else:
+                operations.append(text.replace("GRAPH ?c", "GRAPH <%s>" % name) % (read("?s ?p ?o"), rows))
+        operations.append("DELETE { GRAPH <%s> { ?s ?p ?o } } WHERE { GRAPH <%s> { ?s ?p ?o } %s }"
+                          % (name, name, read("?s ?p ?o")))
+        return " ;\n".join(operations)
 
     def update(self, elements: list[str], names: dict[str, str]) -> str:
         """The SPARQL Update writing the closure graphs `names` of `elements`."""

@@ -119,6 +119,8 @@ def schemas(draw):
     if draw(st.integers(0, 5)) == 0:       # a schema saying something of rdf:type itself
         schema.add((iri(TYPE), iri(draw(st.sampled_from([SUBPROPERTY, DOMAIN, RANGE]))),
                     draw(st.one_of(properties, classes))))
+    if draw(st.integers(0, 3)) == 0:       # a property under rdf:type: its objects are classes
+        schema.add((draw(properties), iri(SUBPROPERTY), iri(TYPE)))
     if draw(st.integers(0, 5)) == 0:       # a property under a schema property
         schema.add((draw(properties), iri(SUBPROPERTY), iri(SUBCLASS)))
     if draw(st.integers(0, 3)) == 0:       # a schema property under an ordinary one, or typed by a domain:
@@ -166,7 +168,7 @@ def rows(store, text, instant=T0 + 10 * S, **options):
     return [tuple(r[v] for v in order if v in r) for r in evaluation.rows]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(elements=st.lists(graphs(), min_size=1, max_size=3), schema=schemas(),
        background=st.lists(st.one_of(instance_triples()), max_size=3))
 def test_a_window_and_the_background_match_the_naive_closures(elements, schema, background):
@@ -410,3 +412,15 @@ def test_elements_are_closed_as_they_are_published_while_evaluations_read_their_
     assert len(evaluator.evaluate(T0 + (last // 10 + 1) * S).rows) == 2     # the last two, closed now
     publish(store, [sensor_element(last + 1, "Galvanic", 1)], first=last + 1)
     assert store.entailment.held() == held + 2          # read again: closed at publication again
+
+
+def test_a_property_under_rdf_type_gives_its_objects_superclasses_in_elements_and_in_the_background():
+    schema = {(iri("p0"), iri(SUBPROPERTY), iri(TYPE)), (iri("C0"), iri(SUBCLASS), iri("C1"))}
+    background = {(iri("a0"), iri("p0"), iri("C0"))}
+    graph = {(iri("a1"), iri("p0"), iri("C0"))}
+    store = store_with(schema, background, [graph])
+    assert sorted(rows(store, BACKGROUND_TRIPLES, entailment="rdfs")) == sorted(ntriples_rows(naive_closure(schema | background)))
+    assert (iri("a0"), iri(TYPE), iri("C1")) in naive_closure(schema | background)
+    assert sorted(rows(store, ALL_TRIPLES, entailment="rdfs")) == sorted(
+        ("<%se0>" % EX, *t) for t in ntriples_rows(expected_element(graph, schema)))
+    assert (iri("a1"), iri(TYPE), iri("C1")) in expected_element(graph, schema)
