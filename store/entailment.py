@@ -2,13 +2,19 @@
 rdfs5, rdfs7, rdfs9 and rdfs11 over the schema `S` of a query's background dataset (its
 rdfs:subClassOf, rdfs:subPropertyOf, rdfs:domain and rdfs:range triples).
 
-Each element graph `G` a query reads is materialised once per schema, at the first evaluation
-that reads it, into a closure graph of its own holding `cl(G ∪ S) − (cl(S) − G)`; the query is
-rewritten to match the closure graph where it would match the element graph, while still
-binding the element's name (translator/rewrite.py, `$closures` slots). The background default
-graph `B` is read as `cl(B)`: its inferred triples `cl(B) − B` are a graph of their own, merged
-into the query's default graph. The element graphs themselves are untouched, so queries without
-entailment read the same elements as before.
+Each element graph `G` is materialised once per schema into a closure graph of its own holding
+`cl(G ∪ S) − (cl(S) − G)`: as it is published, for the schemas evaluations have been reading,
+else when an evaluation first reads it. The query is rewritten to match the closure graph where
+it would match the element graph, while still binding the element's name (translator/rewrite.py,
+`$closures` slots). The background default graph `B` is read as `cl(B)`: its inferred triples
+`cl(B) − B` are a graph of their own, merged into the query's default graph. The element graphs
+themselves are untouched, so queries without entailment read the same elements as before.
+
+The closures are made in the store, by one SPARQL Update per batch of elements whose tables come
+from the schema's closure (`_Rules`), so no element crosses into Python; `Closure` computes them
+in Python where those tables do not hold (a schema that says something of rdf:type as a property
+or names blank nodes, an element or background triple that may entail a schema triple), and is
+what the tables are made from.
 
 A schema is known by a digest of its triples: closures made under one schema serve every query
 whose background dataset has that schema, and a schema changed by an update gives new closure

@@ -4,7 +4,6 @@ the configuration. Time is a virtual clock: nothing sleeps for a refresh."""
 from __future__ import annotations
 
 import http.server
-import json
 import threading
 
 import pyoxigraph as ox
