@@ -424,3 +424,27 @@ def test_a_property_under_rdf_type_gives_its_objects_superclasses_in_elements_an
     assert sorted(rows(store, ALL_TRIPLES, entailment="rdfs")) == sorted(
         ("<%se0>" % EX, *t) for t in ntriples_rows(expected_element(graph, schema)))
     assert (iri("a1"), iri(TYPE), iri("C1")) in expected_element(graph, schema)
+
+
+@pytest.mark.parametrize("pattern, options", [
+    ("GRAPH ex:e0 { ?s a ex:Gas }", {}),                                  # an element named in the query
+    ("?s a ex:Gas", {"window_default_graph": "union"}),                   # the window's merged content
+    ("GRAPH ?g { ?s a ex:Gas }", {"window_default_graph": "union"}),
+])
+def test_every_way_a_window_reads_its_elements_reads_their_closures(pattern, options):
+    store = sensors_store([sensor_element(0, "Galvanic", 1), sensor_element(1, "Thermo", 2)])
+    text = """PREFIX ex: <http://example.org/>
+    SELECT ?s FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S STEP PT1S] WHERE { WINDOW ex:w { %s } }""" % pattern
+    got = QueryEvaluator(compile_query(text), store, QueryOptions(entailment="rdfs", **options)).evaluate(T0 + S).rows
+    assert got == [{"s": "<http://example.org/sensor0>"}]
+    assert QueryEvaluator(compile_query(text), store, QueryOptions(**options)).evaluate(T0 + S).rows == []
+
+
+def test_a_csparql_query_reads_its_merged_windows_through_their_closures():
+    store = sensors_store([sensor_element(0, "Galvanic", 1), sensor_element(1, "Thermo", 2)])
+    query = compile_query("""REGISTER QUERY q AS PREFIX ex: <http://example.org/>
+    SELECT ?s FROM STREAM <http://example.org/s> [RANGE 2s STEP 1s] WHERE { ?s a ex:Gas }""")
+    assert query.dialect == "csparql"
+    assert QueryEvaluator(query, store, QueryOptions(entailment="rdfs")).evaluate(T0 + S).rows == [
+        {"s": "<http://example.org/sensor0>"}]
+    assert QueryEvaluator(query, store, QueryOptions()).evaluate(T0 + S).rows == []
