@@ -30,6 +30,7 @@ literal), and a property that is a literal or a blank node is never inferred as 
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
@@ -37,10 +38,19 @@ from typing import TYPE_CHECKING, Iterable
 import pyoxigraph as ox
 
 from rspstar.translator.namespaces import RDF
+
+from .errors import StoreError
 from rspstar.translator.vocabulary import CLOSURE_PREFIX
 
 if TYPE_CHECKING:
     from .stream_store import StreamStore
+
+log = logging.getLogger(__name__)
+
+# The most triples one closure may derive (a chain of n subclasses entails n²/2 triples): an
+# element or a schema past it fails the evaluation that reads it, with this error, instead of
+# holding the engine's memory and time.
+MAX_DERIVED = 1_000_000
 
 # Evictions (one per stream per retention round) without an evaluation reading a dataset after
 # which its elements are no longer closed as they are published.
@@ -60,6 +70,10 @@ Triple = tuple  # (subject, predicate, object) of pyoxigraph terms
 def _resource(term) -> bool:
     """Whether a term may be the subject of an inferred triple."""
     return isinstance(term, (ox.NamedNode, ox.BlankNode))
+
+
+class ClosureTooLarge(StoreError):
+    """A closure past MAX_DERIVED triples."""
 
 
 class Closure:
@@ -102,6 +116,9 @@ class Closure:
             triple = todo.pop()
             if triple in self:
                 continue
+            if len(self.derived) >= MAX_DERIVED:
+                raise ClosureTooLarge("RDFS entailment: a closure past %d triples (a schema or an element with "
+                                      "chains of subclasses or subproperties that long?)" % MAX_DERIVED)
             self.derived.add(triple)
             self._index(triple)
             todo.extend(self._consequences(triple))
@@ -336,7 +353,10 @@ class Entailment:
         closed when an evaluation first reads them."""
         for dataset in list(self._current.values()):
             if dataset.eager and elements:
-                self._materialise(dataset, [e for e in elements if dataset.digest not in self._closures.get(e, ())])
+                try:
+                    self._materialise(dataset, [e for e in elements if dataset.digest not in self._closures.get(e, ())])
+                except Exception:   # ingestion goes on: the evaluation that reads them meets the error
+                    log.exception("RDFS entailment: elements not closed as they were published")
 
     def forget(self, elements: Iterable[str]) -> None:
         """The elements are evicted: their closures go with them (the store's lock is held). A
