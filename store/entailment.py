@@ -323,15 +323,16 @@ class Entailment:
             names[element] = "%s%d" % (CLOSURE_PREFIX, self._made)
         rules = dataset.rules()
         alone = set(elements) if rules is None else self._reading_schema(elements, rules)
-        in_store = [e for e in elements if e not in alone]
-        if in_store:
-            self.store._write("update", rules.update(in_store, names))
+        # Closed in Python first: a closure past its limit raises before anything is written.
         quads: list[ox.Quad] = []
         for element in alone:
             graph = self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(element))
             target = ox.NamedNode(names[element])
             closure = element_closure([(q.subject, q.predicate, q.object) for q in graph], dataset.schema)
             quads += [ox.Quad(s, p, o, target) for s, p, o in closure]
+        in_store = [e for e in elements if e not in alone]
+        if in_store:
+            self.store._write("update", rules.update(in_store, names))
         if quads:
             self.store._write("extend", quads)
         for element in elements:
