@@ -340,7 +340,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("queries", "id", Text(optional=True), None, "its id (unset: from REGISTER's name, else generated)"),
     Setting("queries", "sinks", Texts(), [], "sinks its results go to: http(s) URLs, or mqtt(s)://host:port/topic "
                                                "(under [sinks] allowed)"),
-    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, overrun = catch-up | skip, ...)"),
+    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, overrun = catch-up | skip, "
+                                                             "entailment = none | rdfs, ...)"),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 ARRAYS = ("sources", "queries", "background.graphs")   # arrays of tables: [[sources]], [[background.graphs]]
