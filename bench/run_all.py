@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import annotated_vs_reified  # noqa: E402
 import compile_once  # noqa: E402
 import partitioned  # noqa: E402
+import entailment_tvs  # noqa: E402
 import eviction  # noqa: E402
 import replay_throughput  # noqa: E402
 import rsp_js_compare  # noqa: E402
@@ -25,6 +26,7 @@ def main() -> None:
     sections = ["# rspstar benchmarks", "", "Machine: %s" % machine(), "",
                 replay_throughput.run(100_000).markdown(), compile_once.run().markdown(), eviction.run().markdown(),
                 uncertainty_tvs.run([10, 100, 1000]), uncertainty_tvs.run([1000], "simulator"),
+                entailment_tvs.run([10, 100, 1000], False),
                 rsp_js_compare.run(1000, 100), annotated_vs_reified.run(), spark_ingestion.throughput(100_000),
                 tvs_live.run(90), tvs_live.run_sensors(60), partitioned.run(1000, 30),
                 "The soak benchmarks run separately: python bench/spark_ingestion.py soak, python bench/serve_soak.py, python bench/serve_memory.py and python bench/mqtt_ingestion.py (see docs/performance.md)."]

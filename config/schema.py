@@ -205,6 +205,7 @@ class Setting:
 
 MIB = 1024 * 1024
 SOURCE_KINDS = ("simulator", "files", "socket", "kafka", "mqtt")
+GRAPH_FORMATS = ("turtle", "ntriples", "rdfxml", "jsonld")
 
 SETTINGS: tuple[Setting, ...] = (
     # [engine]
@@ -290,6 +291,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("federation", "allowed", Texts(), [], "origins SPARQL SERVICE and LOAD may reach (none: both are off)"),
     Setting("background", "files", Texts(), [], "background data loaded at the first start (paths relative to the "
                                                 "configuration file)"),
+    Setting("background", "allowed", Texts(), [], "origins [[background.graphs]] sources may be fetched from, e.g. "
+                                                  "\"https://data.example.org\" (none: files only)"),
+    Setting("background", "max_bytes", Whole(1, "bytes"), 64 * MIB,
+            "the largest document a [[background.graphs]] source may give (a larger one is a failed reload)"),
+    Setting("background", "timeout", Number(), 10.0, "seconds a [[background.graphs]] URL has to answer"),
     Setting("partition_keys", "streams", Table(), {},
             "per stream IRI, the key its elements are partitioned by: \"<predicate>\" (its object) or "
             "\"^<predicate>\" (its subject), written as keys of [partition_keys] itself"),
@@ -332,20 +338,31 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sources", "allowed_lateness", Duration(zero=True), "PT0S",
             "how far below the newest event time an element may arrive and still be on time"),
     Setting("sources", "options", Table(), {}, "Spark reader options of the source (e.g. maxFilesPerTrigger)"),
+    # [[background.graphs]]: background graphs that refresh themselves (spec 6.14)
+    Setting("background.graphs", "graph", Text(), None, "the background graph's IRI (a named graph; the refresh "
+                                                       "replaces it whole)"),
+    Setting("background.graphs", "source", Text(), None,
+            "a file (relative to the configuration file) or an http(s) URL under [background] allowed"),
+    Setting("background.graphs", "format", Text(GRAPH_FORMATS, optional=True), None,
+            "what the source holds (unset: from the file's extension or the response's Content-Type)"),
+    Setting("background.graphs", "refresh", Duration(), None,
+            "reload it this often (unset: loaded at each start only); a failed reload keeps what the graph "
+            "held and shows in /health, /metrics and the dashboard"),
     # [[queries]]
     Setting("queries", "file", Text(), None, "the query's file (relative to the configuration file)"),
     Setting("queries", "id", Text(optional=True), None, "its id (unset: from REGISTER's name, else generated)"),
     Setting("queries", "sinks", Texts(), [], "sinks its results go to: http(s) URLs, or mqtt(s)://host:port/topic "
                                                "(under [sinks] allowed)"),
-    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, overrun = catch-up | skip, ...)"),
+    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, overrun = catch-up | skip, "
+                                                             "entailment = none | rdfs, ...)"),
     Setting("queries", "base", Text(optional=True), None,
             "the absolute IRI its relative IRIs resolve against before any BASE of its own (unset: the query "
             "file's file: IRI, as rspstar check and replay read it)"),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
-ARRAYS = ("sources", "queries")          # arrays of tables: [[sources]], [[queries]]
+ARRAYS = ("sources", "queries", "background.graphs")   # arrays of tables: [[sources]], [[background.graphs]]
 FREE_TABLES = {"spark": "settings", "partition_keys": "streams"}   # tables whose other keys are free
-REQUIRED = {"sources": ("name", "kind"), "queries": ("file",)}
+REQUIRED = {"sources": ("name", "kind"), "queries": ("file",), "background.graphs": ("graph", "source")}
 
 
 def default(name: str):
@@ -373,12 +390,14 @@ def settings_class(table: str, name: str | None = None, extra: tuple = (), froze
             return field(default_factory=lambda value=value: type(value)(value))
         return field(default=value)
     own = [(s.key, s.kind.python, field_of(s)) for s in settings_of(table) if s.key not in {e[0] for e in extra}]
-    return make_dataclass(name or table.title().replace("_", "") + "Settings", own + list(extra), frozen=frozen)
+    return make_dataclass(name or table.title().replace("_", "").replace(".", "") + "Settings", own + list(extra),
+                          frozen=frozen)
 
 
 SECTIONS = {table: settings_class(table) for table in tables()}
 Source = SECTIONS["sources"]          # one [[sources]] entry
 Query = SECTIONS["queries"]           # one [[queries]] entry
+BackgroundGraph = SECTIONS["background.graphs"]   # one [[background.graphs]] entry
 
 
 @dataclass
@@ -391,6 +410,7 @@ class Settings:
     sources: list
     queries: list
     origins: dict[str, str]
+    background_graphs: list = field(default_factory=list)     # [[background.graphs]]
 
     def __getattr__(self, table: str):
         try:
@@ -410,7 +430,7 @@ def load(path: Path | None, overrides: dict[str, object] | None = None) -> Setti
             raise ConfigError("cannot read %s: %s" % (path, e.strerror)) from None
         except tomllib.TOMLDecodeError as e:
             raise ConfigError("%s: %s" % (path, e)) from None
-    known = set(tables())
+    known = {table.split(".")[0] for table in tables()}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError("%s: unknown table [%s] (known: %s)" % (path, unknown[0], ", ".join(sorted(known))))
@@ -422,10 +442,13 @@ def load(path: Path | None, overrides: dict[str, object] | None = None) -> Setti
         given = raw.get(table, {})
         if not isinstance(given, dict):
             raise ConfigError("%s: [%s] must be a table" % (path, table))
-        sections[table] = _read_table(table, given, path, overrides or {}, origins)
+        nested = {array.split(".", 1)[1] for array in ARRAYS if array.startswith(table + ".")}
+        sections[table] = _read_table(table, {k: v for k, v in given.items() if k not in nested}, path,
+                                      overrides or {}, origins)
     entries = {}
     for table in ARRAYS:
-        given = raw.get(table, [])
+        outer, _, inner = table.partition(".")
+        given = raw.get(outer, []) if not inner else raw.get(outer, {}).get(inner, [])
         if not isinstance(given, list):
             raise ConfigError("%s: write each of %s as [[%s]]" % (path, table, table))
         entries[table] = [_read_entry(table, entry, "%s [[%s]] #%d" % (path, table, k + 1),
@@ -434,7 +457,11 @@ def load(path: Path | None, overrides: dict[str, object] | None = None) -> Setti
     for name in names:
         if names.count(name) > 1:
             raise ConfigError("%s: two [[sources]] are named %r (a name keys a source's checkpoint)" % (path, name))
-    return Settings(path, sections, entries["sources"], entries["queries"], origins)
+    graphs = [entry.graph for entry in entries["background.graphs"]]
+    for graph in graphs:
+        if graphs.count(graph) > 1:
+            raise ConfigError("%s: two [[background.graphs]] are graph <%s>" % (path, graph))
+    return Settings(path, sections, entries["sources"], entries["queries"], origins, entries["background.graphs"])
 
 
 def _read_table(table: str, given: dict, path: Path | None, overrides: dict, origins: dict):
@@ -493,7 +520,8 @@ def effective(settings: Settings) -> list[tuple[str, str, str]]:
         for setting in settings_of(table):
             value = getattr(section, setting.key)
             rows.append((setting.name, setting.kind.show(value), settings.origins[setting.name]))
-    for table, entries in (("sources", settings.sources), ("queries", settings.queries)):
+    for table, entries in (("sources", settings.sources), ("queries", settings.queries),
+                           ("background.graphs", settings.background_graphs)):
         for k, entry in enumerate(entries):
             for setting in settings_of(table):
                 if setting.applies and entry.kind not in setting.applies.split(", "):

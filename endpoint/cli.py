@@ -203,8 +203,26 @@ def cmd_check(args) -> int:
         summary["constants"] = ["%s at %d:%d" % (constant, *query.body.source.position(at))
                                 for constant, (at, _) in zip(shared.constants, shared.spans)]
     summary["incremental"] = plan.describe()
+    if options.entailment != "none":
+        summary["entailment"] = entailment_summary(query, plan)
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def entailment_summary(query, plan) -> list[str]:
+    """What `option entailment = rdfs` does to the query (spec §6.11), for `check`."""
+    dataset = ("the FROM graphs %s" % ", ".join("<%s>" % g for g in query.from_graphs) if query.from_graphs
+               else "the background default graph")
+    lines = ["rdfs (rules 2, 3, 5, 7, 9, 11) over the schema S of %s: its rdfs:subClassOf, rdfs:subPropertyOf, "
+             "rdfs:domain and rdfs:range triples, read again at each evaluation" % dataset,
+             "each element a window holds is closed once per schema into a graph of its own, cl(G + S) - (cl(S) - G), "
+             "as it is published (or when an evaluation first reads it); GRAPH patterns in windows match those "
+             "graphs, ?g still binding the element ($closures and $closure-graphs in sparql)",
+             "the query's default graph is read as cl(B): %s and its inferred triples" % dataset,
+             "triple terms and << >> patterns match as written: an inferred triple has no annotation"]
+    if plan.kind != "whole":
+        lines.append("incremental: the ranges' rows are kept per schema, so a schema change evaluates them again")
+    return lines
 
 
 def _serve_overrides(args) -> dict[str, object]:
@@ -252,7 +270,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "content-change, periodic, each also for one window, e.g. 'close(<w2>) and non-empty(<w2>)', "
                          "and periodic(PT5S)), window_default_graph=timestamps|union, dialect=%s, "
                          "start=DATETIME, base=IRI (what relative IRIs resolve against before any BASE; default: "
-                         "the query file's file: IRI), rspu_cache, lazy_bind, h4, fuse_rspu, incremental (true|false)"
+                         "the query file's file: IRI), entailment=none|rdfs, rspu_cache, lazy_bind, h4, fuse_rspu, "
+                         "incremental (true|false)"
                          % "|".join(DIALECTS))
     rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
     rp.add_argument("--out-dir", metavar="DIR", help="write <query file stem>.jsonl per query here "

@@ -10,8 +10,12 @@ from pathlib import Path
 from rspstar.config import schema
 from rspstar.config.schema import ConfigError, Settings
 from rspstar.translator.errors import PositionedError, TranslatorError
+from rspstar.translator.federation import origin_allowed
 from rspstar.translator.partition import PartitionError, PartitionKey
+from rspstar.translator.vocabulary import RESERVED_PREFIX
 
+from .engine.clock import Clock
+from .engine.refresh import FORMATS, BackgroundRefresh, RefreshedGraph
 from .engine.runner import Runner, EngineConfig
 from .engine.errors import EndpointError
 
@@ -20,7 +24,8 @@ from .engine.errors import EndpointError
 # `rspstar serve` runs anywhere with no file of its own.
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config" / "default.toml"
 
-__all__ = ["Config", "ConfigError", "DEFAULT_CONFIG", "QueryEntry", "load_config", "register_configured"]
+__all__ = ["Config", "ConfigError", "DEFAULT_CONFIG", "QueryEntry", "background_refresh", "load_config",
+           "refreshed_graphs", "register_configured"]
 
 
 @dataclass
@@ -55,6 +60,44 @@ def _partition_keys(table: dict[str, str], where: str) -> dict[str, PartitionKey
         except PartitionError as e:
             raise ConfigError("%s: %s: %s" % (where, stream, str(e).split(": ", 1)[1])) from None
     return keys
+
+
+def refreshed_graphs(config: "Config") -> list[RefreshedGraph]:
+    """The `[[background.graphs]]` entries, each checked: a graph IRI of the background's, a
+    file (made absolute against the configuration's folder) or a URL under `[background]
+    allowed`, a format known or told by the file's extension."""
+    import pyoxigraph as ox
+    graphs = []
+    for k, entry in enumerate(config.settings.background_graphs):
+        where = "%s [[background.graphs]] #%d" % (config.path, k + 1)
+        try:
+            ox.NamedNode(entry.graph)
+        except ValueError as e:
+            raise ConfigError("%s: graph %r is not an IRI: %s" % (where, entry.graph, e)) from None
+        if entry.graph.startswith(RESERVED_PREFIX):
+            raise ConfigError("%s: graph <%s> is reserved by the engine (%s...)" % (where, entry.graph, RESERVED_PREFIX))
+        graph = RefreshedGraph(entry.graph, entry.source, entry.format, entry.refresh)
+        if graph.is_url:
+            if not origin_allowed(entry.source, config.settings.background.allowed):
+                raise ConfigError("%s: source %s is not under [background] allowed (%s)" % (
+                    where, entry.source, ", ".join(config.settings.background.allowed) or "empty: files only"))
+        else:
+            graph.source = str(config.relative(entry.source))
+            if entry.format is None and ox.RdfFormat.from_extension(Path(entry.source).suffix.lstrip(".") or "-") is None:
+                raise ConfigError("%s: cannot tell the format of %s from its extension: set format (%s)"
+                                  % (where, entry.source, ", ".join(FORMATS)))
+        graphs.append(graph)
+    return graphs
+
+
+def background_refresh(config: "Config", runner: Runner, clock: Clock) -> BackgroundRefresh | None:
+    """What reloads the configuration's background graphs in `runner`'s store (None: none)."""
+    graphs = refreshed_graphs(config)
+    if not graphs:
+        return None
+    background = config.settings.background
+    return BackgroundRefresh(runner.store, graphs, clock, background.allowed, background.max_bytes,
+                             background.timeout, runner.background_changed)
 
 
 def engine_config(settings: Settings, data_dir: Path | None) -> EngineConfig:

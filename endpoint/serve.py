@@ -33,7 +33,7 @@ from rspstar.store.stream_store import StreamStore
 from rspstar.translator.vocabulary import BATCHES_GRAPH
 
 from .engine.clock import WallClock
-from .config import Config, ConfigError, load_config, register_configured
+from .config import Config, ConfigError, background_refresh, load_config, register_configured
 from .engine.runner import Runner, UnknownQuery
 from .http import HttpSettings, Readiness, create_app
 from .http.server import HttpServer
@@ -210,6 +210,9 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
     engine = Runner(store, WallClock(), config.engine)
+    engine.background_refresh = background_refresh(config, engine, engine.clock)
+    if engine.background_refresh is not None:
+        engine.background_refresh.run_due()         # loaded before the first evaluation
     restored = [q.id for q in engine.queries()]
     registered = register_configured(engine, config)
     log.info("queries: %s restored, %s registered from %s", restored or "none", registered or "none", config_path)

@@ -1,8 +1,15 @@
 """Background (static) data in the stream store: loaded from files, changed by SPARQL Update
 on a copy (so stream elements, timestamps and the engine's graphs are out of its reach), read by
-every evaluation and copied whole into a partition's store."""
+every evaluation and copied whole into a partition's store.
+
+Evaluations read the background under `reading()` and every change is made under `changing()`,
+so a change lands between evaluations: none sees half of it (a graph replaced by a refresh,
+spec §6.14, is removed and written again in two steps). `version` counts the changes: what is
+derived from the background (entailment's closures) is made again when it moves."""
 from __future__ import annotations
 
+import contextlib
+import threading
 from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
@@ -16,6 +23,55 @@ if TYPE_CHECKING:
     from .writers import StoreWriting
 
 
+class ReadersWriter:
+    """Many readers or one writer. A writer waiting holds new readers back (evaluations come
+    one after another and would keep it waiting for ever); a thread already reading may read
+    again (an evaluation runs several queries)."""
+
+    def __init__(self):
+        self._condition = threading.Condition(threading.Lock())
+        self._readers = 0
+        self._writing = False
+        self._waiting_writers = 0
+        self._local = threading.local()
+
+    @contextlib.contextmanager
+    def reading(self):
+        depth = getattr(self._local, "depth", 0)
+        if depth == 0:
+            with self._condition:
+                while self._writing or self._waiting_writers:
+                    self._condition.wait()
+                self._readers += 1
+        self._local.depth = depth + 1
+        try:
+            yield
+        finally:
+            self._local.depth = depth
+            if depth == 0:
+                with self._condition:
+                    self._readers -= 1
+                    if not self._readers:
+                        self._condition.notify_all()
+
+    @contextlib.contextmanager
+    def writing(self):
+        if getattr(self._local, "depth", 0):
+            raise RuntimeError("a background change from inside an evaluation")
+        with self._condition:
+            self._waiting_writers += 1
+            while self._writing or self._readers:
+                self._condition.wait()
+            self._waiting_writers -= 1
+            self._writing = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._writing = False
+                self._condition.notify_all()
+
+
 class Background:
     """The background graphs of one stream store: the default graph and every named graph that
     is neither a stream element nor the engine's."""
@@ -23,12 +79,28 @@ class Background:
     def __init__(self, store: "StoreWriting"):
         self.store = store
         self.names: set[str] = set()
+        self.version = 0
+        self._access = ReadersWriter()
+
+    def reading(self):
+        """Held by an evaluation: no background change lands while it reads."""
+        return self._access.reading()
+
+    @contextlib.contextmanager
+    def changing(self):
+        """Held by a change of the background: it waits for the evaluations reading it."""
+        with self._access.writing():
+            try:
+                yield
+            finally:
+                with self.store.lock:
+                    self.version += 1
 
     def load(self, data: bytes | str, fmt: ox.RdfFormat, source: str) -> int:
         """Load background (static) data; a syntax error names the source, line and column and
         leaves the store unchanged."""
         quads = parse_rdf(data, fmt, source)
-        with self.store.lock:
+        with self.changing(), self.store.lock:
             graphs = set()
             for quad in quads:
                 if isinstance(quad.graph_name, ox.NamedNode):
@@ -48,7 +120,7 @@ class Background:
         graphs only); a result that names one of those graphs, or one under the engine's
         reserved prefix, is refused with ReservedGraphError and nothing changes. Returns the
         number of quads added and removed."""
-        with self.store.lock:
+        with self.changing(), self.store.lock:
             before = set(self.store.oxigraph.quads_for_pattern(None, None, None, ox.DefaultGraph()))
             for graph in self.names:
                 before.update(self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
@@ -116,7 +188,7 @@ class Background:
             raise RdfInputError("the body names graphs of its own: the graph store takes one graph's triples "
                                 "(Turtle, N-Triples, RDF/XML, JSON-LD), the graph named by ?graph", source)
         name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
-        with self.store.lock:
+        with self.changing(), self.store.lock:
             created = graph is not None and graph not in self.names
             try:
                 if replace:
@@ -129,10 +201,37 @@ class Background:
                 self.names.add(graph)
         return created
 
+    def replace(self, graph: str, data: bytes, fmt: ox.RdfFormat, source: str) -> int:
+        """Replace a background graph with the triples of `data` at once, between evaluations
+        (a refresh, spec §6.14); the number of triples. A document that does not parse, or that
+        names graphs of its own, changes nothing."""
+        self._writable(graph)
+        quads = parse_rdf(data, fmt, source)
+        if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
+            raise RdfInputError("the document names graphs of its own: a background graph's source holds that "
+                                "graph's triples (Turtle, N-Triples, RDF/XML, JSON-LD)", source)
+        name = ox.NamedNode(graph)
+        with self.changing(), self.store.lock:
+            before = list(self.store.oxigraph.quads_for_pattern(None, None, None, name))
+            try:
+                if graph in self.names:
+                    self.store.write("remove_graph", name)
+                self.store.write("extend", [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
+                self.store.write("add_graph", name)
+            except OSError as e:
+                try:        # what the graph held, back (a write that failed half-way wrote nothing it kept)
+                    self.store.write("remove_graph", name)
+                    self.store.write("extend", before)
+                except OSError:
+                    pass
+                raise StoreError("store write failed: %s" % e) from e
+            self.names.add(graph)
+        return len(quads)
+
     def drop(self, graph: str | None) -> bool:
         """Remove a background graph (the default graph: empty it); whether it existed."""
         self._writable(graph)
-        with self.store.lock:
+        with self.changing(), self.store.lock:
             if graph is not None and graph not in self.names:
                 return False
             name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)

@@ -27,11 +27,12 @@ import pyoxigraph as ox
 from rspstar.translator.model import CountContent
 from rspstar.translator.temporal import parse_instants
 from rspstar.translator.vocabulary import (
-    PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
+    CLOSURE_PREFIX, PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
 )
 
 from .background import Background
 from .documents import Documents
+from .entailment import Entailment
 from .element_index import CountersFile, ElementIndex, StreamStats
 from .staged import StagedElement, Stamps
 from .errors import DuplicateElementError, StoreError
@@ -78,6 +79,7 @@ class StreamStore:
         self._staged: set[str] = set()
         self.background = Background(self)
         self.documents = Documents(self)
+        self.entailment = Entailment(self)
         # Subscribers get a WatermarkAdvanced event after a watermark moves, outside the
         # store's lock: a scheduler can evaluate a closed window at once instead of at its
         # next poll. The store knows nothing of who listens.
@@ -170,6 +172,9 @@ class StreamStore:
 
     def _rebuild_index(self) -> None:
         for graph in list(self.oxigraph.named_graphs()):
+            if isinstance(graph, ox.NamedNode) and graph.value.startswith(CLOSURE_PREFIX):
+                self.write("remove_graph", graph)      # derived data, made again when read
+                continue
             if isinstance(graph, ox.NamedNode) and graph.value.startswith(TIMESTAMPS_PREFIX):
                 stream = unquote(graph.value[len(TIMESTAMPS_PREFIX):])
                 quads = list(self.oxigraph.quads_for_pattern(None, None, None, graph))
@@ -288,6 +293,7 @@ class StreamStore:
             self._index.add_all(stream, fresh)
             if fresh:
                 self._index.stats_of(stream).ingested += len(fresh)
+                self.entailment.published([element.graph for element in fresh])
         return len(fresh)
 
     def add_elements(self, stream: str, elements: Iterable[Element],
@@ -365,6 +371,7 @@ class StreamStore:
                     name = ox.NamedNode(graph)
                     self.write("remove_graph", name)
                     self.write("remove", ox.Quad(name, predicate, literal, ts_graph))
+            self.entailment.forget(graph for graph, _ in doomed)
             self._evicted_since_compaction += len(doomed)
             self._evicted_since_flush += len(doomed)
             return len(doomed)
@@ -374,13 +381,13 @@ class StreamStore:
             return self._index.snapshot()
 
     # -- queries ---------------------------------------------------------------------------------
-    def query(self, sparql: str, default_graph: list[str] | None = None, custom_functions=None,
+    def query(self, sparql: str, default_graph: list | None = None, custom_functions=None,
               named_graphs: list[str] | None = None):
         """Run SPARQL-star against the store. SyntaxError from Oxigraph propagates (the
         translator maps its position back to the user's text)."""
         kwargs = {}
         if default_graph is not None:
-            kwargs["default_graph"] = [ox.NamedNode(g) for g in default_graph]
+            kwargs["default_graph"] = [ox.NamedNode(g) if isinstance(g, str) else g for g in default_graph]
         if named_graphs is not None:
             kwargs["named_graphs"] = [ox.NamedNode(g) for g in named_graphs]
         if custom_functions:
@@ -397,24 +404,34 @@ class StreamStore:
         by `convert` (the functions are called as the solutions are read). Under a query's
         `scope` (store.limits) the result is read within the evaluation's budget, on this
         thread or in a worker process; `share`: how many queries the result serves (a group's
-        query evaluating the constants of all its members)."""
-        rewritten = template.instantiate(elements, self.background.graphs())
-        budget = scope.budget if scope is not None else None
-        if budget is None:
-            if not template.calls_rspu:
-                return convert(self.query(rewritten.text, rewritten.default_graph))
-            table = functions.table_for(rewritten.fused_functions)
-            functions.begin_evaluation()
-            return convert(self.query(rewritten.text, rewritten.default_graph, table))
-        inputs = sum(len(names) for names in elements.values())
-        path = self.generation_path()
-        started = budget.elapsed()          # less the time spent waiting for a worker process
-        if path is not None and scope.isolates(inputs):
-            value = self._evaluate_isolated(path, rewritten, template.calls_rspu, functions, convert, scope, share)
-        else:
-            value = self._evaluate_guarded(rewritten, template.calls_rspu, functions, convert, budget, share)
-        scope.record(inputs, budget.elapsed() - started)
-        return value
+        query evaluating the constants of all its members). Under RDFS entailment (spec §6.11) the
+        elements are read through their closure graphs and the background default graph with its
+        inferred triples (store/entailment.py)."""
+        with self.background.reading():
+            closures = None
+            default_graph = template.default_graph
+            if template.entailment:
+                dataset = self.entailment.dataset(template.default_graph)
+                closures = self.entailment.closures(dataset, (e for graphs in elements.values() for e in graphs))
+                default_graph = dataset.default_graph
+            rewritten = template.instantiate(elements, self.background.graphs(), closures)
+            rewritten.default_graph = default_graph
+            budget = scope.budget if scope is not None else None
+            if budget is None:
+                if not template.calls_rspu:
+                    return convert(self.query(rewritten.text, rewritten.default_graph))
+                table = functions.table_for(rewritten.fused_functions)
+                functions.begin_evaluation()
+                return convert(self.query(rewritten.text, rewritten.default_graph, table))
+            inputs = sum(len(names) for names in elements.values())
+            path = self.generation_path()
+            started = budget.elapsed()          # less the time spent waiting for a worker process
+            if path is not None and scope.isolates(inputs):
+                value = self._evaluate_isolated(path, rewritten, template.calls_rspu, functions, convert, scope, share)
+            else:
+                value = self._evaluate_guarded(rewritten, template.calls_rspu, functions, convert, budget, share)
+            scope.record(inputs, budget.elapsed() - started)
+            return value
 
     def _evaluate_guarded(self, rewritten, calls_rspu: bool, functions, convert, budget, share: int):
         """On this thread: stopped between solutions (store.terms.Guarded)."""

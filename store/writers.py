@@ -1,5 +1,5 @@
-"""What the stream store's writers of whole documents and of background data (documents.py,
-background.py) may use of the store, and nothing more: its lock, its Oxigraph store and the one
+"""What the stream store's writers of whole documents, of background data and of entailed
+triples (documents.py, background.py, entailment.py) may use of the store, and nothing more: its lock, its Oxigraph store and the one
 path every write takes, and its graph names. `StreamStore` provides it; the writers import this
 protocol, not the store, so the store's parts do not import each other."""
 from __future__ import annotations
@@ -14,6 +14,7 @@ from .staged import StagedElement
 
 class StoreWriting(Protocol):
     lock: threading.RLock
+    background: object      # the store's background data (background.Background), which entailment reads
 
     @property
     def oxigraph(self) -> ox.Store:

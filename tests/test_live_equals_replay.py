@@ -1,7 +1,8 @@
 """End to end: the real `rspstar serve` process (Spark simulator, on-disk store, scheduler, HTTP)
-runs queries for a few windows (an RSP-QL* one, and an EP-SPARQL one over both of the simulator's
-streams, evaluated at every arrival); then `rspstar replay` over what the simulator recorded
-gives the same result at every evaluation."""
+runs queries for a few windows (an RSP-QL* one; an EP-SPARQL one over both of the simulator's
+streams, evaluated at every arrival; one that reads, under RDFS entailment, a background graph
+the engine reloads every second); then `rspstar replay` over what the simulator recorded (and
+the same graph) gives the same result at every evaluation."""
 import json
 import os
 import signal
@@ -43,8 +44,29 @@ WHERE { STREAM <http://rspstar.example/stream/tvs/oxygen>
           { ?t sosa:hasSimpleResult ?temperature ; sosa:hasFeatureOfInterest ?sector } }
 FILTER(getDURATION() < "PT2S"^^xsd:duration)
 """
+# Under entailment (spec 6.11) over a graph reloaded every second (6.14): observations made by
+# (hence, by the graph's schema, observed by) an oxygen sensor, a gas sensor by subclass.
+ENTAILED = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
+PREFIX sim: <http://rspstar.example/stream/>
+PREFIX ex: <http://rspstar.example/>
+SELECT ?o ?sensor ?zone
+FROM <http://rspstar.example/tunnel>
+FROM NAMED WINDOW ex:w ON sim:tvs/oxygen [RANGE PT2S STEP PT1S]
+WHERE {
+  WINDOW ex:w { GRAPH ?g { ?o ex:observedBy ?sensor . ?sensor a ex:GasSensor } }
+  OPTIONAL { ?sensor ex:zone ?zone }
+}
+"""
+TUNNEL = """@prefix sosa: <http://www.w3.org/ns/sosa/> .
+@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix ex: <http://rspstar.example/> .
+sosa:madeBySensor rdfs:subPropertyOf ex:observedBy ; rdfs:range ex:OxygenSensor .
+ex:OxygenSensor rdfs:subClassOf ex:GasSensor .
+<http://rspstar.example/sim/tvs/oxygen-sensor0> ex:zone "north" .
+"""
 STREAMS = {"oxygen": ["http://rspstar.example/stream/tvs/oxygen"],
-           "ep": ["http://rspstar.example/stream/tvs/oxygen", "http://rspstar.example/stream/tvs/temperature"]}
+           "ep": ["http://rspstar.example/stream/tvs/oxygen", "http://rspstar.example/stream/tvs/temperature"],
+           "entailed": ["http://rspstar.example/stream/tvs/oxygen"]}
 WANTED = 5          # evaluations to compare
 DEADLINE = 150      # seconds for Spark to start and the windows to pass
 
@@ -58,6 +80,11 @@ def free_port() -> int:
 def test_live_results_equal_a_replay_of_the_recorded_input(tmp_path):
     (tmp_path / "q.rq").write_text(QUERY)
     (tmp_path / "ep.rq").write_text(EP_QUERY)
+    (tmp_path / "entailed.rq").write_text(ENTAILED)
+    (tmp_path / "tunnel.ttl").write_text(TUNNEL)
+    prefixes, _, triples = TUNNEL.rpartition("@prefix ex: <http://rspstar.example/> .\n")
+    (tmp_path / "tunnel.trig").write_text("%s@prefix ex: <http://rspstar.example/> .\n<http://rspstar.example/tunnel> {\n%s}\n"
+                                          % (prefixes, triples))     # the same graph, for the replay
     (tmp_path / "engine.toml").write_text("""
 [engine]
 max_delay = "PT60S"   # evaluate on the watermark only: complete input, as a replay sees it
@@ -76,6 +103,14 @@ file = "q.rq"
 [[queries]]
 id = "ep"
 file = "ep.rq"
+[[queries]]
+id = "entailed"
+file = "entailed.rq"
+options = { entailment = "rdfs" }
+[[background.graphs]]
+graph = "http://rspstar.example/tunnel"
+source = "tunnel.ttl"
+refresh = "PT1S"
 """)
     port = free_port()
     data = tmp_path / "data"
@@ -99,6 +134,7 @@ file = "ep.rq"
                 break
             time.sleep(0.5)     # polling a live server process for its windows to pass
         streams = requests.get(base + "/streams", timeout=5).json()
+        health = requests.get(base + "/health", timeout=5).json()
     finally:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
@@ -106,11 +142,18 @@ file = "ep.rq"
     assert "stopped cleanly" in (tmp_path / "serve.log").read_text()
     for stream in STREAMS["ep"]:
         assert any(s["stream"] == stream and s["quarantined"] == 0 for s in streams["streams"])
+    assert health["background_graphs"] == 1 and health["background_failing"] == {}
     for query_id, file in (("oxygen", "q.rq"), ("ep", "ep.rq")):
         assert_replay_equals_live(tmp_path, data, query_id, file, live.get(query_id, []))
+    compared = assert_replay_equals_live(tmp_path, data, "entailed", "entailed.rq", live.get("entailed", []),
+                                         ["--background", str(tmp_path / "tunnel.trig"), "--option", "entailment=rdfs"])
+    rows = [row for r in compared for row in r["bindings"]]
+    assert len(rows) >= WANTED and {row.get("zone") for row in rows} == {'"north"', None}
 
 
-def assert_replay_equals_live(tmp_path, data, query_id, file, live):
+def assert_replay_equals_live(tmp_path, data, query_id, file, live, options=()):
+    """The replay of the recorded streams (with `options`, arguments of `rspstar replay`) gives
+    what the live engine gave from its second evaluation with data on; what was compared."""
     with_data = [r for r in live if r["bindings"]]
     assert len(with_data) > WANTED, "%s: only %d evaluations with data before the deadline" % (query_id, len(with_data))
     assert all(r["trigger"] == "watermark" for r in live)
@@ -127,10 +170,11 @@ def assert_replay_equals_live(tmp_path, data, query_id, file, live):
     out = tmp_path / ("%s.jsonl" % query_id)
     start = format_instant(parse_instant(compared[0]["time"]) - 1)
     done = subprocess.run([sys.executable, "-m", "rspstar.endpoint.cli", "replay", str(tmp_path / file)] + arguments +
-                          ["--from", start, "--to", compared[-1]["time"], "--out", str(out)],
+                          [*options, "--from", start, "--to", compared[-1]["time"], "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     replayed = [json.loads(line) for line in out.read_text().splitlines()]
     problems = compare_lines(compared, replayed, ordered=False)
     assert not problems, "%s:\n%s" % (query_id, "\n".join(problems[:10]))
     assert sum(len(r["bindings"]) for r in compared) >= WANTED
+    return compared

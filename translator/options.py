@@ -25,7 +25,7 @@ _FALSE = ("false", "off", "no", "0")
 # writes it (endpoint/engine/result_shapes.py makes each).
 SINK_FORMATS = ("sparql-json", "compact")
 _CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS, "overrun": ("catch-up", "skip"),
-            "sink_format": SINK_FORMATS}
+            "sink_format": SINK_FORMATS, "entailment": ("none", "rdfs")}
 _VARIABLE = re.compile(r"[?$][A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -61,7 +61,8 @@ class QueryOptions:
     (`lazy_bind`) and its heuristic H4, rspu: FILTERs placed after the joins when that makes
     fewer calls (`h4`); nested rspu: calls made as one (`fuse_rspu`); incremental evaluation of
     sliding windows (`incremental`); and evaluating together the queries that differ only in
-    constants (`share_constants`)."""
+    constants (`share_constants`). entailment: `none` or `rdfs` (spec §6.11: graph patterns
+    match the closure under RDFS rules 2, 3, 5, 7, 9 and 11 over the background's schema)."""
 
     report: str | None = None
     window_default_graph: str | None = None
@@ -79,6 +80,7 @@ class QueryOptions:
     sink_format: str = SINK_FORMATS[0]
     sink_empty: bool = True
     streams: tuple[str, ...] = ()
+    entailment: str = "none"
 
     @classmethod
     def from_pairs(cls, pairs: dict[str, str]) -> "QueryOptions":
@@ -143,7 +145,7 @@ class QueryOptions:
         window_default_graph = self.window_default_graph or \
             query.option_defaults.get("window_default_graph", "timestamps")
         return RewriteOptions(lazy_bind=self.lazy_bind, h4=self.h4, window_union=window_default_graph == "union",
-                              fuse_rspu=self.fuse_rspu)
+                              fuse_rspu=self.fuse_rspu, entailment=self.entailment == "rdfs")
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,11 @@ elements each window holds at this evaluation:
 Element sets are inlined as VALUES: the store selects them from its time index, so the cost
 does not grow with the size of the store.
 
+Under RDFS entailment (`RewriteOptions.entailment`, spec §6.11) a window's element graphs are
+matched through their closure graphs (store/entailment.py) while `?g` still binds the element:
+`GRAPH ?g { P }` becomes `GRAPH ?c { P } VALUES (?g ?c) { (element closure) ... }` and a merged
+default graph reads the closures; the store gives the closure graphs and the default graph.
+
 A query is rewritten once, at registration, into a `Template`: the SPARQL-star text with a slot
 wherever the text depends on an evaluation (a window's elements, whether a named graph is among
 them, the background graphs). An evaluation only fills the slots.
@@ -51,14 +56,17 @@ class RewriteOptions:
     h4: bool = True
     window_union: bool = False   # a window's default graph also holds its elements' content
     fuse_rspu: bool = True       # nested rspu: calls as one call (functions.FUSED_PREFIX)
+    entailment: bool = False     # RDFS entailment: elements read through their closure graphs
 
 
 class _Filling:
     """What one evaluation fills a template's slots with, each window's set made once."""
 
-    def __init__(self, elements: dict[str, list[str]], background: list[str]):
+    def __init__(self, elements: dict[str, list[str]], background: list[str],
+                 closures: dict[str, str] | None = None):
         self.elements = elements
         self.background = background
+        self.closures = closures or {}
         self._values: dict[str | None, str] = {}
         self._members: dict[str | None, set[str]] = {}
 
@@ -69,6 +77,9 @@ class _Filling:
         if window not in self._values:
             self._values[window] = " ".join(["<%s>" % g for g in self.graphs(window)])
         return self._values[window]
+
+    def closure(self, element: str) -> str:
+        return self.closures.get(element, element)
 
     def has(self, window: str | None, iri: str) -> bool:
         if window not in self._members:
@@ -86,6 +97,36 @@ class Values:
 
     def show(self) -> str:
         return "$elements(<%s>)" % self.window if self.window is not None else "$background"
+
+
+@dataclass(frozen=True)
+class Closures:
+    """The elements of a window with their closure graphs, as VALUES pairs (`pairs`), or the
+    closure graphs alone."""
+    window: str
+    pairs: bool
+
+    def fill(self, filling: _Filling) -> str:
+        if self.pairs:
+            return " ".join("(<%s> <%s>)" % (g, filling.closure(g)) for g in filling.graphs(self.window))
+        return " ".join("<%s>" % filling.closure(g) for g in filling.graphs(self.window))
+
+    def show(self) -> str:
+        return "$%s(<%s>)" % ("closures" if self.pairs else "closure-graphs", self.window)
+
+
+@dataclass(frozen=True)
+class ClosureOf:
+    """The closure graph of one element named in the query (the element itself when the
+    window does not hold it: the pattern then matches nothing anyway)."""
+    window: str
+    iri: str
+
+    def fill(self, filling: _Filling) -> str:
+        return "<%s>" % (filling.closure(self.iri) if filling.has(self.window, self.iri) else self.iri)
+
+    def show(self) -> str:
+        return "$closure(<%s>)" % self.iri
 
 
 @dataclass(frozen=True)
@@ -149,9 +190,13 @@ class Template:
     fused_functions: tuple[str, ...]
     from_named: list[str] | None             # FROM NAMED graphs: the background GRAPH ranges over
     calls_rspu: bool = True                  # whether the text calls rspu: functions (fused or not)
+    entailment: bool = False                 # reads elements through closure graphs (spec §6.11)
 
-    def instantiate(self, elements: dict[str, list[str]], background_graphs: list[str]) -> RewrittenQuery:
-        filling = _Filling(elements, self.from_named or background_graphs)
+    def instantiate(self, elements: dict[str, list[str]], background_graphs: list[str],
+                    closures: dict[str, str] | None = None) -> RewrittenQuery:
+        """The text for one evaluation: `elements` per window, the background graphs, and under
+        entailment each element's closure graph."""
+        filling = _Filling(elements, self.from_named or background_graphs, closures)
         texts = [pieces[0] if len(pieces) == 1 and isinstance(pieces[0], str) else _fill(pieces, filling)
                  for pieces, _, _ in self.parts]
         placed = [(len(text), src, len(text) if copied else 0) for text, (_, src, copied) in zip(texts, self.parts)]
@@ -243,7 +288,8 @@ class _Rewriter:
             self.group(body.where, _Context())
         self.expression(body.modifiers, _Context())
         return Template(self.emit.parts, self.query.from_graphs or None, body.source, tuple(sorted(self.fused)),
-                        self.query.from_named_graphs or None, bool(self.fused) or body.calls_rspu())
+                        self.query.from_named_graphs or None, bool(self.fused) or body.calls_rspu(),
+                        self.options.entailment)
 
     def expression(self, expression: Expression, ctx: _Context) -> None:
         for part in expression.parts:
@@ -369,6 +415,9 @@ class _Rewriter:
     def graph_pattern(self, node: GraphPattern, ctx: _Context) -> None:
         name = self.tokens[node.name]
         inner = _Context(ctx.window, True)
+        if ctx.window is not None and self.options.entailment:
+            self.closure_pattern(node, ctx.window, inner)
+            return
         if name.kind == VAR:
             # As a sub-select, Oxigraph materializes the window's matches once and hash-joins
             # them (bench/out/NOTES.md#graph-subselect). Semantics are unchanged: a GRAPH group
@@ -384,6 +433,23 @@ class _Rewriter:
         self.emit.copy(Span(node.keyword, node.name + 1))
         self.group(node.group, inner)
         self.emit.put((IfMember(ctx.window, (self.resolve(node.name),), ("",), (_NOTHING,)),), node.name)
+        self.emit.put("}", node.keyword)
+
+    def closure_pattern(self, node: GraphPattern, window: str, inner: _Context) -> None:
+        """A GRAPH pattern in a window under entailment: matched in the closure graphs, the
+        graph's name bound to the element's."""
+        name = self.tokens[node.name]
+        if name.kind == VAR:
+            closure = self.fresh()
+            self.emit.put("{ SELECT * WHERE { GRAPH %s" % closure, node.keyword)
+            self.group(node.group, inner)
+            self.emit.put(("VALUES (%s %s) { " % (name.text, closure), Closures(window, True), " } } }"),
+                          node.keyword)
+            return
+        iri = self.resolve(node.name)
+        self.emit.put(("{ GRAPH ", ClosureOf(window, iri)), node.keyword)
+        self.group(node.group, inner)
+        self.emit.put((IfMember(window, (iri,), ("",), (_NOTHING,)),), node.name)
         self.emit.put("}", node.keyword)
 
     def window_pattern(self, node: GraphPattern, ctx: _Context) -> None:
@@ -472,7 +538,8 @@ class _Rewriter:
                                        (_NOTHING,)),)
         else:
             timestamp_part = (_NOTHING,)
-        return [timestamp_part, ("GRAPH %s { %s %s %s } VALUES %s { " % (graph, s, p, o, graph), values, " }")]
+        content = Closures(window, False) if self.options.entailment else values
+        return [timestamp_part, ("GRAPH %s { %s %s %s } VALUES %s { " % (graph, s, p, o, graph), content, " }")]
 
     def term_text(self, term: Term, labels: dict[str, str]) -> str:
         """A term as text for a timestamps-graph pattern: blank nodes become fresh variables

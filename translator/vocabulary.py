@@ -24,9 +24,14 @@ SKOLEM_PREFIX = "urn:rspstar:genid:"
 RESERVED_PREFIX = "urn:rspstar:"
 
 
+# Closure graphs of RDFS entailment (store/entailment.py): derived from stream elements and the
+# background, never written by a client.
+CLOSURE_PREFIX = "urn:rspstar:closure:"
+
+
 def timestamps_graph(stream: str) -> str:
     return TIMESTAMPS_PREFIX + quote(stream, safe="")
 
 
 def is_internal_graph(iri: str) -> bool:
-    return iri.startswith(TIMESTAMPS_PREFIX) or iri == BATCHES_GRAPH
+    return iri.startswith(TIMESTAMPS_PREFIX) or iri == BATCHES_GRAPH or iri.startswith(CLOSURE_PREFIX)

@@ -100,7 +100,9 @@ class QueryEvaluator:
         contents = self.policy.contents(instant, self.store)                    # S2R
         if not self.policy.report_at(contents, self.store):
             return None
-        evaluation = self._stream(instant, contents, self.r2r.relation(contents))   # R2R, R2S
+        with self.store.background.reading():    # no background change lands in the middle
+            relation = self.r2r.relation(contents)                              # R2R
+        evaluation = self._stream(instant, contents, relation)                  # R2S
         evaluation.seconds = time.perf_counter() - started
         return evaluation
 

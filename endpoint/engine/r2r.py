@@ -109,6 +109,13 @@ class Compiled:
             template = self._templates[options] = compile_template(query, options)
         return template
 
+    def schema_version(self) -> str | None:
+        """What the query's rows depend on besides its elements: under RDFS entailment, the
+        digest of its background schema (store/entailment.py), else None."""
+        if not self.options.entailment:
+            return None
+        return self.store.entailment.schema_digest(self.query.from_graphs or None)
+
     def block_text(self) -> str:
         """What a range's rows depend on: the compiled query (its window's elements a slot)."""
         if self._block_text is None:
@@ -230,6 +237,9 @@ class RangeRows:
         evaluated once: ranges still inside the window are reused, the rest evaluated now."""
         stream = self.stream
         late = self.store.late_count(stream)
+        schema = self.compiled.schema_version()
+        if schema is not None:      # rows read through closures are kept per schema too
+            late = (late, schema)
         if late != self._late_seen:
             self._ranges, self._late_seen = [], late    # a late element may sit in a kept range
         kept = [r for r in self._ranges if opens <= r.opens and r.closes <= closes]

@@ -269,6 +269,7 @@ class Runner:
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed/background
         self.repository = QueryRepository(config.data_dir)
         self._configured: set[str] = set()      # ids of the configuration's queries (`configured`)
+        self.background_refresh = None          # refresh.BackgroundRefresh of [[background.graphs]], if any
         self.removals = 0                       # queries removed since the engine started
         self._restore()
 
@@ -654,7 +655,10 @@ class Runner:
 
     def tick(self) -> int:
         """Everything due now: evaluations (repeated while outputs feed other queries),
-        deliveries and retention. Returns the number of evaluations."""
+        deliveries and retention, after the background graphs due for a reload. Returns the
+        number of evaluations."""
+        if self.background_refresh is not None:
+            self.background_refresh.run_due()
         total = 0
         while True:
             ran = sum(self.run_query(q.id) for q in self.queries())

@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 
 DELIVERY_JOB = "sinks:deliver"
 RETENTION_JOB = "store:retention"
+REFRESH_JOB = "background:refresh"
 _NO_OVERLAP = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
 # Evaluations at once: Oxigraph evaluates without the interpreter lock, so two or more use both
 # cores; more would only queue inside the store.
@@ -73,6 +74,9 @@ class LiveScheduler:
                                **_NO_OVERLAP)
         self.scheduler.add_job(engine.evict, "interval", seconds=housekeeping_interval, id=RETENTION_JOB,
                                **_NO_OVERLAP)
+        if engine.background_refresh is not None:     # background graphs reloaded when due (refresh.py)
+            self.scheduler.add_job(engine.background_refresh.run_due, "interval", seconds=housekeeping_interval,
+                                   id=REFRESH_JOB, **_NO_OVERLAP)
         self._executor = executor if executor is not None else ThreadPoolExecutor(workers, "evaluation")
         # Runs of queries on probation wait for their worker processes here.
         self._isolated = executor if executor is not None else \

@@ -269,7 +269,7 @@ def document() -> dict:
                           "application/x-ndjson": _text([_envelope(5), _envelope(6)])},
                     write=True),
             },
-            "/health": {"get": _op("ok, starting or degraded (sources down), with counts", {
+            "/health": {"get": _op("ok, starting or degraded (sources down, a background graph not reloaded), with counts", {
                 "200": {"description": "ok", "content": {"application/json": {"schema": {"type": "object"}}}},
                 "503": {"description": "starting or degraded", "headers": {"Retry-After": {"schema": {"type": "string"}}},
                         "content": {"application/json": {"schema": {"type": "object"}}}}})},

@@ -24,11 +24,17 @@ def health():
     down = sorted(name for name, source in sources.items() if not source.get("active"))
     starting = not services().readiness.ready
     disk = services().disk.describe() if services().disk is not None else None
-    status = "starting" if starting else "degraded" if down or (disk and not disk["ok"]) else "ok"
+    # A background graph whose last reload failed still holds what it held: stale, so degraded.
+    refresh = services().engine.background_refresh
+    stale = refresh.failing() if refresh is not None else {}
+    status = "starting" if starting else "degraded" if down or stale or (disk and not disk["ok"]) else "ok"
     body = {"status": status, "queries": len(queries),
             "failed_queries": [q.id for q in queries if q.status.state == "failed"],
             "sources": len(sources), "sources_down": [] if starting else down,
             "streams": len(services().store.streams()), "event_streams": services().event_streams.count}
+    if refresh is not None:
+        body["background_graphs"] = len(refresh.graphs)
+        body["background_failing"] = stale
     if disk is not None:
         body["disk"] = disk
     response = Response(json.dumps(body), status=200 if status == "ok" else 503, mimetype="application/json")
@@ -97,6 +103,19 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
            [({"query": q.id, "sink": s.url}, s.state.pending) for q in queries for s in q.http_sinks])
     metric("rspstar_source_up", "gauge", "1 while a source's streaming query runs, 0 when it has stopped.",
            [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])
+    refresh = engine.background_refresh
+    if refresh is not None:
+        graphs = refresh.statuses()
+        metric("rspstar_background_reloads_total", "counter", "Reloads of a refreshed background graph that "
+               "replaced it.", [({"graph": g.graph}, g.reloads) for g in graphs])
+        metric("rspstar_background_reload_failures_total", "counter", "Reloads that failed (the graph kept what "
+               "it held).", [({"graph": g.graph}, g.failures) for g in graphs])
+        metric("rspstar_background_reload_failing", "gauge", "1 while a graph's last reload failed, with its error.",
+               [({"graph": g.graph, "error": (g.last_error or "")[:200]}, 1 if g.last_error else 0) for g in graphs])
+        metric("rspstar_background_graph_triples", "gauge", "Triples the last successful reload loaded.",
+               [({"graph": g.graph}, g.triples) for g in graphs if g.triples is not None])
+        metric("rspstar_background_loaded_timestamp_seconds", "gauge", "When the graph was last reloaded.",
+               [({"graph": g.graph}, g.loaded_at / 1e6) for g in graphs if g.loaded_at is not None])
     if disk is not None:
         metric("rspstar_disk_free_bytes", "gauge", "Free space of the data directory's disk.", [({}, disk.free())])
         metric("rspstar_disk_reserved_bytes", "gauge", "Free space kept for storing what was acknowledged and not "

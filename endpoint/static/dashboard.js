@@ -82,7 +82,9 @@ async function refreshHealth() {
     const sources = health.sources === undefined ? "" : `${health.sources} sources feeding `;
     $("#health").textContent = `${health.status} · ${health.queries} queries · ${sources}${health.streams} streams` +
       (health.failed_queries.length ? ` · failed: ${health.failed_queries.join(", ")}` : "") +
-      (health.sources_down && health.sources_down.length ? ` · sources down: ${health.sources_down.join(", ")}` : "");
+      (health.sources_down && health.sources_down.length ? ` · sources down: ${health.sources_down.join(", ")}` : "") +
+      Object.entries(health.background_failing || {}).map(([graph, error]) =>
+        ` · background <${graph}> not reloaded: ${error}`).join("");
   } catch (e) {
     $("#health").textContent = "unreachable";
   }
