@@ -41,10 +41,19 @@ class IsolatedCall:
     it makes (None: it calls no rspu: function), whether their cache is on, and the most rows
     or triples it may give (None: no bound)."""
     text: str
-    default_graph: tuple[str, ...] | None
+    default_graph: tuple[str, ...] | None     # graph IRIs, "" for the store's default graph
     fused: tuple[str, ...] | None
     cache: bool
     bound: int | None
+
+    @staticmethod
+    def graph_names(default_graph) -> tuple[str, ...] | None:
+        """A default graph (IRIs, or pyoxigraph graph names: an entailed dataset holds the
+        store's own default graph) as the strings a call carries to a worker."""
+        if default_graph is None:
+            return None
+        return tuple("" if isinstance(g, ox.DefaultGraph) else g.value if isinstance(g, ox.NamedNode) else g
+                     for g in default_graph)
 
 
 class IsolatedResult:
@@ -80,7 +89,7 @@ def evaluate_read_only(path: str, call: IsolatedCall) -> tuple:
     functions = FunctionLibrary(cache=call.cache) if call.fused is not None else None
     kwargs = {}
     if call.default_graph is not None:
-        kwargs["default_graph"] = [ox.NamedNode(g) for g in call.default_graph]
+        kwargs["default_graph"] = [ox.NamedNode(g) if g else ox.DefaultGraph() for g in call.default_graph]
     if functions is not None:
         kwargs["custom_functions"] = functions.table_for(call.fused)
     store = result = None

@@ -457,8 +457,8 @@ class StreamStore:
         the query's removal."""
         budget = scope.budget
         bound = budget.rows_left(share)
-        call = IsolatedCall(rewritten.text, tuple(rewritten.default_graph) if rewritten.default_graph is not None
-                            else None, tuple(rewritten.fused_functions) if calls_rspu else None,
+        call = IsolatedCall(rewritten.text, IsolatedCall.graph_names(rewritten.default_graph),
+                            tuple(rewritten.fused_functions) if calls_rspu else None,
                             functions.cache_enabled, bound)
         for _ in range(READ_ONLY_ATTEMPTS):
             outcome = scope.workers.run(path, call, budget)
