@@ -64,6 +64,7 @@ def engine_config(settings: Settings, data_dir: Path | None) -> EngineConfig:
         history_limit=engine.history, history_bytes=engine.history_bytes, idle_retention=engine.idle_retention,
         federation_allowed=settings.federation.allowed, max_range=engine.max_range,
         max_reports_per_second=engine.max_reports_per_second, max_elements=engine.max_elements,
+        landmark_elements=engine.landmark_elements,
         partition_keys=_partition_keys(settings.partition_keys.streams, "%s [partition_keys]" % settings.path),
         key_groups=engine.key_groups, max_queries=engine.max_queries, max_load=engine.max_load)
 

@@ -31,7 +31,7 @@ from .errors import UsageError
 # do not apply (a replay may ask for any step, and SERVICE calls are the user's own).
 # Its records go to its output: nobody polls a replay's history.
 _OFFLINE = dict(max_delay=0, max_range=2**62, max_reports_per_second=float("inf"), federation_allowed=None,
-                history_limit=0)
+                history_limit=0, landmark_elements=2**62)
 # What a live record carries about its delivery, and a replay's output leaves out.
 _LIVE_ONLY = ("trigger", "latency_ms")
 
