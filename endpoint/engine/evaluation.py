@@ -86,9 +86,11 @@ class QueryEvaluator:
                  query_id: str = "query", landmark_elements: int = default("engine.landmark_elements")):
         self.store = store
         self.landmark_elements = landmark_elements
-        self.landmarks = [w for w in query.windows.values() if isinstance(w, LandmarkWindow)]
+        # (Tuples and None where a query has none: a thousand queries' empty lists and dicts
+        # would be objects for Python's full collections to scan.)
+        self.landmarks = tuple(w for w in query.windows.values() if isinstance(w, LandmarkWindow))
         # What the windows read: the store, and the facts of the query's fact windows.
-        self.facts = fact_states(query, store, query_id)
+        self.facts = fact_states(query, store, query_id) or None
         self.view = WindowView(store, self.facts) if self.facts else store
         self.options = options
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
@@ -103,14 +105,14 @@ class QueryEvaluator:
     def close(self) -> None:
         """The query is removed: its windows leave the groups they joined, its facts go."""
         self.r2r.close()
-        for facts in self.facts.values():
+        for facts in (self.facts or {}).values():
             facts.drop()
 
     def begin(self, after: int, resumed: bool = False) -> None:
         """The query evaluates after `after`: its fact windows read the elements after it,
         from no fact (unless `resumed`: restore_state puts its facts back)."""
         if not resumed:
-            for facts in self.facts.values():
+            for facts in (self.facts or {}).values():
                 facts.begin(after)
 
     def query_state(self) -> dict | None:
@@ -119,7 +121,7 @@ class QueryEvaluator:
 
     def restore_state(self, state: dict | None, after: int) -> None:
         saved = (state or {}).get("facts", {})
-        for iri, facts in self.facts.items():
+        for iri, facts in (self.facts or {}).items():
             facts.restore(saved.get(iri, {"read_through": after}))
 
     def next_instant(self, after: int) -> int | None:
