@@ -220,3 +220,22 @@ def test_a_late_element_counts_at_the_next_close_either_way(incremental):
                     [(integer(1), integer(10)), (integer(2), integer(20))],
                     [(integer(1), integer(15)), (integer(2), integer(21))]]
     assert registered.status.late_elements == 1
+
+
+def test_rspstar_check_explains_each_window_in_words(tmp_path, capsys):
+    import json
+    from rspstar.endpoint.cli import main
+    text = (PREFIXES + "SELECT ?k (COUNT(?v) AS ?n)\n"
+            "FROM NAMED WINDOW ex:w ON ex:s [RANGE UNBOUNDED STEP PT1H]\n"
+            "FROM NAMED WINDOW ex:p ON ex:s [ELEMS 2 PARTITION BY ex:key]\n"
+            "FROM NAMED WINDOW ex:f ON ex:s [FACTS { ?k ex:on true } SINCE { ?o ex:key ?k } TILL { ?o ex:off ?k }]\n"
+            "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:key ?k ; ex:v ?v } } } GROUP BY ?k")
+    path = tmp_path / "q.rq"
+    path.write_text(text)
+    assert main(["check", str(path)]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    explained = {w["kind"]: w["explained"] for w in summary["windows"]}
+    assert explained["landmark"].startswith("everything since the epoch") and "PT3600S" in explained["landmark"]
+    assert "the last 2 elements of that partition" in explained["partitioned"]
+    assert "whenever a fact opens or closes" in explained["facts"]
+    assert summary["report"] == "at every window close"
