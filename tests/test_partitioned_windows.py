@@ -105,3 +105,12 @@ def test_the_latest_reading_of_every_sensor_live_and_what_the_store_keeps():
     assert store.streams()[EX + "s"].elements <= 4
     described = registered.describe()["windows"][0]
     assert described["kind"] == "partitioned" and described["partition_by"] == [EX + "sensor"]
+
+
+def test_a_partitioned_window_is_held_to_max_elements_per_key():
+    from rspstar.translator.admission import Limits, QueryOverLimits, admit
+    limits = Limits(max_range=10**12, max_reports_per_second=10.0, max_elements=5)
+    assert admit(QUERY % "ELEMS 5 PARTITION BY ex:sensor", limits).query.windows[EX + "latest"].size == 5
+    with pytest.raises(QueryOverLimits) as e:
+        admit(QUERY % "ELEMS 6 PARTITION BY ex:sensor", limits)
+    assert "max_elements" in str(e.value)

@@ -11,7 +11,7 @@ from typing import Callable
 
 from .errors import TranslatorError
 from .federation import check_federation
-from .model import ContinuousQuery, CountWindow, LandmarkWindow, TimeWindow
+from .model import ContinuousQuery, CountWindow, LandmarkWindow, PartitionedWindow, TimeWindow
 from .options import QueryOptions
 from .partition import PartitionKey, check_partitioned
 from .policy import ReportPolicy, report_policy
@@ -65,7 +65,7 @@ def _check_limits(query: ContinuousQuery, policy: ReportPolicy, limits: Limits) 
     with, since every instant is evaluated and none skipped. Count windows and content change
     report as the data arrives: their rate is the streams' own."""
     for window in query.windows.values():
-        if isinstance(window, CountWindow) and window.size > limits.max_elements:
+        if isinstance(window, (CountWindow, PartitionedWindow)) and window.size > limits.max_elements:
             raise QueryOverLimits("window <%s>: ELEMS %d holds more elements than the engine's limit of %d "
                                   "(max_elements)" % (window.iri, window.size, limits.max_elements))
         if isinstance(window, TimeWindow) and window.range > limits.max_range:
