@@ -215,5 +215,6 @@ def test_the_tef_sparql_text_is_refused_with_the_rsp_ql_form():
     with pytest.raises(QuerySyntaxError) as e:
         parse_query("SELECT ?room WHERE (CURRENT ?user :isIn ?room)")
     assert "FACTS" in e.value.message
-    with pytest.raises(QuerySyntaxError):
+    with pytest.raises(QuerySyntaxError) as e:
         parse_query(counting)
+    assert (e.value.line, e.value.column) == (2, 17) and "[FACTS {" in e.value.message

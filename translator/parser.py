@@ -150,6 +150,7 @@ class _Parser(PrologueReader):
     def parse(self) -> ContinuousQuery:
         """The whole query: REGISTER (before or after the prologue), the form and its head, the
         dataset and window declarations, WHERE, the solution modifiers."""
+        self.refuse_tef_sparql()
         register = self.register() if self.peek().is_keyword("REGISTER") else None
         prologue_start = self.i
         self.prologue()
@@ -180,6 +181,14 @@ class _Parser(PrologueReader):
             output_stream=output_stream, computed_every=every, from_graphs=from_graphs,
             from_named_graphs=from_named)
 
+    def refuse_tef_sparql(self) -> None:
+        """TEF-SPARQL's `CONSTRUCT FACT` and `WHERE (CURRENT ...)` (seed 004 Q9) are refused
+        with the fact window that says the same (spec §6.13)."""
+        for k, tok in enumerate(self.tokens[:-1]):
+            after = self.tokens[k + 1]
+            if (tok.is_keyword("CONSTRUCT") and after.is_keyword("FACT")) or (tok.is_punct("(") and after.is_keyword("CURRENT")):
+                raise self.error(tef_sparql_message(self.source.text, after.offset), after)
+
     def form_head(self):
         """SELECT / CONSTRUCT / ASK with its R2S keyword, projection or template: (form, the
         head's parts, the CONSTRUCT template, (R2S, its token) or None, the projected names)."""
@@ -198,8 +207,6 @@ class _Parser(PrologueReader):
                 r2s_tok = self.advance()
                 self.removed.append(Span(self.i - 1, self.i))
                 r2s_after_form = (R2S(r2s_tok.text.upper()), r2s_tok)
-            if form is QueryForm.CONSTRUCT and self.peek().is_keyword("FACT"):
-                raise self.error(tef_sparql_message(self.source.text, self.peek().offset), self.peek())
             if form is QueryForm.SELECT:
                 start = self.i
                 projected = self.projection()
@@ -249,8 +256,6 @@ class _Parser(PrologueReader):
             self.advance()
         if not self.peek().is_punct("{"):
             tok = self.peek()
-            if tok.is_punct("(") and self.peek(1).is_keyword("CURRENT"):
-                raise self.error(tef_sparql_message(self.source.text, tok.offset), tok)
             if tok.is_keyword(*_HEADER_ONLY):
                 raise self.error("misplaced %s: dataset and window declarations come right after the "
                                  "query form" % tok.text.upper())
