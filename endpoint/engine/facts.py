@@ -57,6 +57,7 @@ class FactState:
         self.since_variables = since_variables(window)
         self.till_variables = till_variables(window)
         self.template = self._template()
+        self._saved_facts: list | None = None     # what `state` last read of the graph (None: changed since)
 
     def _template(self) -> list[tuple]:
         """The template's triples with constants as terms and variables as _Variable."""
@@ -83,17 +84,19 @@ class FactState:
         self.store.replace_graph(self.graph, [])
         self.read_through = after
         self.open = 0
+        self._saved_facts = None
 
     def state(self) -> dict:
-        """The open facts and the instant read through, as JSON."""
-        facts = []
-        for quad in self.store.quads_in(self.graph, predicate=_SINCE):
-            reified = next(iter(self.store.quads_in(self.graph, subject=quad.subject, predicate=_REIFIES)), None)
-            if reified is not None:
-                triple = reified.object
-                facts.append([term_to_ntriples(triple.subject), term_to_ntriples(triple.predicate),
-                              term_to_ntriples(triple.object), quad.object.value])
-        return {"read_through": self.read_through, "facts": facts}
+        """The open facts and the instant read through, as JSON. The facts are read from their
+        graph again only after a fact opened or closed (two reads of the graph, not one per fact)."""
+        if self._saved_facts is None:
+            reified = {quad.subject: quad.object for quad in self.store.quads_in(self.graph, predicate=_REIFIES)}
+            self._saved_facts = [
+                [term_to_ntriples(triple.subject), term_to_ntriples(triple.predicate), term_to_ntriples(triple.object),
+                 quad.object.value]
+                for quad in self.store.quads_in(self.graph, predicate=_SINCE)
+                if (triple := reified.get(quad.subject)) is not None]
+        return {"read_through": self.read_through, "facts": self._saved_facts}
 
     def restore(self, saved: dict) -> None:
         """The state `state` gave, back in the store (whatever the store held of it)."""
@@ -106,6 +109,7 @@ class FactState:
         self.store.replace_graph(self.graph, quads)
         self.read_through = saved.get("read_through")
         self.open = len(triples)
+        self._saved_facts = None
 
     def drop(self) -> None:
         self.store.replace_graph(self.graph, [])
@@ -181,6 +185,7 @@ class FactState:
             return False        # the earliest opening is kept
         self.store.change_graph(self._fact_quads(triple, since), [])
         self.open += 1
+        self._saved_facts = None
         return True
 
     def _close(self, pattern: tuple, binding: dict) -> bool:
@@ -199,6 +204,7 @@ class FactState:
             reifier = self._reifier(quad.triple)
             self.store.change_graph([], [quad] + self.store.quads_in(self.graph, subject=reifier))
             self.open -= 1
+            self._saved_facts = None
         return bool(candidates)
 
     @staticmethod

@@ -470,7 +470,8 @@ class Runner:
         """One write keeps the last instant and the R2S state it produced together."""
         registered.spec.last_evaluation = registered.status.last_evaluation
         registered.spec.r2s_previous = registered.evaluator.r2s_state()
-        registered.spec.state = registered.evaluator.query_state()
+        if self.repository.data_dir is not None:      # (read only to be kept)
+            registered.spec.state = registered.evaluator.query_state()
         registered.spec.counters = registered.status.saved()
         if not registered.removed:
             self.repository.save_progress(registered.spec)
