@@ -218,3 +218,19 @@ def test_the_tef_sparql_text_is_refused_with_the_rsp_ql_form():
     with pytest.raises(QuerySyntaxError) as e:
         parse_query(counting)
     assert (e.value.line, e.value.column) == (2, 17) and "[FACTS {" in e.value.message
+
+
+def test_a_replay_starts_with_no_fact_at_from(tmp_path):
+    from rspstar.endpoint.engine.replay import Replay, ReplayInput
+    lines = ["@prefix : <http://example.org/> .", "@prefix prov: <http://www.w3.org/ns/prov#> .",
+             "@prefix xsd: <http://www.w3.org/2001/XMLSchema#> ."]
+    for n, (second, (user, verb, room)) in enumerate(seed_events()):
+        lines.append(':e%d prov:generatedAtTime "2026-03-01T08:00:%02dZ"^^xsd:dateTime . :e%d { :%s :%s :%s }'
+                     % (n, second, n, user, verb, room))
+    (tmp_path / "fb.trig").write_text("\n".join(lines) + "\n")
+    text = COUNT % (PRESENCE % ' STEP PT3S START "2026-03-01T08:00:00Z"^^xsd:dateTime')
+    # From 08:00:03: Axel's and Darko's entries into A (at 2 and 3) are before it, so nobody is
+    # in A; their later leaves close nothing, their entries into B open.
+    replay = Replay(ReplayInput.single(text, [(EX + "fb", tmp_path / "fb.trig")], T0 + 3 * S, T0 + 10 * S))
+    records = [record for _, record in replay.run()]
+    assert [(r["time"][-3:], rooms(r)) for r in records] == [("06Z", [("RoomB", 1)]), ("09Z", [("RoomB", 2)])]
