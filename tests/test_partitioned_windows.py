@@ -114,3 +114,16 @@ def test_a_partitioned_window_is_held_to_max_elements_per_key():
     with pytest.raises(QueryOverLimits) as e:
         admit(QUERY % "ELEMS 6 PARTITION BY ex:sensor", limits)
     assert "max_elements" in str(e.value)
+
+
+@pytest.mark.parametrize("spec, kind", [("ELEMS 1 PARTITION BY ex:sensor", "partitioned"),
+                                        ("RANGE UNBOUNDED STEP PT1S", "landmark"),
+                                        ("FACTS { ?o ex:on true } SINCE { ?o ex:sensor ?sensor } TILL { ?o ex:v ?v }",
+                                         "fact")])
+def test_the_new_windows_do_not_run_partitioned_on_spark(spec, kind):
+    from rspstar.translator.partition import PartitionError, PartitionKey, check_partitioned
+    from rspstar.translator.validate import compile_query
+    q = compile_query(QUERY % spec)
+    with pytest.raises(PartitionError) as e:
+        check_partitioned(q, "?sensor", {EX + "s": PartitionKey(EX + "sensor")}, report_policy(q))
+    assert e.value.rule == "window" and "a %s window, which runs on the single store only" % kind in str(e.value)

@@ -91,7 +91,7 @@ def check_partitioned(query: ContinuousQuery, variable: str, keys: dict[str, Par
     for window in query.windows.values():
         if isinstance(window, (PartitionedWindow, LandmarkWindow, FactWindow)):
             raise PartitionError("window", "window <%s> is a %s window, which runs on the single store only"
-                                 % (window.iri, window.describe()["kind"]))
+                                 % (window.iri, {"facts": "fact"}.get(window.describe()["kind"], window.describe()["kind"])))
         if not isinstance(window, TimeWindow) or window.upper_closed:
             raise PartitionError("window", "window <%s> is not a time window: the last n elements of a stream "
                                            "are not the last n of each key" % window.iri)
