@@ -221,6 +221,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine", "max_reports_per_second", Number(), 10.0,
             "evaluations per second a query may ask for (the sum of 1/STEP over its windows, or 1/period)"),
     Setting("engine", "max_elements", Whole(1), 100_000, "the most elements a count window ([ELEMS n]) may hold"),
+    Setting("engine", "landmark_elements", Whole(1), 1_000_000,
+            "the most elements a landmark window ([RANGE UNBOUNDED STEP ...]) may hold: past it its query stops with "
+            "a failed status naming this setting (spec 6.10)"),
     Setting("engine", "min_free_disk", Whole(0, "bytes"), 64 * MIB,
             "free space the data directory's disk keeps beyond what storing the acknowledged landing files will "
             "take: below it writes are refused (507) before the store or a landing file fails half-way, and /health "

@@ -26,10 +26,11 @@ class StreamStats:
     late: int = 0                 # published with a timestamp below the watermark
     latest: int | None = None     # greatest timestamp published
     watermark: int | None = None  # the stream is complete up to here (spec §5)
+    evicted_before: int | None = None   # every element with τ below this is gone (a landmark cannot start there)
 
 
 # The counters an index cannot rebuild from the elements it holds, saved and restored.
-SAVED_COUNTERS = ("ingested", "evicted", "late", "watermark")
+SAVED_COUNTERS = ("ingested", "evicted", "late", "watermark", "evicted_before")
 
 
 class ElementIndex:
@@ -90,6 +91,22 @@ class ElementIndex:
         hi = bisect.bisect_left(entries, (closes,))
         return [entry[2] for entry in entries[lo:hi]]
 
+    def timed_between(self, stream: str, opens: int, closes: int) -> list[tuple[int, str]]:
+        """(τ, graph name) with opens <= τ < closes, in stream order."""
+        entries = self._entries.get(stream)
+        if not entries:
+            return []
+        lo = bisect.bisect_left(entries, (opens,))
+        hi = bisect.bisect_left(entries, (closes,))
+        return [(entry[0], entry[2]) for entry in entries[lo:hi]]
+
+    def count_between(self, stream: str, opens: int, closes: int) -> int:
+        """How many elements have opens <= τ < closes (two bisections)."""
+        entries = self._entries.get(stream)
+        if not entries:
+            return 0
+        return bisect.bisect_left(entries, (closes,)) - bisect.bisect_left(entries, (opens,))
+
     # -- element numbers (spec §6.1): the i-th held element of a stream has number evicted + i + 1.
     def _last_through(self, stream: str, instant: int) -> tuple[list, int]:
         """The stream's entries and the position of its last element with τ <= instant (-1)."""
@@ -148,6 +165,7 @@ class ElementIndex:
         stats = self._stats[stream]
         stats.elements -= cut
         stats.evicted += cut
+        stats.evicted_before = max(instant, stats.evicted_before or instant)
         return doomed
 
     def advance_watermark(self, stream: str, instant: int) -> bool:
@@ -181,6 +199,8 @@ class ElementIndex:
             stats.ingested = max(int(counts.get("ingested", 0)), stats.elements)
             stats.evicted = int(counts.get("evicted", 0))
             stats.late = int(counts.get("late", 0))
+            if counts.get("evicted_before") is not None:
+                stats.evicted_before = int(counts["evicted_before"])
             if counts.get("watermark") is not None:
                 stats.watermark = max(int(counts["watermark"]), stats.watermark or int(counts["watermark"]))
 

@@ -34,6 +34,7 @@ from .background import Background
 from .documents import Documents
 from .entailment import Entailment
 from .element_index import CountersFile, ElementIndex, StreamStats
+from .keyed import KeyedElements, element_keys
 from .staged import StagedElement, Stamps
 from .errors import DuplicateElementError, StoreError
 from .generations import Generations
@@ -76,6 +77,9 @@ class StreamStore:
         self._evicted_since_compaction = 0
         self._evicted_since_flush = 0
         self._index = ElementIndex()
+        # Per (stream, key predicates): the stream's elements by key, for partitioned windows
+        # (store/keyed.py), fed at every publish once a window asked for it.
+        self._keyed: dict[tuple[str, tuple[str, ...]], KeyedElements] = {}
         self._staged: set[str] = set()
         self.background = Background(self)
         self.documents = Documents(self)
@@ -291,6 +295,9 @@ class StreamStore:
                 fresh = list(first.values())
             self._staged.difference_update(graphs)
             self._index.add_all(stream, fresh)
+            for (keyed_stream, _), keyed in self._keyed.items():
+                if keyed_stream == stream:
+                    self._key_elements(keyed, [(element.timestamp, element.graph) for element in fresh])
             if fresh:
                 self._index.stats_of(stream).ingested += len(fresh)
                 self.entailment.published([element.graph for element in fresh])
@@ -356,12 +363,84 @@ class StreamStore:
         with self._lock:
             return self._index.next_arrival(stream, after)
 
+    def timed_elements_in(self, stream: str, opens: int, closes: int) -> list[tuple[int, str]]:
+        """(τ, graph name) of the elements of `stream` with opens <= τ < closes, in stream order."""
+        with self._lock:
+            return self._index.timed_between(stream, opens, closes)
+
+    def count_between(self, stream: str, opens: int, closes: int) -> int:
+        with self._lock:
+            return self._index.count_between(stream, opens, closes)
+
+    def evicted_before(self, stream: str) -> int | None:
+        """Every element of `stream` with τ below this has been evicted (None: none was)."""
+        with self._lock:
+            stats = self._index.known(stream)
+            return None if stats is None else stats.evicted_before
+
+    # -- graphs the engine keeps for its queries (a fact window's facts, spec §6.13) ---------------
+    def holds(self, quad: ox.Quad) -> bool:
+        with self._lock:
+            return quad in self.oxigraph
+
+    def quads_in(self, graph: ox.NamedNode, subject=None, predicate=None, object=None) -> list[ox.Quad]:
+        with self._lock:
+            return list(self.oxigraph.quads_for_pattern(subject, predicate, object, graph))
+
+    def change_graph(self, added: list[ox.Quad], removed: list[ox.Quad]) -> None:
+        with self._lock:
+            for quad in removed:
+                self.write("remove", quad)
+            if added:
+                self.write("extend", added)
+
+    def replace_graph(self, graph: ox.NamedNode, quads: list[ox.Quad]) -> None:
+        """The graph's content becomes `quads` (none: the graph goes)."""
+        with self._lock:
+            self.write("remove_graph", graph)
+            if quads:
+                self.write("extend", quads)
+
+    # -- partitioned windows (spec §6.9) ----------------------------------------------------------
+    def _keyed_view(self, stream: str, keys: tuple[str, ...]) -> KeyedElements:
+        """The stream's elements by `keys` (under the lock), made from what it holds the first
+        time a window asks."""
+        keyed = self._keyed.get((stream, keys))
+        if keyed is None:
+            keyed = self._keyed[(stream, keys)] = KeyedElements(keys)
+            self._key_elements(keyed, self._index.timed_between(stream, -2**63, 2**63 - 1))
+        return keyed
+
+    def _key_elements(self, keyed: KeyedElements, elements: list[tuple[int, str]]) -> None:
+        """Read the keys of published elements (their asserted `?s p ?o` triples) into `keyed`."""
+        store = self.oxigraph
+        predicates = [ox.NamedNode(p) for p in keyed.keys]
+        for timestamp, graph in elements:
+            name = ox.NamedNode(graph)
+            values = [[str(quad.object) for quad in store.quads_for_pattern(None, p, None, name)] for p in predicates]
+            keyed.add(timestamp, graph, element_keys(values))
+
+    def partition_window(self, stream: str, keys: tuple[str, ...], through: int, size: int) -> CountContent | None:
+        with self._lock:
+            return self._keyed_view(stream, keys).window(through, size)
+
+    def next_keyed_arrival(self, stream: str, keys: tuple[str, ...], after: int) -> int | None:
+        with self._lock:
+            return self._keyed_view(stream, keys).next_arrival(after)
+
+    def partition_reach(self, stream: str, keys: tuple[str, ...], instant: int, size: int) -> int:
+        with self._lock:
+            return self._keyed_view(stream, keys).reach(instant, size)
+
     def evict_before(self, stream: str, instant: int) -> int:
         """Drop the elements of `stream` with τ < instant (no window can reach them any more)."""
         with self._lock:
             doomed = self._index.cut_before(stream, instant)
             if not doomed:
                 return 0
+            for (keyed_stream, _), keyed in self._keyed.items():
+                if keyed_stream == stream:
+                    keyed.cut_before(instant)
             # The index keeps each element's timestamp triple as stored, so it is removed
             # directly: no SPARQL update is parsed and matched per close (bench/eviction.py;
             # removing the element graphs costs the most either way).

@@ -232,3 +232,23 @@ def test_the_queries_table_fits_the_window_and_charts_break_at_gaps(server, tmp_
     screenshot.unlink(missing_ok=True)
     chromium(tmp_path, "--window-size=%d,1300" % width, "--screenshot=%s" % screenshot, base + "/?refresh=poll&query=gappy")
     assert screenshot.stat().st_size > 10_000
+
+
+def test_partitioned_landmark_and_fact_windows_are_shown_as_declared(tmp_path):
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(max_delay=0))
+    prefixes = "PREFIX ex: <http://example.org/> PREFIX sosa: <http://www.w3.org/ns/sosa/> "
+    engine.register(prefixes + "SELECT ?v FROM NAMED WINDOW ex:p ON ex:s [ELEMS 1 PARTITION BY sosa:madeBySensor] "
+                    "WHERE { WINDOW ex:p { GRAPH ?g { ?o ex:v ?v } } }", "latest")
+    engine.register(prefixes + "SELECT (COUNT(*) AS ?n) FROM NAMED WINDOW ex:l ON ex:s [RANGE UNBOUNDED STEP PT1H] "
+                    "WHERE { WINDOW ex:l { GRAPH ?g { ?o ex:v ?v } } }", "landmark")
+    engine.register(prefixes + "SELECT ?u FROM NAMED WINDOW ex:f ON ex:s [FACTS { ?u ex:isIn ?r } SINCE { ?u ex:enter ?r } "
+                    "TILL { ?u ex:leave ?r } STEP PT3S] WHERE { WINDOW ex:f { ?u ex:isIn ?r } }", "facts")
+    http = make_server("127.0.0.1", 0, create_app(engine), threaded=True)
+    threading.Thread(target=http.serve_forever, daemon=True).start()
+    try:
+        page = chromium(tmp_path, "--dump-dom", "http://127.0.0.1:%d/?refresh=poll" % http.server_port)
+    finally:
+        http.shutdown()
+    shapes = re.findall(r"<td>([^<]*) on example.org/s</td>", page)
+    assert sorted(shapes) == ["facts ?u &lt;http://example.org/isIn&gt; ?r/PT3S", "last 1 per madeBySensor",
+                              "since 1970-01-01T00:00:00Z/PT3600S"]

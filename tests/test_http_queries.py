@@ -167,3 +167,29 @@ def test_a_query_without_a_window_is_refused_pointing_at_sparql(client):
                                          "SELECT * WHERE { ?s ?p ?o }", content_type="application/sparql-query",
                         query_string={"id": "e"}, headers=AUTH)
     assert periodic.status_code == 201 and every.status_code == 201
+
+
+def test_the_new_windows_are_described_at_registration_and_a_landmark_too_early_is_a_400(client, engine):
+    landmark = ("PREFIX ex: <http://example.org/> SELECT (COUNT(*) AS ?n) FROM NAMED WINDOW ex:l ON ex:s "
+                "[RANGE UNBOUNDED STEP PT1H] WHERE { WINDOW ex:l { GRAPH ?g { ?o ?p ?v } } }")
+    created = client.post("/queries", query_string={"id": "landmark"}, data=landmark,
+                          content_type="application/sparql-query", headers=AUTH)
+    assert created.status_code == 201
+    [window] = created.get_json()["windows"]
+    assert window["kind"] == "landmark" and window["range"] == "UNBOUNDED" and "epoch" in window["explained"]
+    assert client.get("/queries/landmark").get_json()["windows"] == [window]
+    facts = ("PREFIX ex: <http://example.org/> SELECT ?u FROM NAMED WINDOW ex:f ON ex:s [FACTS { ?u ex:isIn ?r } "
+             "SINCE { ?u ex:enter ?r } TILL { ?u ex:leave ?r }] WHERE { WINDOW ex:f { ?u ex:isIn ?r } }")
+    described = client.post("/queries", query_string={"id": "facts"}, data=facts,
+                            content_type="application/sparql-query", headers=AUTH).get_json()
+    assert described["windows"][0]["kind"] == "facts" and "step" not in described["windows"][0]
+    assert "whenever a fact opens or closes" in described["windows"][0]["explained"]
+    # Elements of a stream no query reads are evicted after idle_retention; a landmark from
+    # before what remains is refused, naming the oldest instant it can start from.
+    engine.store.publish("http://example.org/t", engine.store.documents.stage(
+        "http://example.org/t", STREAM.replace(b"example.org/s", b"example.org/t"), ox.RdfFormat.TRIG, "t").staged)
+    engine.store.evict_before("http://example.org/t", T0 + 3 * S)
+    refused = client.post("/queries", query_string={"id": "early"}, data=landmark.replace("ex:s ", "ex:t "),
+                          content_type="application/sparql-query", headers=AUTH)
+    assert refused.status_code == 400
+    assert "oldest instant it can start from is 2026-03-01T08:00:03Z" in refused.get_data(as_text=True)

@@ -8,15 +8,15 @@ registered."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Callable, Protocol
 
 from .errors import TranslatorError
 from .federation import check_federation
-from .model import ContinuousQuery, CountWindow, TimeWindow
+from .model import ContinuousQuery, CountWindow, LandmarkWindow, PartitionedWindow, TimeWindow
 from .options import QueryOptions
 from .partition import PartitionKey, check_partitioned
 from .policy import ReportPolicy, report_policy
-from .temporal import format_duration
+from .temporal import format_duration, format_instant
 from .validate import compile_query
 
 
@@ -81,7 +81,7 @@ def _check_limits(query: ContinuousQuery, policy: ReportPolicy, limits: Limits) 
     with, since every instant is evaluated and none skipped. Count windows and content change
     report as the data arrives: their rate is the streams' own."""
     for window in query.windows.values():
-        if isinstance(window, CountWindow) and window.size > limits.max_elements:
+        if isinstance(window, (CountWindow, PartitionedWindow)) and window.size > limits.max_elements:
             raise QueryOverLimits("window <%s>: ELEMS %d holds more elements than the engine's limit of %d "
                                   "(max_elements)" % (window.iri, window.size, limits.max_elements))
         if isinstance(window, TimeWindow) and window.range > limits.max_range:
@@ -91,3 +91,23 @@ def _check_limits(query: ContinuousQuery, policy: ReportPolicy, limits: Limits) 
     if rate > limits.max_reports_per_second:
         raise QueryOverLimits("the query asks for %.6g evaluations per second (STEP or COMPUTED EVERY); the "
                               "engine's limit is %g (max_reports_per_second)" % (rate, limits.max_reports_per_second))
+
+
+class LandmarkTooEarly(TranslatorError):
+    """A landmark window whose START lies before elements the store has evicted (spec §6.10)."""
+
+
+def check_landmark_starts(query: ContinuousQuery, evicted_before: Callable[[str], int | None]) -> None:
+    """A landmark window holds everything since its START: one starting before what its stream
+    still holds (`evicted_before(stream)`: every element below it is gone) would be a window
+    cut short, so it is refused, naming the oldest instant it can start from."""
+    for window in query.windows.values():
+        if not isinstance(window, LandmarkWindow):
+            continue
+        oldest = evicted_before(window.stream)
+        if oldest is not None and window.start < oldest:
+            raise LandmarkTooEarly(
+                "window <%s>: the landmark starts at %s, but the store has evicted <%s>'s elements before %s; "
+                "the oldest instant it can start from is %s (START \"%s\"^^xsd:dateTime)"
+                % (window.iri, format_instant(window.start), window.stream, format_instant(oldest),
+                   format_instant(oldest), format_instant(oldest)))

@@ -26,7 +26,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import ContinuousQuery, QueryForm, TimeWindow
+from .model import ContinuousQuery, LandmarkWindow, QueryForm, TimeWindow
+from .rewrite import INTERNAL_VARIABLE_PREFIX
 from .syntax import (
     Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, TriplesBlock, nested_groups,
 )
@@ -41,15 +42,35 @@ _AGGREGATES = {"COUNT", "SUM", "AVG", "MIN", "MAX", "SAMPLE", "GROUP_CONCAT"}
 
 def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
     """(the window, "") when the query is distributive over its elements, else (None, why)."""
-    body = query.body
-    tokens = body.tokens
     if query.form is not QueryForm.SELECT:
         return None, "only SELECT queries are evaluated incrementally"
     if len(query.windows) != 1:
         return None, "the query reads %d windows" % len(query.windows)
-    why = _combining(body)
+    why = _combining(query.body)
     if why:
         return None, why
+    iri, why = _one_element_block(query)
+    if iri is None:
+        return None, why
+    declared = query.windows[iri]
+    if not isinstance(declared, TimeWindow):
+        return None, "a %s window is evaluated whole" % _KINDS.get(type(declared).__name__, "count")
+    if declared.lag or declared.upper_closed:
+        return None, "a window in the past or with upper-closed bounds is evaluated whole"
+    if declared.range > MAX_RANGES_PER_WINDOW * declared.step:
+        return None, "the window would be kept as more than %d ranges (RANGE / STEP)" % MAX_RANGES_PER_WINDOW
+    return iri, ""
+
+
+_KINDS = {"CountWindow": "count", "PartitionedWindow": "partitioned", "FactWindow": "fact",
+          "LandmarkWindow": "landmark"}
+
+
+def _one_element_block(query: ContinuousQuery) -> tuple[str | None, str]:
+    """(the window, "") when WHERE is one WINDOW named by an IRI holding one GRAPH ?g block that
+    reads only its element, beside row-wise FILTERs and BINDs; else (None, why)."""
+    body = query.body
+    tokens = body.tokens
     windows = [n for n in body.where.items if isinstance(n, GraphPattern) and n.is_window]
     if len(windows) != 1 or tokens[windows[0].name].kind == VAR:
         return None, "the WHERE clause is not one WINDOW named by an IRI"
@@ -63,14 +84,102 @@ def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
         return None, "the window holds more than its GRAPH block and row-wise FILTERs and BINDs"
     if not _element_local(blocks[0].group, tokens):
         return None, "the GRAPH block reads more than its element (GRAPH, WINDOW or SERVICE inside it)"
-    declared = query.windows[body.resolve(window.name)]
-    if not isinstance(declared, TimeWindow):
-        return None, "a count window is evaluated whole"
-    if declared.lag or declared.upper_closed:
-        return None, "a window in the past or with upper-closed bounds is evaluated whole"
-    if declared.range > MAX_RANGES_PER_WINDOW * declared.step:
-        return None, "the window would be kept as more than %d ranges (RANGE / STEP)" % MAX_RANGES_PER_WINDOW
     return body.resolve(window.name), ""
+
+
+# Aggregates whose value over a union of parts is computed from their values over the parts,
+# and what combines them.
+_COMBINED_BY = {"COUNT": "SUM", "SUM": "SUM", "MIN": "MIN", "MAX": "MAX"}
+PARTIAL_ROWS = INTERNAL_VARIABLE_PREFIX + "rows"
+
+
+@dataclass
+class Landmark:
+    """How a landmark window's query is evaluated close by close (spec §6.10) without reading
+    the landmark again: `partial`, the query over a range of the window's elements (with, for an
+    aggregating query, the rows each group had in PARTIAL_ROWS); `groups`, the GROUP BY
+    variables; `aggregates`, each projected aggregate's variable and the aggregate combining
+    its values over the ranges (none: the query is distributive, its rows those of the ranges)."""
+    window: str
+    partial: ContinuousQuery
+    groups: list[str]
+    aggregates: list[tuple[str, str]]
+
+
+def landmark_window(query: ContinuousQuery) -> tuple[Landmark | None, str]:
+    """(the plan, "") when the query reads one landmark window whose results at a close follow
+    from those at the close before and those over the elements in between: a distributive
+    query (its rows added up), or one grouping them with COUNT, SUM, MIN and MAX (without
+    DISTINCT) and nothing else; else (None, why)."""
+    from .parser import parse_query     # the parser's model is what this reads: no cycle at import
+
+    if query.form is not QueryForm.SELECT or len(query.windows) != 1:
+        return None, "only a SELECT over one landmark window is evaluated close by close"
+    [declared] = query.windows.values()
+    if not isinstance(declared, LandmarkWindow):
+        return None, "not a landmark window"
+    iri, why = _one_element_block(query)
+    if iri is None:
+        return None, why
+    body = query.body
+    tokens = body.tokens
+    varying = sorted({t.text.upper() for t in tokens if t.kind == NAME} & _PER_EVALUATION)
+    if varying:
+        return None, "%s() differs between evaluations" % varying[0]
+    if not _combining(body):
+        return Landmark(iri, query, [], []), ""
+    head = [k for part in body.form_head.parts if isinstance(part, Span) for k in range(part.start, part.end)]
+    items, why = _aggregate_projection(tokens, head[1:])
+    if items is None:
+        return None, why
+    groups, why = _group_by(tokens, [k for part in body.modifiers.parts if isinstance(part, Span)
+                                     for k in range(part.start, part.end)], body.modifiers)
+    if groups is None:
+        return None, why
+    plain = [name for name, function in items if function is None]
+    if set(plain) - set(groups):
+        return None, "?%s is projected but not grouped by" % sorted(set(plain) - set(groups))[0]
+    text = body.source.text
+    first, last = tokens[head[1]].offset, tokens[head[-1]].end
+    partial_text = "%s SELECT %s (COUNT(*) AS ?%s) %s" % (text[:tokens[head[0]].offset], text[first:last], PARTIAL_ROWS,
+                                                         text[last:])
+    partial = parse_query(partial_text)
+    return Landmark(iri, partial, groups, [(name, _COMBINED_BY[f]) for name, f in items if f is not None]), ""
+
+
+def _aggregate_projection(tokens, head: list[int]) -> tuple[list | None, str]:
+    """The projection as (variable, aggregate or None) when it is plain variables and
+    `(AGG(?v) AS ?a)` / `(COUNT(*) AS ?a)` with AGG a combinable aggregate."""
+    items = []
+    k = 0
+    while k < len(head):
+        tok = tokens[head[k]]
+        if tok.kind == VAR:
+            items.append((tok.text[1:], None))
+            k += 1
+            continue
+        shape = [tokens[head[j]] for j in range(k, min(k + 8, len(head)))]
+        if not (len(shape) == 8 and shape[0].is_punct("(") and shape[1].kind == NAME and shape[2].is_punct("(")
+                and (shape[3].kind == VAR or shape[3].is_punct("*")) and shape[4].is_punct(")")
+                and shape[5].is_keyword("AS") and shape[6].kind == VAR and shape[7].is_punct(")")):
+            return None, "the projection computes more than COUNT, SUM, MIN or MAX of a variable"
+        function = shape[1].text.upper()
+        if function not in _COMBINED_BY or (shape[3].is_punct("*") and function != "COUNT"):
+            return None, "%s is not combined from its values over parts of the window" % function
+        items.append((shape[6].text[1:], function))
+        k += 8
+    return items, ""
+
+
+def _group_by(tokens, modifiers: list[int], expression: Expression) -> tuple[list[str] | None, str]:
+    if any(not isinstance(part, Span) for part in expression.parts):
+        return None, "solution modifiers hold a pattern"
+    if not modifiers:
+        return [], ""
+    if not (len(modifiers) > 2 and tokens[modifiers[0]].is_keyword("GROUP") and tokens[modifiers[1]].is_keyword("BY")
+            and all(tokens[k].kind == VAR for k in modifiers[2:])):
+        return None, "solution modifiers other than GROUP BY variables (HAVING, ORDER BY, LIMIT, ...)"
+    return [tokens[k].text[1:] for k in modifiers[2:]], ""
 
 
 @dataclass

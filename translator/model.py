@@ -42,6 +42,18 @@ class StreamView(Protocol):
 
     def next_arrival(self, stream: str, after: int) -> int | None: ...
 
+    # Partitioned windows (spec §6.9): the elements of a stream by the objects of their key
+    # predicates' triples.
+    def partition_window(self, stream: str, keys: tuple[str, ...], through: int,
+                         size: int) -> "CountContent | None": ...
+
+    def next_keyed_arrival(self, stream: str, keys: tuple[str, ...], after: int) -> int | None: ...
+
+    def partition_reach(self, stream: str, keys: tuple[str, ...], instant: int, size: int) -> int: ...
+
+    # Landmark windows (spec §6.10): how many elements a time range holds, without listing them.
+    def count_between(self, stream: str, opens: int, closes: int) -> int: ...
+
 
 @dataclass(frozen=True)
 class CountContent:
@@ -61,6 +73,11 @@ class WindowContent:
     opens: int = 0
     closes: int = 0
     graphs: list[str] | None = None
+
+    # A fact window (spec §6.13) holds no elements: `graphs` is the one graph its facts are
+    # in at this evaluation, and `changed` says whether a fact opened or closed at the instant.
+    facts: bool = False
+    changed: bool = False
 
     def select(self, stream: str, view: StreamView) -> list[str]:
         return self.graphs if self.graphs is not None else view.elements_in(stream, self.opens, self.closes)
@@ -212,7 +229,197 @@ class CountWindow:
         return {"iri": self.iri, "stream": self.stream, "elements": self.size, "step": self.step}
 
 
-Window = Union[TimeWindow, CountWindow]
+@dataclass(frozen=True)
+class PartitionedWindow:
+    """`[ELEMS n PARTITION BY p1, ..., pk]` (spec §6.9): at instant t, for every key, the last n
+    elements of that key with τ <= t (ties in arrival order). An element's keys are the tuples of
+    the objects of its asserted triples `?s p_i ?o`: one with several values for a predicate
+    belongs to each such partition, one with none for some p_i to none (it never enters). It
+    closes at every distinct τ of an element that has a key, and is listed as [τ of the oldest
+    element held, τ of the newest]."""
+
+    iri: str
+    stream: str
+    size: int
+    keys: tuple[str, ...]
+    line: int = 0
+    column: int = 0
+
+    def content_at(self, instant: int, view: StreamView) -> WindowContent | None:
+        content = view.partition_window(self.stream, self.keys, instant, self.size)
+        return None if content is None else WindowContent((content.first, content.last), graphs=content.graphs)
+
+    def content_sliding(self, instant: int, view: StreamView) -> WindowContent | None:
+        """Content change is this window's own policy: the same content."""
+        return self.content_at(instant, view)
+
+    def next_close(self, after: int, view: StreamView) -> int | None:
+        return view.next_keyed_arrival(self.stream, self.keys, after)
+
+    def earliest_reachable(self, instant: int, view: StreamView) -> int:
+        return view.partition_reach(self.stream, self.keys, instant, self.size)
+
+    def sliding_reach(self, after: int, view: StreamView) -> int:
+        return view.partition_reach(self.stream, self.keys, after, self.size)
+
+    def explain(self) -> str:
+        keys = ", ".join("<%s>" % k for k in self.keys)
+        return ("for every value of %s in an element (each value a partition of its own), the last %d element%s "
+                "of that partition; closes whenever an element with a key arrives (elements without one never "
+                "enter)" % (keys, self.size, "" if self.size == 1 else "s"))
+
+    def describe(self) -> dict:
+        return {"iri": self.iri, "stream": self.stream, "kind": "partitioned", "elements": self.size,
+                "partition_by": list(self.keys), "explained": self.explain()}
+
+
+@dataclass(frozen=True)
+class LandmarkWindow:
+    """`[RANGE UNBOUNDED STEP β START τ0]` (spec §6.10): closes at x_i = τ0 + i·β, i = 1, 2, ...
+    (none at τ0 itself) and then holds [τ0, x_i): everything the stream has since τ0 (the epoch
+    without START), listed as [τ0, x_i]."""
+
+    iri: str
+    stream: str
+    step: int
+    start: int = 0
+    line: int = 0
+    column: int = 0
+    upper_closed = False     # (read beside TimeWindow's)
+    lag = 0
+
+    def close_at_or_before(self, instant: int) -> int | None:
+        first = self.start + self.step
+        if instant < first:
+            return None
+        return self.start + ((instant - self.start) // self.step) * self.step
+
+    def content_at(self, instant: int, view: StreamView) -> WindowContent | None:
+        close = self.close_at_or_before(instant)
+        if close is None:
+            return None
+        return WindowContent((self.start, close), self.start, close)
+
+    def content_sliding(self, instant: int, view: StreamView) -> WindowContent | None:
+        """Content change (spec §6.3, §6.6): everything with τ0 <= τ <= t."""
+        if instant < self.start:
+            return None
+        return WindowContent((self.start, instant), self.start, instant + 1)
+
+    def next_close(self, after: int, view: StreamView) -> int | None:
+        if after < self.start + self.step:
+            return self.start + self.step
+        return self.start + ((after - self.start) // self.step + 1) * self.step
+
+    def earliest_reachable(self, instant: int, view: StreamView | None = None) -> int:
+        return self.start
+
+    def sliding_reach(self, after: int, view: StreamView) -> int:
+        return self.start
+
+    @property
+    def rate(self) -> float:
+        return 1_000_000 / self.step
+
+    def explain(self) -> str:
+        since = "the epoch (everything the stream has)" if not self.start else format_instant(self.start)
+        return ("everything since %s, growing: closes every %s from then on, the first %s after it"
+                % (since, format_duration(self.step), format_duration(self.step)))
+
+    def describe(self) -> dict:
+        return {"iri": self.iri, "stream": self.stream, "kind": "landmark", "range": "UNBOUNDED",
+                "step": format_duration(self.step), "start": format_instant(self.start),
+                "explained": self.explain()}
+
+
+@dataclass(frozen=True)
+class FactTemplate:
+    """A triple of a FACTS template: each position a variable (`?name`) or a constant written as
+    SPARQL (an IRI in full, a literal as written; the query's prefixes are in force)."""
+
+    subject: str
+    predicate: str
+    object: str
+
+    def terms(self) -> tuple[str, str, str]:
+        return self.subject, self.predicate, self.object
+
+
+@dataclass(frozen=True)
+class FactWindow:
+    """`[FACTS { template } SINCE { P } TILL { Q } STEP β START τ0]` (spec §6.13): each element, in
+    stream order, opens the template's triples for each match of P (unless open already: the
+    earliest opening is kept) and then closes the open triples each match of Q binds through the
+    variables the template shares with Q. A fact opened at τs and closed at τe holds during
+    [τs, τe). At instant t the window's default graph holds the facts that hold at t, each
+    annotated `rspstar:since τs`. With STEP it closes at τ0 + i·β (i = 1, 2, ...), without it at
+    every instant where a fact opens or closes; listed as [t, t]. The facts are state (the
+    engine's, endpoint/engine/facts.py), not elements."""
+
+    iri: str
+    stream: str
+    template: tuple[FactTemplate, ...]
+    since: str                  # the SINCE group pattern as written, braces included
+    till: str                   # the TILL group pattern
+    prologue: str               # the query's PREFIX and BASE declarations, for the patterns
+    step: int | None = None
+    start: int = 0
+    line: int = 0
+    column: int = 0
+    upper_closed = False
+    lag = 0
+
+    def template_variables(self) -> list[str]:
+        return list(dict.fromkeys(t[1:] for triple in self.template for t in triple.terms() if t.startswith("?")))
+
+    def close_at_or_before(self, instant: int) -> int | None:
+        if self.step is None or instant < self.start + self.step:
+            return None
+        return self.start + ((instant - self.start) // self.step) * self.step
+
+    def content_at(self, instant: int, view: StreamView) -> WindowContent | None:
+        """The facts at `instant` (the view keeps them: FactView in the engine)."""
+        return view.facts_at(self, instant)
+
+    def content_sliding(self, instant: int, view: StreamView) -> WindowContent | None:
+        return view.facts_at(self, instant)
+
+    def next_close(self, after: int, view: StreamView) -> int | None:
+        if self.step is None:
+            return view.next_arrival(self.stream, after)
+        if after < self.start + self.step:
+            return self.start + self.step
+        return self.start + ((after - self.start) // self.step + 1) * self.step
+
+    def earliest_reachable(self, instant: int, view: StreamView) -> int:
+        return view.fact_reach(self)
+
+    def sliding_reach(self, after: int, view: StreamView) -> int:
+        return view.fact_reach(self)
+
+    @property
+    def rate(self) -> float:
+        return 0.0 if self.step is None else 1_000_000 / self.step
+
+    def explain(self) -> str:
+        template = " . ".join(" ".join(t.terms()) for t in self.template)
+        when = ("every %s from %s" % (format_duration(self.step), format_instant(self.start))
+                if self.step is not None else "whenever a fact opens or closes")
+        return ("the facts { %s } that hold: each opens when an element matches SINCE %s (the earliest opening "
+                "kept) and closes when one matches TILL %s through the variables they share; its default graph "
+                "holds them annotated with rspstar:since; evaluated %s" % (template, self.since, self.till, when))
+
+    def describe(self) -> dict:
+        data = {"iri": self.iri, "stream": self.stream, "kind": "facts",
+                "facts": [" ".join(t.terms()) for t in self.template], "since": self.since, "till": self.till,
+                "explained": self.explain()}
+        if self.step is not None:
+            data["step"] = format_duration(self.step)
+            data["start"] = format_instant(self.start)
+        return data
+
+
+Window = Union[TimeWindow, CountWindow, PartitionedWindow, LandmarkWindow, FactWindow]
 
 
 @dataclass
@@ -258,5 +465,6 @@ class ContinuousQuery:
 
     def policy_origin(self) -> int:
         """τ0 of the query: the earliest START of its time windows, else the epoch."""
-        starts = [w.start for w in self.windows.values() if isinstance(w, TimeWindow)]
+        starts = [w.start for w in self.windows.values() if isinstance(w, (TimeWindow, LandmarkWindow))
+                  or (isinstance(w, FactWindow) and w.step is not None)]
         return min(starts) if starts else 0

@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 
 from .dialects import DIALECTS
 from .errors import TemporalValueError, TranslatorError
-from .incremental import Join, distributive_window, joined_windows
+from .incremental import Join, Landmark, distributive_window, joined_windows, landmark_window
 from .model import ContinuousQuery
 from .policy import PolicyError, ReportPolicy, parse_strategies
 from .rewrite import RewriteOptions
@@ -159,10 +159,15 @@ class R2RPlan:
     window: str | None = None
     join: Join | None = None
     why_not: str = ""
+    landmark: Landmark | None = None    # `landmark`: a landmark window's query close by close
 
     def describe(self) -> str:
         if self.kind == "incremental":
             return self.window
+        if self.kind == "landmark":
+            return ("landmark window <%s>, close by close: the elements since the last close evaluated and %s" % (
+                self.window, "their aggregates combined with the ones before" if self.landmark.aggregates
+                else "their rows added to the ones before"))
         if self.kind == "joined":
             return "a join of windows %s, each incremental%s" % (
                 ", ".join("<%s>" % w for w in self.join.windows),
@@ -176,10 +181,15 @@ def r2r_plan(query: ContinuousQuery, policy: ReportPolicy, options: QueryOptions
         return R2RPlan("whole", why_not="incremental evaluation is off (option incremental)")
     if not policy.at_closes:
         return R2RPlan("whole", why_not="the report policy reads the windows between their closes")
+    landmark, why_not_landmark = landmark_window(query)
+    if landmark is not None:
+        return R2RPlan("landmark", window=landmark.window, landmark=landmark)
     window, why_not = distributive_window(query)
     if window is not None:
         return R2RPlan("incremental", window=window)
     join, why_not_joined = joined_windows(query)
     if join is not None:
         return R2RPlan("joined", join=join)
+    if why_not == "a landmark window is evaluated whole":
+        why_not = why_not_landmark
     return R2RPlan("whole", why_not=why_not_joined if query.windows else why_not)

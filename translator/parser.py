@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from .errors import QuerySyntaxError, TemporalValueError
 from .namespaces import XSD
-from .model import ContinuousQuery, CountWindow, QueryForm, R2S, TimeWindow, Window
+from .model import (
+    ContinuousQuery, CountWindow, FactTemplate, FactWindow, LandmarkWindow, PartitionedWindow, QueryForm, R2S,
+    TimeWindow, Window,
+)
 from .syntax import (
     Annotation, Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group,
     InlineData, Keyworded, ObjectWithAnnotations, ParsedBody, PropertyValues, ReifiedTriple, Span,
@@ -186,6 +189,7 @@ class _Parser(PrologueReader):
     def parse(self) -> ContinuousQuery:
         """The whole query: REGISTER (before or after the prologue), the form and its head, the
         dataset and window declarations, WHERE, the solution modifiers."""
+        self.refuse_tef_sparql()
         register = self.register() if self.peek().is_keyword("REGISTER") else None
         prologue_start = self.i
         self.prologue()
@@ -226,6 +230,14 @@ class _Parser(PrologueReader):
         for tok in self.tokens[first:]:
             if tok.kind == IRI:
                 self.resolve(tok)
+
+    def refuse_tef_sparql(self) -> None:
+        """TEF-SPARQL's `CONSTRUCT FACT` and `WHERE (CURRENT ...)` (seed 004 Q9) are refused
+        with the fact window that says the same (spec §6.13)."""
+        for k, tok in enumerate(self.tokens[:-1]):
+            after = self.tokens[k + 1]
+            if (tok.is_keyword("CONSTRUCT") and after.is_keyword("FACT")) or (tok.is_punct("(") and after.is_keyword("CURRENT")):
+                raise self.error(tef_sparql_message(self.source.text, after.offset), after)
 
     def form_head(self):
         """SELECT / CONSTRUCT / ASK with its R2S keyword, projection or template: (form, the
@@ -385,12 +397,21 @@ class _Parser(PrologueReader):
         if self.peek().is_keyword("ELEMS"):
             self.advance()
             size = self.count("ELEMS")
+            if self.peek().is_keyword("PARTITION"):
+                return self.partitioned_window(iri, stream, size, line, column)
             step = 1
             if self.peek().is_keyword("STEP"):
                 self.advance()
                 step = self.count("STEP")
+            if self.peek().is_keyword("PARTITION"):
+                raise self.error("a partitioned window has no STEP: it closes at every element with a key "
+                                 "([ELEMS n PARTITION BY p], spec 6.9)")
             self.expect_punct("]", "to close the window specification (ELEMS n STEP m)")
             return CountWindow(iri, stream, size, step, line, column)
+        if self.peek().is_keyword("FACTS"):
+            return self.fact_window(iri, stream, line, column)
+        if self.peek().is_keyword("RANGE") and self.peek(1).is_keyword("UNBOUNDED"):
+            return self.landmark_window(iri, stream, line, column)
         lag = 0
         if self.peek().is_keyword("FROM"):
             self.advance()
@@ -425,6 +446,141 @@ class _Parser(PrologueReader):
                              % self.describe(self.peek()))
         self.advance()
         return TimeWindow(iri, stream, width, step, start, lag, line=line, column=column)
+
+    def partitioned_window(self, iri: str, stream: str, size: int, line: int, column: int) -> PartitionedWindow:
+        """`PARTITION BY p1, p2 ]` after `ELEMS n` (spec §6.9)."""
+        self.advance()
+        self.expect_keyword("BY", "after PARTITION")
+        keys: list[str] = []
+        while True:
+            tok = self.peek()
+            key, _ = self.declaration_iri("naming a key predicate after PARTITION BY")
+            if key in keys:
+                raise self.error("<%s> is named twice after PARTITION BY" % key, tok)
+            keys.append(key)
+            if not self.peek().is_punct(","):
+                break
+            self.advance()
+        if self.peek().is_keyword("STEP"):
+            raise self.error("a partitioned window has no STEP: it closes at every element with a key (spec 6.9)")
+        self.expect_punct("]", "to close the window specification (ELEMS n PARTITION BY p1, p2)")
+        return PartitionedWindow(iri, stream, size, tuple(keys), line, column)
+
+    def landmark_window(self, iri: str, stream: str, line: int, column: int) -> LandmarkWindow:
+        """`RANGE UNBOUNDED STEP β START τ0 ]` (spec §6.10)."""
+        self.advance()
+        unbounded = self.advance()
+        if not self.peek().is_keyword("STEP"):
+            raise self.error("a landmark window [RANGE UNBOUNDED ...] needs STEP and a duration (it closes every "
+                             "STEP; one that closes at every element is the report policy content-change), found %s"
+                             % self.describe(self.peek()), self.peek() if self.peek().is_keyword("TUMBLING") else unbounded)
+        self.advance()
+        step, _ = self.duration("STEP")
+        start = 0
+        if self.peek().is_keyword("START"):
+            self.advance()
+            start = self.instant("START")
+        if not self.peek().is_punct("]"):
+            raise self.error("expected START or ']' in a landmark window, found %s" % self.describe(self.peek()))
+        self.advance()
+        return LandmarkWindow(iri, stream, step, start, line, column)
+
+    def fact_window(self, iri: str, stream: str, line: int, column: int) -> FactWindow:
+        """`FACTS { template } SINCE { P } TILL { Q } (STEP β (START τ0)?)? ]` (spec §6.13)."""
+        self.advance()
+        template = self.fact_template()
+        self.expect_keyword("SINCE", "after the FACTS template")
+        since = self.fact_pattern("SINCE")
+        self.expect_keyword("TILL", "after the SINCE pattern")
+        till = self.fact_pattern("TILL")
+        step, start = None, 0
+        if self.peek().is_keyword("STEP"):
+            self.advance()
+            step, _ = self.duration("STEP")
+            if self.peek().is_keyword("START"):
+                self.advance()
+                start = self.instant("START")
+        elif self.peek().is_keyword("START"):
+            raise self.error("START needs STEP in a fact window (without STEP it closes where facts open or close)")
+        if not self.peek().is_punct("]"):
+            raise self.error("expected STEP or ']' after the TILL pattern, found %s" % self.describe(self.peek()))
+        self.advance()
+        prologue = ""
+        if self.prefixes or self.base:
+            prologue = "".join("PREFIX %s: <%s>\n" % item for item in self.prefixes.items())
+            if self.base:
+                prologue = "BASE <%s>\n" % self.base + prologue
+        return FactWindow(iri, stream, template, since, till, prologue, step, start, line, column)
+
+    def fact_template(self) -> tuple[FactTemplate, ...]:
+        """The FACTS template: triples of variables, IRIs and literals (a fact is a triple the
+        window asserts; blank nodes, paths and annotations have no place in it)."""
+        opened = self.expect_punct("{", "to open the FACTS template")
+        triples: list[FactTemplate] = []
+        while not self.peek().is_punct("}"):
+            if self.peek().kind == EOF:
+                raise self.error("'{' is never closed", opened)
+            if self.peek().is_punct("."):
+                self.advance()
+                continue
+            subject = self.fact_term("subject")
+            while True:
+                tok = self.peek()
+                if tok.is_keyword("A"):
+                    self.advance()
+                    predicate = "<http://www.w3.org/1999/02/22-rdf-syntax-ns#type>"
+                elif tok.kind in (VAR, IRI, PNAME):
+                    predicate = self.fact_term("predicate")
+                else:
+                    raise self.error("expected a predicate (IRI, variable or 'a') in the FACTS template, found %s"
+                                     % self.describe(tok))
+                while True:
+                    triples.append(FactTemplate(subject, predicate, self.fact_term("object")))
+                    if self.peek().is_punct("{|", "~"):
+                        raise self.error("a FACTS template triple takes no annotation: the window annotates each "
+                                         "fact with rspstar:since itself")
+                    if not self.peek().is_punct(","):
+                        break
+                    self.advance()
+                if not self.peek().is_punct(";"):
+                    break
+                while self.peek().is_punct(";"):
+                    self.advance()
+                if self.peek().is_punct(".", "}"):
+                    break
+        self.advance()
+        if not triples:
+            raise self.error("the FACTS template holds no triple", opened)
+        return tuple(triples)
+
+    def fact_term(self, position: str) -> str:
+        tok = self.peek()
+        if tok.kind == VAR:
+            self.advance()
+            return "?" + tok.text[1:]
+        if tok.kind in (IRI, PNAME):
+            self.advance()
+            return "<%s>" % self.resolve(tok)
+        if position == "object" and (tok.kind in (STRING, NUMBER) or tok.is_keyword("TRUE", "FALSE")):
+            self.graph_node(allow_collections=False)
+            text = self.source.text[tok.offset:self.tokens[self.i - 1].end]
+            if self.tokens[self.i - 1].kind == PNAME:     # a datatype written as a prefixed name
+                text = text[:text.rfind("^^")] + "^^<%s>" % self.resolve(self.tokens[self.i - 1])
+            return text
+        raise self.error("a FACTS template %s is a variable or an IRI%s, not %s" % (
+            position, " or a literal" if position == "object" else "", self.describe(tok)))
+
+    def fact_pattern(self, keyword: str) -> str:
+        """A SINCE or TILL group pattern, as written (matched against one element's graph)."""
+        if not self.peek().is_punct("{"):
+            raise self.error("expected '{' with the %s pattern, found %s" % (keyword, self.describe(self.peek())))
+        first = self.i
+        group = self.group()
+        for tok in self.tokens[first:self.i]:
+            if tok.is_keyword("WINDOW", "GRAPH", "SERVICE"):
+                raise self.error("%s inside %s: the pattern is matched against one element's graph"
+                                 % (tok.text.upper(), keyword), tok)
+        return self.source.text[self.tokens[group.open].offset:self.tokens[group.close].end]
 
     # -- graph patterns ------------------------------------------------------------------
     def group(self) -> Group:
@@ -836,7 +992,24 @@ class _Parser(PrologueReader):
         raise self.error("expected an RDF term, found %s" % self.describe(tok))
 
 
+def tef_sparql_message(text: str, at: int) -> str:
+    """Why a TEF-SPARQL FACT query (seed 004 Q9) is refused, and the RSP-QL* window that says
+    the same (spec §6.13), built from the query's own template, SINCE and TILL where they can be
+    read."""
+    import re
+    template = re.search(r"FACT\s+\w*\s*\{([^{}]*)\}", text[max(0, at - 1):], re.I)
+    since = re.search(r"\(\s*SINCE\s+([^()]*)\)", text, re.I)
+    till = re.search(r"\(\s*TILL\s+([^()]*)\)", text, re.I)
+    shown = "{ %s }" % " ".join(template.group(1).split()) if template else "{ ?user :isIn ?room }"
+    since_text = "{ %s }" % " ".join(since.group(1).split()) if since else "{ ?user :enter ?room }"
+    till_text = "{ %s }" % " ".join(till.group(1).split()) if till else "{ ?user :leave ?room }"
+    return ("TEF-SPARQL's CONSTRUCT FACT / CURRENT is not RSP-QL*; declare the facts as a window and query its "
+            "default graph: FROM NAMED WINDOW ex:presence ON ex:fb [FACTS %s SINCE %s TILL %s STEP PT3S] ... WHERE "
+            "{ WINDOW ex:presence { %s } } (spec 6.13)" % (shown, since_text, till_text, shown[2:-2]))
+
+
 def parse_query(text: str, base: str | None = None) -> ContinuousQuery:
+
     """Parse RSP-QL* text into a query model; raises QuerySyntaxError with line and column.
     `base`: the IRI the text was retrieved from, which relative IRIs resolve against (see
     `PrologueReader`).

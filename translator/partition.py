@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from .errors import TranslatorError
 from .incremental import _AGGREGATES, _words
-from .model import ContinuousQuery, TimeWindow
+from .model import ContinuousQuery, FactWindow, LandmarkWindow, PartitionedWindow, TimeWindow
 from .policy import ReportPolicy
 from .syntax import GraphPattern, Group, ParsedBody, Span, Term, TriplesBlock, nested_groups
 from .tokens import NAME, VAR
@@ -89,6 +89,9 @@ def check_partitioned(query: ContinuousQuery, variable: str, keys: dict[str, Par
     if not query.windows:
         raise PartitionError("window", "the query reads no window")
     for window in query.windows.values():
+        if isinstance(window, (PartitionedWindow, LandmarkWindow, FactWindow)):
+            raise PartitionError("window", "window <%s> is a %s window, which runs on the single store only"
+                                 % (window.iri, {"facts": "fact"}.get(window.describe()["kind"], window.describe()["kind"])))
         if not isinstance(window, TimeWindow) or window.upper_closed:
             raise PartitionError("window", "window <%s> is not a time window: the last n elements of a stream "
                                            "are not the last n of each key" % window.iri)

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import TemporalValueError, TranslatorError
-from .model import ContinuousQuery, CountWindow, StreamView, TimeWindow, Window, WindowContent
+from .model import (
+    ContinuousQuery, CountWindow, FactWindow, LandmarkWindow, PartitionedWindow, StreamView, TimeWindow, Window,
+    WindowContent,
+)
 from .syntax import resolve_iri
 from .temporal import format_duration, parse_duration
 from .tokens import IRI, PNAME
@@ -171,9 +174,22 @@ class _Progression:
 
 @dataclass(frozen=True)
 class _CountCloses:
-    """The closes of a count window: at its stream's elements, known once they are in."""
+    """The closes of a count or partitioned window: at its stream's elements, known once they
+    are in."""
 
-    window: CountWindow
+    window: CountWindow | PartitionedWindow
+
+    def next(self, after: int, view: StreamView) -> int | None:
+        return self.window.next_close(after, view)
+
+
+@dataclass(frozen=True)
+class _FactChanges:
+    """The closes of a fact window without STEP (spec §6.13): the instants at which a fact
+    opens or closes. Candidates are its stream's arrivals; whether one is a close is known
+    once the window has read the elements there (WindowContent.changed)."""
+
+    window: FactWindow
 
     def next(self, after: int, view: StreamView) -> int | None:
         return self.window.next_close(after, view)
@@ -228,6 +244,10 @@ class _Meet:
 def _window_closes(window: Window) -> _Meet:
     if isinstance(window, TimeWindow):
         return _Meet(_Progression(window.start + window.range, window.step))
+    if isinstance(window, LandmarkWindow) or (isinstance(window, FactWindow) and window.step is not None):
+        return _Meet(_Progression(window.start + window.step, window.step))     # no close at τ0 itself
+    if isinstance(window, FactWindow):
+        return _Meet(None, (_FactChanges(window),))
     return _Meet(None, (_CountCloses(window),))
 
 
@@ -262,6 +282,7 @@ class ReportPolicy:
         # Whether instants come from the elements themselves (count windows, content change), so
         # that a replay must offer every element's timestamp as a candidate instant.
         self.arrivals = any(term.data for term in terms)
+        self._fact_changes = any(isinstance(source, _FactChanges) for term in terms for source in term.data)
 
     def _instants_of(self, query: ContinuousQuery, strategy: Strategy, by_iri: dict[str, Window]) -> list[_Meet]:
         """The instants one strategy gives, as a union of meets."""
@@ -301,9 +322,14 @@ class ReportPolicy:
                 found[window.iri] = content
         return found
 
-    def report_at(self, contents: dict[str, WindowContent], view: StreamView) -> bool:
+    def report_at(self, contents: dict[str, WindowContent], view: StreamView, instant: int | None = None) -> bool:
         """Whether the non-empty strategies hold for these contents (each window read only
-        when a strategy asks about it)."""
+        when a strategy asks about it), and, for a query whose instants include a fact window's
+        changes, whether `instant` is one of its instants after all (an arrival that opened or
+        closed no fact is none: spec §6.13)."""
+        if instant is not None and self._fact_changes and not self._holds(instant, contents, view):
+            return False
+
         def held(iri: str) -> bool:
             content = contents.get(iri)
             if content is None:
@@ -312,6 +338,18 @@ class ReportPolicy:
             return bool(content.select(window.stream, view))
 
         return self.report_where(held)
+
+    def _holds(self, instant: int, contents: dict[str, WindowContent], view: StreamView) -> bool:
+        """Whether some term gives `instant`: every one of its sources does (a fact window's
+        changes where its content changed at the instant)."""
+        for term in self.terms:
+            if term.progression is not None and term.progression.next(instant - 1, None) != instant:
+                continue
+            if all(contents.get(source.window.iri) is not None and contents[source.window.iri].changed
+                   if isinstance(source, _FactChanges) else source.next(instant - 1, view) == instant
+                   for source in term.data):
+                return True
+        return False
 
     def report_where(self, held: Callable[[str], bool]) -> bool:
         """Whether the non-empty strategies hold when `held(iri)` says whether a window holds
@@ -323,7 +361,8 @@ class ReportPolicy:
         """The watermark every input stream must reach before the evaluation at `instant`:
         a window that holds elements at its close instant (count windows, upper-closed
         bounds, content change) waits until the stream is complete past it."""
-        exact = self.content_change or any(isinstance(w, CountWindow) or w.upper_closed for w in self.windows)
+        exact = self.content_change or any(isinstance(w, (CountWindow, PartitionedWindow, FactWindow)) or w.upper_closed
+                                           for w in self.windows)
         return instant + 1 if exact else instant
 
     def retention(self, after: int, view: StreamView) -> dict[str, int]:

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import QuerySyntaxError
-from .model import ContinuousQuery
+from .model import ContinuousQuery, FactWindow
 from .namespaces import RDF, RSPU
 from .syntax import (
     Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group, InlineData,
@@ -415,6 +415,9 @@ class _Rewriter:
     def graph_pattern(self, node: GraphPattern, ctx: _Context) -> None:
         name = self.tokens[node.name]
         inner = _Context(ctx.window, True)
+        if ctx.window is not None and self.is_fact_window(ctx.window):
+            # A fact window holds facts in its default graph and no named graph (spec §6.13).
+            self.emit.put("{ %s }" % _NOTHING, node.keyword)
         if ctx.window is not None and self.options.entailment:
             self.closure_pattern(node, ctx.window, inner)
             return
@@ -476,7 +479,22 @@ class _Rewriter:
             self.expand_subject(tss, triples, labels)
         return triples
 
+    def is_fact_window(self, window: str) -> bool:
+        return isinstance(self.query.windows[window], FactWindow)
+
+    def fact_default_triples(self, block: TriplesBlock, window: str) -> None:
+        """A fact window's default graph is the graph its facts are in at this evaluation: the
+        one graph the evaluation gives as the window's content (spec §6.13)."""
+        graph = self.fresh()
+        at = block.span.start
+        self.emit.put("{ GRAPH %s {" % graph, at)
+        self.emit.copy(block.span)
+        self.emit.put(("} VALUES %s { " % graph, Values(window), " } }"), at)
+
     def window_default_triples(self, block: TriplesBlock, window: str) -> None:
+        if self.is_fact_window(window):
+            self.fact_default_triples(block, window)
+            return
         triples = self.block_triples(block)
         at = block.span.start
         if self.options.window_union:
@@ -529,8 +547,10 @@ class _Rewriter:
         """Where one triple pattern matches a window's merged elements: the timestamps graph
         (subjects restricted to the elements) and the element graphs."""
         values = Values(window)
-        ts_graph = timestamps_graph(self.query.windows[window].stream)
         graph = self.fresh()
+        if self.is_fact_window(window):
+            return [("GRAPH %s { %s %s %s } VALUES %s { " % (graph, s, p, o, graph), values, " }")]
+        ts_graph = timestamps_graph(self.query.windows[window].stream)
         if s.startswith("?"):
             timestamp_part = ("GRAPH <%s> { %s %s %s } VALUES %s { " % (ts_graph, s, p, o, s), values, " }")
         elif s.startswith("<"):

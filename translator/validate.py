@@ -8,7 +8,8 @@ import pyoxigraph as ox
 
 from .dialects import translate
 from .errors import QuerySyntaxError
-from .model import ContinuousQuery
+from .facts import GRAPHS, constants_query, match_query
+from .model import ContinuousQuery, FactWindow
 from .nesting import check_nesting
 from .parser import parse_query
 from .rewrite import RewriteOptions, RewrittenQuery, rewrite
@@ -95,7 +96,27 @@ def _compile(text: str, functions: FunctionLibrary | None, base: str | None) -> 
     query = parse_query(text, base)
     rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
     check_with_oxigraph(query, rewritten, functions or FunctionLibrary())
+    for window in query.windows.values():
+        if isinstance(window, FactWindow):
+            check_fact_window(window)
     return query
+
+
+def check_fact_window(window: FactWindow) -> None:
+    """A fact window's SINCE and TILL patterns and template literals, checked by Oxigraph as
+    the engine will run them; an error names the part, at the window's declaration."""
+    probe = ox.Store()
+    parts = [("SINCE", match_query(window, "SINCE").replace(GRAPHS, "")),
+             ("TILL", match_query(window, "TILL").replace(GRAPHS, ""))]
+    constants = constants_query(window)
+    if constants is not None:
+        parts.append(("the FACTS template", constants[0]))
+    for part, text in parts:
+        try:
+            probe.query(text)
+        except (SyntaxError, RuntimeError) as e:
+            raise QuerySyntaxError("window <%s>: %s: %s" % (window.iri, part, oxigraph_syntax_error(str(e))[0]),
+                                   window.line, window.column) from None
 
 
 def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, functions: FunctionLibrary) -> None:

@@ -18,6 +18,13 @@ BATCHES_GRAPH = "urn:rspstar:batches"
 SKOLEM_PREFIX = "urn:rspstar:genid:"
 
 
+# The facts a fact window holds (spec §6.13), one graph per query and window: the window's default
+# graph at an evaluation. Their annotation is `rspstar:since`.
+FACTS_PREFIX = "urn:rspstar:facts:"
+RSPSTAR = "https://w3id.org/rspstar#"
+RSPSTAR_SINCE = RSPSTAR + "since"
+
+
 # Graph names under this prefix are the engine's own (timestamps, batch markers, output
 # stream elements, generated and skolemized element names): neither posted input nor an
 # update may name a graph with one.
@@ -34,4 +41,8 @@ def timestamps_graph(stream: str) -> str:
 
 
 def is_internal_graph(iri: str) -> bool:
-    return iri.startswith(TIMESTAMPS_PREFIX) or iri == BATCHES_GRAPH or iri.startswith(CLOSURE_PREFIX)
+    return iri.startswith((TIMESTAMPS_PREFIX, FACTS_PREFIX, CLOSURE_PREFIX)) or iri == BATCHES_GRAPH
+
+
+def facts_graph(query_id: str, window: str) -> str:
+    return FACTS_PREFIX + quote(query_id, safe="") + ":" + quote(window, safe="")

@@ -16,13 +16,16 @@ from dataclasses import dataclass, field
 
 import pyoxigraph as ox
 
+from rspstar.config.schema import default
 from rspstar.store.stream_store import StreamStore
-from rspstar.translator.model import R2S, ContinuousQuery, QueryForm, WindowContent
+from rspstar.translator.model import R2S, ContinuousQuery, LandmarkWindow, QueryForm, WindowContent
 from rspstar.translator.options import QueryOptions, r2r_plan
 from rspstar.translator.policy import ReportPolicy, report_policy
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.uncertainty import FunctionLibrary
 
+from .errors import EndpointError
+from .facts import WindowView, fact_states
 from .r2r import Relation, Strategy, strategy_for
 from .r2s import R2SOperator
 from .sharing import ConstantGroups, RangeResults
@@ -69,13 +72,26 @@ def _lines_with_triples(lines: list[str]) -> list[tuple[str, ox.Triple]]:
     return list(zip(lines, (quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES))))
 
 
+class LandmarkOverLimit(EndpointError):
+    """A landmark window holds more elements than the engine keeps for one (spec §6.10)."""
+
+
 class QueryEvaluator:
-    """Evaluates one registered query at successive instants, keeping its R2S state."""
+    """Evaluates one registered query at successive instants, keeping its R2S state and its
+    fact windows' facts."""
 
     def __init__(self, query: ContinuousQuery, store: StreamStore, options: QueryOptions = QueryOptions(),
                  functions: FunctionLibrary | None = None, shared: RangeResults | None = None,
-                 groups: ConstantGroups | None = None, policy: ReportPolicy | None = None):
+                 groups: ConstantGroups | None = None, policy: ReportPolicy | None = None,
+                 query_id: str = "query", landmark_elements: int = default("engine.landmark_elements")):
         self.store = store
+        self.landmark_elements = landmark_elements
+        # (Tuples and None where a query has none: a thousand queries' empty lists and dicts
+        # would be objects for Python's full collections to scan.)
+        self.landmarks = tuple(w for w in query.windows.values() if isinstance(w, LandmarkWindow))
+        # What the windows read: the store, and the facts of the query's fact windows.
+        self.facts = fact_states(query, store, query_id) or None
+        self.view = WindowView(store, self.facts) if self.facts else store
         self.options = options
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
         self.functions.cache_enabled = options.rspu_cache
@@ -87,18 +103,38 @@ class QueryEvaluator:
         self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
 
     def close(self) -> None:
-        """The query is removed: its windows leave the groups they joined."""
+        """The query is removed: its windows leave the groups they joined, its facts go."""
         self.r2r.close()
+        for facts in (self.facts or {}).values():
+            facts.drop()
+
+    def begin(self, after: int, resumed: bool = False) -> None:
+        """The query evaluates after `after`: its fact windows read the elements after it,
+        from no fact (unless `resumed`: restore_state puts its facts back)."""
+        if not resumed:
+            for facts in (self.facts or {}).values():
+                facts.begin(after)
+
+    def query_state(self) -> dict | None:
+        """What the query keeps besides R2S (its fact windows' facts), as JSON; None if nothing."""
+        return {"facts": {iri: facts.state() for iri, facts in self.facts.items()}} if self.facts else None
+
+    def restore_state(self, state: dict | None, after: int) -> None:
+        saved = (state or {}).get("facts", {})
+        for iri, facts in (self.facts or {}).items():
+            facts.restore(saved.get(iri, {"read_through": after}))
 
     def next_instant(self, after: int) -> int | None:
         """The query's first evaluation instant after `after` known now."""
-        return self.policy.next_instant(after, self.store)
+        return self.policy.next_instant(after, self.view)
 
     def evaluate(self, instant: int) -> Evaluation | None:
         """Evaluate at `instant`; None when the report policy skips it."""
         started = time.perf_counter()
-        contents = self.policy.contents(instant, self.store)                    # S2R
-        if not self.policy.report_at(contents, self.store):
+        contents = self.policy.contents(instant, self.view)                     # S2R
+        if self.landmarks:
+            self._check_landmarks(contents)
+        if not self.policy.report_at(contents, self.view, instant):
             return None
         with self.store.background.reading():    # no background change lands in the middle
             relation = self.r2r.relation(contents)                              # R2R
@@ -117,7 +153,7 @@ class QueryEvaluator:
             value = _lines_with_triples(list(dict.fromkeys(rows)))
         else:
             value = rows if form is QueryForm.SELECT else bool(rows)
-        return self._stream(instant, self.policy.contents(instant, self.store), Relation(form, value, count))
+        return self._stream(instant, self.policy.contents(instant, self.view), Relation(form, value, count))
 
     def _stream(self, instant: int, contents: dict[str, WindowContent], relation: Relation) -> Evaluation:
         """R2S: what the evaluation at `instant` emits of `relation`."""
@@ -150,4 +186,18 @@ class QueryEvaluator:
 
     def retention_bounds(self, after: int) -> dict[str, int]:
         """Per stream, the earliest timestamp an evaluation after `after` can read."""
-        return self.policy.retention(after, self.store)
+        return self.policy.retention(after, self.view)
+
+    def _check_landmarks(self, contents: dict[str, WindowContent]) -> None:
+        """A landmark window keeps everything since its start: past `landmark_elements` the query
+        stops (its status names the setting) rather than read a window cut short."""
+        for window in self.landmarks:
+            content = contents.get(window.iri)
+            if content is None:
+                continue
+            held = self.store.count_between(window.stream, content.opens, content.closes)
+            if held > self.landmark_elements:
+                raise LandmarkOverLimit(
+                    "landmark window <%s> holds %d elements since %s, more than the engine keeps for one "
+                    "([engine] landmark_elements = %d): register it with a later START, or raise the setting"
+                    % (window.iri, held, format_instant(window.start), self.landmark_elements))

@@ -6,7 +6,10 @@ chosen for the query when it is registered (`strategy_for`, from translator.opti
   each evaluated once (`RangeRows`), shared with equal queries and with the queries that differ
   from it only in constants (sharing.py);
 - `JoinedWindows`: a join of such windows and of background patterns, each part evaluated on its
-  own and the rows joined here.
+  own and the rows joined here;
+- `LandmarkRanges`: one landmark window (spec §6.10), its query evaluated at each close over the
+  elements since the close before only, its rows added to (or its aggregates combined with)
+  those before: a close costs what arrived since the last one, not the landmark's length.
 
 The last two fall back to `WholeWindows` at an instant whose windows are not complete yet
 (docs/incremental-evaluation.md). All of them run the query through `Compiled`, which compiles
@@ -21,8 +24,9 @@ import pyoxigraph as ox
 
 from rspstar.store.limits import too_large
 from rspstar.store.stream_store import StreamStore
-from rspstar.store.terms import select_rows, triple_to_ntriples
+from rspstar.store.terms import select_rows, term_to_ntriples, triple_to_ntriples
 from rspstar.translator.constants import parameterized
+from rspstar.translator.incremental import PARTIAL_ROWS, Landmark
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm, WindowContent
 from rspstar.translator.options import QueryOptions, R2RPlan
@@ -375,6 +379,88 @@ class JoinedWindows(WholeWindows):
             part.close()
 
 
+def _rows_with_internal(result) -> list[dict]:
+    """SELECT solutions as rows of N-Triples terms, the rewrite's own variables included."""
+    names = [variable.value for variable in result.variables]
+    return [{name: term_to_ntriples(term) for name, term in zip(names, solution) if term is not None}
+            for solution in result]
+
+
+class LandmarkRanges(WholeWindows):
+    """A landmark window's query close by close (translator.incremental.landmark_window): at a
+    close x, the query over the elements of [previous close, x) only, its rows added to the rows
+    before (a distributive query) or its groups' aggregates combined with theirs (COUNT and SUM
+    summed, MIN and MIN, MAX and MAX, by SPARQL itself over the two, so types and errors come out
+    as one evaluation over the whole window gives them). Like the incremental windows, only a
+    complete window is read so (its stream's watermark past the close), and what is kept is
+    dropped when a late element arrives; then, or while a value cannot be written back into a
+    query (a blank node), the whole window is evaluated."""
+
+    kind = "landmark"
+
+    def __init__(self, compiled: Compiled, plan: Landmark, partial: Compiled):
+        super().__init__(compiled)
+        self.plan = plan
+        self.partial = partial
+        self.store = partial.store
+        self.aggregating = bool(plan.aggregates)
+        self.through: int | None = None     # the rows kept cover the window's elements up to here
+        self.rows: list[dict] = []
+        self._late_seen = 0
+        self._scratch = ox.Store() if self.aggregating else None
+
+    def relation(self, contents: dict[str, WindowContent]) -> Relation:
+        content = contents.get(self.plan.window)
+        if content is None:
+            return super().relation(contents)
+        stream = self.query.windows[self.plan.window].stream
+        watermark, late = self.store.watermark(stream), self.store.late_count(stream)
+        if watermark is None or watermark < content.closes or late != self._late_seen:
+            self._late_seen, self.through = late, None
+            return super().relation(contents)
+        if self.through is None or content.closes < self.through:
+            self.through, self.rows = content.opens, []
+        if content.closes > self.through:
+            elements = self.store.elements_in(stream, self.through, content.closes)
+            if elements:
+                rows = self._combined(elements) if self.aggregating else \
+                    self.rows + self.partial.run({self.plan.window: elements}, len(elements), select_rows)
+                if rows is None:
+                    self.through = None
+                    return super().relation(contents)
+                self.rows = rows
+            self.through = content.closes
+        rows = self.rows if self.rows or not self.aggregating else self._combine([])
+        return Relation(QueryForm.SELECT, list(rows), self.store.count_between(stream, content.opens, content.closes))
+
+    def _combined(self, elements: list[str]) -> list[dict] | None:
+        """The groups' aggregates over what was kept and these elements (None: a value cannot
+        be combined in a query)."""
+        new = self.partial.run({self.plan.window: elements}, len(elements), _rows_with_internal)
+        new = [row for row in new if row.get(PARTIAL_ROWS) != '"0"^^<http://www.w3.org/2001/XMLSchema#integer>']
+        if not new:
+            return self.rows
+        if any(value.startswith("_:") for row in new for value in row.values()):
+            return None
+        return self._combine(self.rows + new)
+
+    def _combine(self, rows: list[dict]) -> list[dict]:
+        groups = self.plan.groups
+        aggregates = self.plan.aggregates
+        columns = groups + ["__rsp_part%d" % k for k in range(len(aggregates))]
+        sources = groups + [name for name, _ in aggregates]
+        data = " ".join("(%s)" % " ".join(row.get(name, "UNDEF") for name in sources) for row in rows)
+        text = "SELECT %s %s WHERE { VALUES (%s) { %s } }%s" % (
+            " ".join("?" + g for g in groups),
+            " ".join("(%s(?__rsp_part%d) AS ?%s)" % (combine, k, name) for k, (name, combine) in enumerate(aggregates)),
+            " ".join("?" + c for c in columns), data,
+            " GROUP BY %s" % " ".join("?" + g for g in groups) if groups else "")
+        return select_rows(self._scratch.query(text))
+
+    def close(self) -> None:
+        pass
+
+
 def strategy_for(plan: R2RPlan, query: ContinuousQuery, store: StreamStore, options: QueryOptions,
                  functions: FunctionLibrary, shared: RangeResults | None, groups: ConstantGroups | None):
     """The R2R strategy of `plan` for the query (a partitioned query's ranges are evaluated on
@@ -382,6 +468,10 @@ def strategy_for(plan: R2RPlan, query: ContinuousQuery, store: StreamStore, opti
     rewrite_options = options.rewrite_options(query)
     share_constants = options.share_constants and options.partition is None
     compiled = Compiled(query, store, rewrite_options, functions, place_filters=True)
+    if plan.kind == "landmark":
+        partial = compiled if not plan.landmark.aggregates else Compiled(
+            plan.landmark.partial, store, options.rewrite_options(plan.landmark.partial), functions, place_filters=True)
+        return LandmarkRanges(compiled, plan.landmark, partial)
     if plan.kind == "incremental":
         return IncrementalWindow(compiled, RangeRows(compiled, plan.window, shared, groups, share_constants))
     if plan.kind == "joined":

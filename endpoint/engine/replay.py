@@ -33,7 +33,7 @@ from .errors import UsageError
 # do not apply (a replay may ask for any step, and SERVICE calls are the user's own).
 # Its records go to its output: nobody polls a replay's history.
 _OFFLINE = dict(max_delay=0, max_range=2**62, max_reports_per_second=float("inf"), federation_allowed=None,
-                history=0, max_result_rows=None)
+                history=0, max_result_rows=None, landmark_elements=2**62)
 # What a live record carries about its delivery, and a replay's output leaves out.
 _LIVE_ONLY = ("trigger", "latency_ms")
 

@@ -39,6 +39,7 @@ class QuerySpec:
     last_evaluation: int | None = None   # a restart continues after this instant
     r2s_previous: list | None = None     # what IStream/DStream compare the next evaluation with
     counters: dict | None = None         # the status counters (QueryStatus.saved) as of last_evaluation
+    state: dict | None = None            # what else the query keeps (its fact windows' facts) as of then
 
 
 class QueryRepository:
@@ -82,8 +83,8 @@ class QueryRepository:
         for spec in specs:
             if spec.id in progress:
                 line, saved = progress[spec.id]
-                spec.last_evaluation, spec.r2s_previous, spec.counters = (
-                    saved.get("last_evaluation"), saved.get("r2s_previous"), saved.get("counters"))
+                spec.last_evaluation, spec.r2s_previous, spec.counters, spec.state = (
+                    saved.get("last_evaluation"), saved.get("r2s_previous"), saved.get("counters"), saved.get("state"))
                 self._progress[spec.id] = line
         with self._lock:
             self._compact()        # only the restored queries' latest lines
@@ -94,8 +95,11 @@ class QueryRepository:
         path = self._path(PROGRESS_FILE)
         if path is None:
             return
-        line = json.dumps({"id": spec.id, "last_evaluation": spec.last_evaluation,
-                           "r2s_previous": spec.r2s_previous, "counters": spec.counters}) + "\n"
+        progress = {"id": spec.id, "last_evaluation": spec.last_evaluation,
+                    "r2s_previous": spec.r2s_previous, "counters": spec.counters}
+        if spec.state is not None:
+            progress["state"] = spec.state
+        line = json.dumps(progress) + "\n"
         with self._lock:
             if spec.id not in self._orders:
                 return                  # removed meanwhile

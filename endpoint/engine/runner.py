@@ -32,7 +32,7 @@ from rspstar.store.stream_store import ScopedStore, StreamStore
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm
 from rspstar.translator.temporal import format_instant
-from rspstar.translator.admission import admit
+from rspstar.translator.admission import admit, check_landmark_starts
 
 from .clock import Clock
 from .errors import EndpointError
@@ -296,7 +296,8 @@ class Runner:
         for spec in self.repository.specs():
             try:
                 restored = self.register(spec.text, spec.id, spec.sinks, spec.options, persist=False,
-                                         resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous)
+                                         resume_after=spec.last_evaluation, resume_r2s=spec.r2s_previous,
+                                         resume_state=spec.state)
                 restored.status.restore(spec.counters or {})
                 restored.spec.counters = spec.counters
             except (EndpointError, TranslatorError) as e:
@@ -309,7 +310,7 @@ class Runner:
     def register(self, text: str, query_id: str | None = None, sinks: list[str] | tuple = (),
                  options: dict[str, str] | None = None, persist: bool = True,
                  resume_after: int | None = None, resume_r2s: list | None = None,
-                 compiled: ContinuousQuery | None = None) -> RegisteredQuery:
+                 compiled: ContinuousQuery | None = None, resume_state: dict | None = None) -> RegisteredQuery:
         """Check and register a query (TranslatorError for a bad query, SinkNotAllowed for a
         sink outside the allow-list, OptionError for a bad option); nothing changes on error.
         Its first evaluation is the first report instant after now (or after `resume_after`,
@@ -318,6 +319,8 @@ class Runner:
         options = dict(options or {})
         admitted = admit(text, self.config, options, compiled=compiled)
         query = admitted.query
+        if resume_after is None:       # a restored query's landmark holds what it held
+            check_landmark_starts(query, self.store.evicted_before)
         for url in sinks:
             check_sink_allowed(url, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
@@ -336,10 +339,14 @@ class Runner:
                                    query.variables, admitted.options.sink_empty) for url in sinks]
             scope = EvaluationScope(self.evaluation_limits, self.workers, self.monotonic)
             evaluator = QueryEvaluator(query, ScopedStore(self.store, scope), admitted.options,
-                                       shared=self.range_results, groups=self.constant_groups, policy=admitted.policy)
+                                       shared=self.range_results, groups=self.constant_groups, policy=admitted.policy,
+                                       query_id=query_id, landmark_elements=self.config.landmark_elements)
             if resume_r2s is not None:
                 evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
+            evaluator.begin(start, resumed=resume_after is not None)
+            if resume_after is not None:
+                evaluator.restore_state(resume_state, resume_after)
             registered = RegisteredQuery(spec, evaluator.query, evaluator, http_sinks,
                                          ResultHistory(self.config.history, history_file,
                                                        self.config.history_bytes), start, scope, self.clock)
@@ -516,6 +523,8 @@ class Runner:
         """One write keeps the last instant and the R2S state it produced together."""
         registered.spec.last_evaluation = registered.status.last_evaluation
         registered.spec.r2s_previous = registered.evaluator.r2s_state()
+        if self.repository.data_dir is not None:      # (read only to be kept)
+            registered.spec.state = registered.evaluator.query_state()
         registered.spec.counters = registered.status.saved()
         if not registered.removed:
             self.repository.save_progress(registered.spec)

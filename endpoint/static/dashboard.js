@@ -112,6 +112,10 @@ async function refreshSources() {
 // A window as the query declares it: count windows by their elements, windows in the past
 // with where they end.
 function windowShape(w) {
+  const short = iri => iri.split(/[/#]/).pop();
+  if (w.kind === "partitioned") return `last ${w.elements} per ${w.partition_by.map(short).join(", ")}`;
+  if (w.kind === "landmark") return `since ${w.start}/${w.step}`;
+  if (w.kind === "facts") return `facts ${w.facts.join(" . ")}/${w.step || "on change"}`;
   if (w.elements !== undefined) return `${w.elements} elements/${w.step}`;
   return `${w.range}${w.to ? " to " + w.to : ""}/${w.step}`;
 }
