@@ -1,0 +1,145 @@
+"""The engine's runs of a drawn case, and the fast paths they reach.
+
+- `optimised`: the engine as it runs by default (every optimisation on), several queries
+  registered together on one runner, so that they share its RangeResults and ConstantGroups:
+  the drawn query, a copy under another R2S operator (equal window blocks), and copies with
+  other constants (a group of queries differing only in constants).
+- `plain`: the drawn query alone with every optimisation off (EvaluationOptions: rspu_cache,
+  lazy_bind, h4, fuse_rspu, incremental, share_constants all false), so it reaches no shared
+  structure either.
+
+`Reached` counts, while a run goes, which fast paths it took (the counters wrap the engine's
+functions and return what they return; nothing else changes).
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import tempfile
+from pathlib import Path
+
+from rspstar.endpoint.engine import evaluation
+from rspstar.endpoint.engine.errors import EndpointError
+from rspstar.endpoint.engine.replay import Replay, ReplayInput
+from rspstar.store.stream_store import StreamStore
+from rspstar.translator import rewrite
+from rspstar.translator.errors import TranslatorError
+
+from .model import EX, MS, T0, Case, Query, stream_file
+
+OFF = {"rspu_cache": "false", "lazy_bind": "false", "h4": "false", "fuse_rspu": "false", "incremental": "false",
+       "share_constants": "false"}
+
+# The fast paths the differential test must reach (docs/design.md, "Fast paths").
+FAST_PATHS = (
+    "incremental ranges", "shared ranges", "constant groups", "rspu cache", "lazy binding", "H4 deferred",
+    "H4 in place", "fused calls", "evaluated without the rspu table", "evaluated with the rspu table",
+    "rspu IRI prefixed", "rspu IRI full", "rspu IRI base-relative", "rspu IRI other prefix", "joined windows",
+)
+_SPELLING = {"rspu": "rspu IRI prefixed", "full": "rspu IRI full", "base": "rspu IRI base-relative",
+             "other": "rspu IRI other prefix"}
+
+
+class Refused(Exception):
+    """The engine refused a query at registration."""
+
+
+class Reached(collections.Counter):
+    """Fast path -> how many times it was taken."""
+
+    @contextlib.contextmanager
+    def counting(self):
+        patches = []
+
+        def wrap(owner, name, after):
+            original = getattr(owner, name)
+
+            def wrapper(*args, **kwargs):
+                result = original(*args, **kwargs)
+                after(result, *args)
+                return result
+            patches.append((owner, name, original))
+            setattr(owner, name, wrapper)
+
+        def taken(path, when=lambda result, *args: True):
+            def after(result, *args):
+                if when(result, *args):
+                    self[path] += 1
+            return after
+
+        wrap(evaluation.QueryEvaluator, "_rows_by_ranges", taken("incremental ranges"))
+        wrap(evaluation.RangeResults, "get", taken("shared ranges", lambda r, *a: r is not None))
+        wrap(evaluation._ConstantGroup, "rows", taken("constant groups", lambda r, *a: r is not None))
+        wrap(evaluation._ConstantGroup, "unread", taken("constant groups", lambda r, *a: r is not None))
+        wrap(evaluation, "_join_all", taken("joined windows"))
+        wrap(rewrite._Rewriter, "lazy_skips", taken("lazy binding", lambda r, *a: r))
+        wrap(evaluation.H4Choice, "next", lambda deferred, *a: self.update(["H4 deferred" if deferred else "H4 in place"]))
+
+        def evaluated(result, store, template, *args):
+            self["evaluated with the rspu table" if template.calls_rspu else "evaluated without the rspu table"] += 1
+            if template.fused_functions:
+                self["fused calls"] += 1
+        wrap(StreamStore, "evaluate", evaluated)
+        try:
+            yield self
+        finally:
+            for owner, name, original in reversed(patches):
+                setattr(owner, name, original)
+
+    def spellings(self, query: Query, before: int) -> None:
+        """The query's rspu: IRIs reached the function table when evaluations used it."""
+        if self["evaluated with the rspu table"] > before:
+            from .model import Context
+            ctx = Context()
+            for item in query.where:
+                item.render(ctx)
+            for spelling in ctx.spellings:
+                self[_SPELLING[spelling]] += 1
+
+
+def write_input(case: Case, directory: Path) -> tuple[list[tuple[str, Path]], Path]:
+    streams = []
+    for stream in case.streams():
+        path = directory / ("s%d.trig" % stream)
+        path.write_text(stream_file(list(case.elements), stream))
+        streams.append((EX + "s%d" % stream, path))
+    background = directory / "background.trig"
+    background.write_text(case.background.trig())
+    return streams, background
+
+
+def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reached: Reached | None = None):
+    """{query id: its records} of a replay of the case's input with these queries registered
+    together; Refused when the engine refuses one; AssertionError when one fails."""
+    report = next(iter(queries.values())).report()
+    if report is not None:
+        options = dict(options, report=report)
+    with tempfile.TemporaryDirectory() as tmp:
+        streams, background = write_input(case, Path(tmp))
+        spec = ReplayInput({qid: q.text() for qid, q in queries.items()}, streams, T0, T0 + case.end * MS,
+                           background, options)
+        try:
+            run = Replay(spec)
+        except (TranslatorError, EndpointError) as e:
+            raise Refused("%s: %s" % (type(e).__name__, e)) from e
+        records: dict[str, list] = {qid: [] for qid in queries}
+        for qid, record in run.run():
+            records[qid].append(record)
+        failures = run.failures()
+        assert not failures, "the engine failed: %s" % (failures,)
+        if reached is not None:
+            for registered in run.registered.values():
+                counts = registered.evaluator.functions.counts
+                if counts.calls > counts.computed:
+                    reached["rspu cache"] += 1
+        return records
+
+
+def optimised_queries(query: Query) -> dict[str, Query]:
+    """The drawn query and the queries registered beside it in the optimised run."""
+    from .model import with_other_constants
+    found = {"q": query}
+    if query.form != "ASK":
+        found["copy"] = query.with_r2s({"RSTREAM": "ISTREAM", "ISTREAM": "DSTREAM", "DSTREAM": "RSTREAM"}[query.r2s])
+    found["constants"] = with_other_constants(query, 1)
+    return found
