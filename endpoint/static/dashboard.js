@@ -127,6 +127,8 @@ async function refreshQueries() {
       el("td", q.windows.map(w => `${windowShape(w)} on ${w.stream.split("/").slice(-2).join("/")}`).join(", ")),
       el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" }),
       el("td", s.evaluations, { class: "num" }), el("td", s.results_emitted, { class: "num" }),
+      el("td", s.late_elements, { class: "num" + (s.late_elements ? " behind" : ""),
+        title: "elements that came after the query had evaluated their instant (not evaluated again)" }),
       el("td", s.missed_runs, { class: "num", title: "scheduler polls folded into the next run (no evaluation is skipped)" }),
       el("td", (s.behind_ms / 1000).toFixed(1) + (s.skipped_instants ? ` (${s.skipped_instants} skipped)` : ""),
         { class: "num" + (s.behind_ms > 0 ? " behind" : "") }),
