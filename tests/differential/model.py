@@ -282,31 +282,54 @@ class Background:
 @dataclass(frozen=True)
 class BackgroundGraph:
     """GRAPH ex:bg { ?k ex:label ?lab } or GRAPH ?bg { ... } outside every window: background
-    named graphs only (spec section 3)."""
+    named graphs only (spec section 3), the FROM NAMED ones when the query names its dataset."""
     variable: bool
 
     def render(self, ctx: "Context") -> str:
         inner = "?k ex:label ?lab ."
-        if not self.variable:
-            return "GRAPH ex:bg { %s }" % inner
+        name = "?bg" if self.variable else "ex:bg"
         if ctx.dataset is None:
-            return "GRAPH ?bg { %s }" % inner
-        return "{ GRAPH ?bg { %s } FILTER(?bg IN (%s)) }" % (inner, _iris(ctx.dataset.background_graphs))
+            return "GRAPH %s { %s }" % (name, inner)
+        return "{ GRAPH %s { %s } FILTER(%s IN (%s)) }" % (name, inner, name, _iris(ctx.dataset.background_graphs))
+
+
+@dataclass(frozen=True)
+class Exists:
+    """FILTER (NOT) EXISTS { ... }."""
+    negated: bool
+    items: tuple
+
+    def render(self, ctx: "Context") -> str:
+        return "FILTER(%sEXISTS { %s })" % ("NOT " if self.negated else "", " ".join(i.render(ctx) for i in self.items))
+
+
+@dataclass(frozen=True)
+class Values:
+    """VALUES ?k { ex:k<n> ... }."""
+    keys: tuple
+
+    def render(self, ctx: "Context") -> str:
+        return "VALUES ?k { %s }" % " ".join("ex:k%d" % k for k in self.keys)
 
 
 @dataclass(frozen=True)
 class WindowBlock:
     """WINDOW ex:w<window> (or WINDOW ?w when `window` is 0) { GRAPH ?g { inner }
-    [?g prov:generatedAtTime ?t .] side }: its variables numbered by the block's position."""
+    [?g prov:generatedAtTime ?t .] default side }: its variables numbered by the block's
+    position. `graph`: GRAPH ex:e<graph> (one element by name) instead of GRAPH ?g. `default`:
+    triple patterns over the window's default graph (its elements' timestamp triples, and their
+    content under window_default_graph = union)."""
     window: int
     inner: tuple
     timestamp: bool = False
     side: tuple = ()
+    graph: int | None = None
+    default: tuple = ()
 
     def render(self, ctx: "Context") -> str:
         outer = ctx.block
         ctx.blocks += 1
-        j = ctx.block = ctx.blocks
+        ctx.block = ctx.blocks
         try:
             if ctx.dataset is None:
                 return "WINDOW %s { %s }" % ("?w" if not self.window else "ex:w%d" % self.window, self._body(ctx, None))
@@ -325,16 +348,19 @@ class WindowBlock:
 
     def _body(self, ctx: "Context", window: int | None) -> str:
         j = ctx.block
+        name = "?g%d" % j if self.graph is None else "ex:e%d" % self.graph
         inner = " ".join(i.render(ctx) for i in self.inner)
+        default = " ".join(i.render(ctx) for i in self.default)
+        if self.timestamp:
+            default += " %s prov:generatedAtTime ?t%d ." % (name, j)
         if window is None:
-            parts = ["GRAPH ?g%d { %s }" % (j, inner)]
-            if self.timestamp:
-                parts.append("?g%d prov:generatedAtTime ?t%d ." % (j, j))
+            parts = ["GRAPH %s { %s }" % (name, inner), default]
         else:
-            # The window's named graphs are its elements; its default graph their timestamps.
-            parts = ["{ GRAPH ?g%d { %s } FILTER(?g%d IN (%s)) }" % (j, inner, j, _iris(ctx.dataset.elements[window]))]
-            if self.timestamp:
-                parts.append("GRAPH <%s%d> { ?g%d prov:generatedAtTime ?t%d . }" % (REFERENCE_DEFAULT, window, j, j))
+            # The window's named graphs are its elements; its default graph their timestamps
+            # (and their content under window_default_graph = union), a graph of its own here.
+            parts = ["{ GRAPH %s { %s } FILTER(%s IN (%s)) }" % (name, inner, name, _iris(ctx.dataset.elements[window]))]
+            if default.strip():
+                parts.append("GRAPH <%s%d> { %s }" % (REFERENCE_DEFAULT, window, default))
         parts += [s.render(ctx) for s in self.side]
         return " ".join(parts)
 
@@ -392,6 +418,9 @@ class Query:
     aggregates: Aggregates | None = None
     template: tuple = ()                        # CONSTRUCT: (subject, predicate, object) roles
     policy: tuple = ()                          # Strategy, ...
+    from_graphs: tuple = ()                     # FROM ex:<name>: the default graph outside windows
+    from_named: tuple = ()                      # FROM NAMED ex:<name>: the graphs GRAPH ranges over there
+    union_default: bool = False                 # option window_default_graph = union
 
     # -- the engine's text ----------------------------------------------------------------------
     def text(self) -> str:
@@ -409,6 +438,7 @@ class Query:
             register += " AS\n"
         lines = [self._prologue(ctx), register + head]
         lines += [d.text() for d in self.declarations]
+        lines += ["FROM ex:%s" % g for g in self.from_graphs] + ["FROM NAMED ex:%s" % g for g in self.from_named]
         lines.append("WHERE { %s }%s" % (where, self._tail()))
         return "\n".join(lines)
 
@@ -439,6 +469,21 @@ class Query:
     def report(self) -> str | None:
         """The `report` option, or None (the query's own policy)."""
         return " and ".join(s.text() for s in self.policy) if self.policy else None
+
+    def options(self) -> dict[str, str]:
+        """The query's options (`report`, `window_default_graph`)."""
+        found = {"report": self.report()} if self.policy else {}
+        if self.union_default:
+            found["window_default_graph"] = "union"
+        return found
+
+    def dataset_graphs(self, background_graphs: list[str]) -> tuple[list[str] | None, list[str]]:
+        """(the default graph outside windows: None for the background's, else the FROM graphs;
+        the named graphs GRAPH ranges over there), as SPARQL reads a dataset description: with
+        FROM or FROM NAMED, the FROM NAMED graphs only."""
+        if not self.from_graphs and not self.from_named:
+            return None, background_graphs
+        return [EX + g for g in self.from_graphs], [EX + g for g in self.from_named]
 
     # -- the reference's text --------------------------------------------------------------------
     def reference_text(self, dataset: "Dataset") -> str:

@@ -146,9 +146,10 @@ class Reference:
         return True
 
     # -- evaluation ------------------------------------------------------------------------------
-    def store(self, contents: dict[int, Content]) -> ox.Store:
+    def store(self, contents: dict[int, Content], union: bool = False) -> ox.Store:
         """A fresh store: the background, every element some window holds (its graph), and
-        each window's default graph (its elements' timestamp triples) as a graph of its own."""
+        each window's default graph (its elements' timestamp triples; with `union`, also their
+        content, merged: spec section 3) as a graph of its own."""
         store = ox.Store()
         store.load(self.background, format=ox.RdfFormat.TRIG)
         held = sorted({n for c in contents.values() for n in c.elements})
@@ -156,17 +157,20 @@ class Reference:
         for index, c in contents.items():
             stamps = " ".join('ex:e%d prov:generatedAtTime "%s"^^xsd:dateTime .' % (n, instant_text(self.time(n)))
                               for n in c.elements)
+            if union:
+                stamps += " " + " ".join(element_content(n, self.elements[n]) for n in c.elements)
             lines.append("<%s%d> { %s }" % (REFERENCE_DEFAULT, index, stamps))
         store.load("\n".join(lines), format=ox.RdfFormat.TRIG)
         return store
 
     def solutions(self, query: Query, store: ox.Store, contents: dict[int, Content]):
         """The query's result at one evaluation, before R2S: rows, N-Triples lines or a boolean."""
+        default_graph, named = query.dataset_graphs(self.case.background.named_graphs())
         dataset = Dataset([d.index for d in query.declarations],
                           {d.index: [element_iri(n) for n in contents[d.index].elements] if d.index in contents else []
-                           for d in query.declarations},
-                          self.case.background.named_graphs())
-        result = store.query(query.reference_text(dataset), custom_functions=self.functions)
+                           for d in query.declarations}, named)
+        more = {} if default_graph is None else {"default_graph": [ox.NamedNode(g) for g in default_graph]}
+        result = store.query(query.reference_text(dataset), custom_functions=self.functions, **more)
         if query.form == "ASK":
             return bool(result)
         if query.form == "CONSTRUCT":
@@ -185,7 +189,7 @@ class Reference:
             contents = self.contents(first, t)
             if not self.reported(first, contents):
                 continue
-            store = self.store(contents)
+            store = self.store(contents, first.union_default)
             windows = {d.iri: [instant_text(contents[d.index].shown[0]), instant_text(contents[d.index].shown[1])]
                        for d in first.declarations if d.index in contents}
             for k, query in enumerate(queries):

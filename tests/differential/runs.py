@@ -111,9 +111,7 @@ def write_input(case: Case, directory: Path) -> tuple[list[tuple[str, Path]], Pa
 def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reached: Reached | None = None):
     """{query id: its records} of a replay of the case's input with these queries registered
     together; Refused when the engine refuses one; AssertionError when one fails."""
-    report = next(iter(queries.values())).report()
-    if report is not None:
-        options = dict(options, report=report)
+    options = dict(options, **next(iter(queries.values())).options())
     with tempfile.TemporaryDirectory() as tmp:
         streams, background = write_input(case, Path(tmp))
         spec = ReplayInput({qid: q.text() for qid, q in queries.items()}, streams, T0, T0 + case.end * MS,

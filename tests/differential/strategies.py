@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from .model import (
     Aggregates, Background, BackgroundData, BackgroundGraph, Binary, Bind, Call, Case, CountWindow, Declaration,
-    DistLit, Element, Filter, KeyTriple, Minus, Num, Optional_, PastWindow, Query, SPELLINGS, Strategy, SubGroup,
-    TimeWindow, Union_, ValueTriple, Var, WindowBlock,
+    DistLit, Element, Exists, Filter, KeyTriple, Minus, Num, Optional_, PastWindow, Query, SPELLINGS, Strategy,
+    SubGroup, TimeWindow, Union_, ValueTriple, Values, Var, WindowBlock,
 )
 
 SECOND = 1000
@@ -177,11 +177,16 @@ def where_clauses(windows: tuple):
     """WHERE clauses over windows with these indexes: window blocks (WINDOW ?w too), background
     patterns and graphs, FILTER and BIND, nested in OPTIONAL, UNION, MINUS and groups."""
     block, side = _short(GRAPH_BLOCK), _short(row_wise())
+    # Triple patterns over a window's default graph (timestamps, and content under union).
+    default = st.lists(st.sampled_from([ValueTriple("none"), KeyTriple(), ValueTriple("annotated")]), max_size=1)
     leaf = st.one_of(
         st.builds(WindowBlock, st.sampled_from(windows + (0,)), block, st.booleans(), side),
         st.builds(WindowBlock, st.sampled_from(windows), block, st.booleans(), side),
+        st.builds(WindowBlock, st.sampled_from(windows + (0,)), block, st.booleans(), side,
+                  graph=st.none() | st.integers(0, 5), default=default.map(tuple)),
         st.sampled_from([Background("limit"), Background("dist"), Background("sensor")]),
         st.builds(BackgroundGraph, st.booleans()),
+        st.builds(Values, st.lists(st.integers(1, 3), min_size=1, max_size=2, unique=True).map(tuple)),
         _short(filters("anywhere")), _short(binds("anywhere")))
     return st.recursive(
         st.lists(leaf, min_size=1, max_size=3).map(tuple),
@@ -189,7 +194,8 @@ def where_clauses(windows: tuple):
             st.builds(lambda a, b: (Optional_(b),) + a, inner, inner),
             st.builds(lambda a, b, c: a + (Union_(b, c),), inner, inner, inner),
             st.builds(lambda a, b: a + (Minus(b),), inner, inner),
-            st.builds(lambda a, b: a + (SubGroup(b),), inner, inner)),
+            st.builds(lambda a, b: a + (SubGroup(b),), inner, inner),
+            st.builds(lambda a, n, b: a + (Exists(n, b),), inner, st.booleans(), inner)),
         max_leaves=6)
 
 
@@ -275,7 +281,14 @@ def queries(draw, shape=None):
                              st.builds(lambda p: (Strategy("periodic", period=p),), durations))
     else:
         chosen_policy = draw(policy(decls, every))
-    return Query(form, decls, where, r2s, written, every, projection, distinct, aggregates, template, chosen_policy)
+    from_graphs, from_named, union = (), (), False
+    if shape == "general":
+        if draw(st.integers(0, 5)) == 0:
+            from_graphs = tuple(draw(st.lists(st.sampled_from(["bg", "bg2", "nothing"]), max_size=2, unique=True)))
+            from_named = tuple(draw(st.lists(st.sampled_from(["bg", "bg2"]), max_size=2, unique=True)))
+        union = draw(st.integers(0, 4)) == 0
+    return Query(form, decls, where, r2s, written, every, projection, distinct, aggregates, template, chosen_policy,
+                 from_graphs, from_named, union)
 
 
 element = st.builds(Element, stream=st.sampled_from([1, 2]),
