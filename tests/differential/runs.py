@@ -141,3 +141,36 @@ def optimised_queries(query: Query) -> dict[str, Query]:
         found["copy"] = query.with_r2s({"RSTREAM": "ISTREAM", "ISTREAM": "DSTREAM", "DSTREAM": "RSTREAM"}[query.r2s])
     found["constants"] = with_other_constants(query, 1)
     return found
+
+
+def partitioned(case: Case, query: Query, batch_micros: int) -> list[dict] | None:
+    """The records of the query run partitioned on ?k (docs/partitioned-queries.md): every
+    stream keyed by its elements' ex:key, the key groups' micro-batches played in-process
+    through the very functions Spark's executors run (store/partitions.py: keyed_elements,
+    PlanRunner.step with kept stores), their rows joined per instant by the runner
+    (Runner.accept_partitions). None when the engine refuses to run the query partitioned."""
+    import pyoxigraph as ox
+
+    from test_partitions import play     # the micro-batches as Spark runs them (tests/test_partitions.py)
+    from rspstar.endpoint.engine.clock import VirtualClock
+    from rspstar.endpoint.engine.runner import EngineConfig, Runner
+    from rspstar.store.codec import Payload
+    from rspstar.store.partitions import KeptStores, PlanRunner, keyed_elements
+    from rspstar.translator.partition import PartitionError, PartitionKey
+
+    keys = {EX + "s%d" % s: PartitionKey(EX + "key") for s in case.streams()}
+    store = StreamStore()
+    store.background.load(case.background.trig().encode(), ox.RdfFormat.TRIG, "background.trig")
+    engine = Runner(store, VirtualClock(T0), EngineConfig(partition_keys=keys, federation_allowed=None))
+    try:
+        registered = engine.register(query.text(), "q", options=dict(query.options(), partition="?k"))
+    except PartitionError:
+        return None
+    payloads = [Payload(stream, "trig", "s.trig", stream_file(list(case.elements), int(stream[-1])), 0)
+                for stream in keys]
+    batches, _ = play(PlanRunner(engine.partition_plan("q"), KeptStores(8)), keyed_elements(payloads, keys),
+                      T0 + case.end * MS, batch_micros)
+    for emitted in batches:
+        engine.accept_partitions("q", emitted)
+    assert registered.status.state == "running", registered.status.last_error
+    return [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
