@@ -15,8 +15,8 @@ every instant:
 Records compare as the conformance suite compares them (tests/conformance/compare.py). Failing
 examples are kept in tests/differential/examples (hypothesis's database, committed), so that one
 comes back at every run until it is fixed. The long run (tens of thousands of examples) is
-marked `differential_long` and left out of the default run: `pytest -m differential_long
-tests/test_differential.py` (DIFFERENTIAL_EXAMPLES sets how many).
+marked `differential_long` and collected only when -m names it (tests/conftest.py): `pytest -m
+differential_long tests/test_differential.py` (DIFFERENTIAL_EXAMPLES sets how many).
 
 Which examples reach which fast path is written down in FAST_PATH_EXAMPLES below, each checked
 to reach it; the drawn examples of the normal run are checked to reach every one of them.
