@@ -23,14 +23,9 @@ import pyoxigraph as ox
 from rspstar.translator.uncertainty import FunctionLibrary
 
 from .model import (
-    MS, PREFIXES, REFERENCE_DEFAULT, T0, Case, CountWindow, Dataset, Declaration, PastWindow, Query, TimeWindow,
+    MS, PREFIXES, REFERENCE_DEFAULT, T0, Case, CountWindow, Dataset, Declaration, Query, TimeWindow,
     element_content, element_iri, instant_text,
 )
-
-
-class NeverHolds(Exception):
-    """A report policy whose strategies give no instant in common, ever (spec 6.6 asks for
-    its refusal)."""
 
 
 @dataclass

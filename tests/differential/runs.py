@@ -18,14 +18,23 @@ import contextlib
 import tempfile
 from pathlib import Path
 
+import pyoxigraph as ox
+
 from rspstar.endpoint.engine import evaluation
+from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.engine.errors import EndpointError
 from rspstar.endpoint.engine.replay import Replay, ReplayInput
+from rspstar.endpoint.engine.runner import EngineConfig, Runner
+from rspstar.store.codec import Payload
+from rspstar.store.partitions import KeptStores, PlanRunner, keyed_elements
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator import rewrite
 from rspstar.translator.errors import TranslatorError
+from rspstar.translator.partition import PartitionError, PartitionKey
+from rspstar.translator.policy import PolicyError
+from test_partitions import play     # the micro-batches as Spark runs them (tests/test_partitions.py)
 
-from .model import EX, MS, T0, Case, Query, stream_file
+from .model import EX, MS, T0, Case, Context, Query, stream_file, with_other_constants
 
 OFF = {"rspu_cache": "false", "lazy_bind": "false", "h4": "false", "fuse_rspu": "false", "incremental": "false",
        "share_constants": "false"}
@@ -89,7 +98,6 @@ class Reached(collections.Counter):
     def spellings(self, query: Query, before: int) -> None:
         """The query's rspu: IRIs reached the function table when evaluations used it."""
         if self["evaluated with the rspu table"] > before:
-            from .model import Context
             ctx = Context()
             for item in query.where:
                 item.render(ctx)
@@ -135,7 +143,6 @@ def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reach
 
 def optimised_queries(query: Query) -> dict[str, Query]:
     """The drawn query and the queries registered beside it in the optimised run."""
-    from .model import with_other_constants
     found = {"q": query}
     if query.form != "ASK":
         found["copy"] = query.with_r2s({"RSTREAM": "ISTREAM", "ISTREAM": "DSTREAM", "DSTREAM": "RSTREAM"}[query.r2s])
@@ -143,34 +150,26 @@ def optimised_queries(query: Query) -> dict[str, Query]:
     return found
 
 
-def partitioned(case: Case, query: Query, batch_micros: int) -> list[dict] | None:
-    """The records of the query run partitioned on ?k (docs/partitioned-queries.md): every
-    stream keyed by its elements' ex:key, the key groups' micro-batches played in-process
+def partitioned(case: Case, query: Query, batch_micros: int) -> tuple[list[dict], bool] | None:
+    """(the records, whether a key group still held elements at the end) of the query run
+    partitioned on ?k (docs/partitioned-queries.md): every stream keyed by its elements' ex:key, the key groups' micro-batches played in-process
     through the very functions Spark's executors run (store/partitions.py: keyed_elements,
     PlanRunner.step with kept stores), their rows joined per instant by the runner
     (Runner.accept_partitions). None when the engine refuses to run the query partitioned."""
-    import pyoxigraph as ox
-
-    from test_partitions import play     # the micro-batches as Spark runs them (tests/test_partitions.py)
-    from rspstar.endpoint.engine.clock import VirtualClock
-    from rspstar.endpoint.engine.runner import EngineConfig, Runner
-    from rspstar.store.codec import Payload
-    from rspstar.store.partitions import KeptStores, PlanRunner, keyed_elements
-    from rspstar.translator.partition import PartitionError, PartitionKey
-
     keys = {EX + "s%d" % s: PartitionKey(EX + "key") for s in case.streams()}
     store = StreamStore()
     store.background.load(case.background.trig().encode(), ox.RdfFormat.TRIG, "background.trig")
     engine = Runner(store, VirtualClock(T0), EngineConfig(partition_keys=keys, federation_allowed=None))
     try:
         registered = engine.register(query.text(), "q", options=dict(query.options(), partition="?k"))
-    except PartitionError:
+    except (PartitionError, PolicyError):    # refused (the main differential test checks PolicyError's refusals)
         return None
     payloads = [Payload(stream, "trig", "s.trig", stream_file(list(case.elements), int(stream[-1])), 0)
                 for stream in keys]
-    batches, _ = play(PlanRunner(engine.partition_plan("q"), KeptStores(8)), keyed_elements(payloads, keys),
-                      T0 + case.end * MS, batch_micros)
+    batches, left = play(PlanRunner(engine.partition_plan("q"), KeptStores(8)), keyed_elements(payloads, keys),
+                         T0 + case.end * MS, batch_micros)
     for emitted in batches:
         engine.accept_partitions("q", emitted)
     assert registered.status.state == "running", registered.status.last_error
-    return [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
+    records = [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")} for r in registered.history.since()]
+    return records, bool(left)
