@@ -152,10 +152,11 @@ def optimised_queries(query: Query) -> dict[str, Query]:
 
 def partitioned(case: Case, query: Query, batch_micros: int) -> tuple[list[dict], bool] | None:
     """(the records, whether a key group still held elements at the end) of the query run
-    partitioned on ?k (docs/partitioned-queries.md): every stream keyed by its elements' ex:key, the key groups' micro-batches played in-process
-    through the very functions Spark's executors run (store/partitions.py: keyed_elements,
-    PlanRunner.step with kept stores), their rows joined per instant by the runner
-    (Runner.accept_partitions). None when the engine refuses to run the query partitioned."""
+    partitioned on ?k (docs/partitioned-queries.md): every stream keyed by its elements'
+    ex:key, the key groups' micro-batches played in-process through the very functions Spark's
+    executors run (store/partitions.py: keyed_elements, PlanRunner.step with kept stores),
+    their rows joined per instant by the runner (Runner.accept_partitions). None when the
+    engine refuses to run the query partitioned."""
     keys = {EX + "s%d" % s: PartitionKey(EX + "key") for s in case.streams()}
     store = StreamStore()
     store.background.load(case.background.trig().encode(), ox.RdfFormat.TRIG, "background.trig")
