@@ -297,7 +297,8 @@ class StreamStore:
         self._arrival_listeners.append(listener)
 
     def stop_listening_to_arrivals(self, listener: Callable[[str, list[int]], None]) -> None:
-        self._arrival_listeners.remove(listener)
+        if listener in self._arrival_listeners:      # (a runner closed twice)
+            self._arrival_listeners.remove(listener)
 
     def subscribe(self, subscriber: Callable[[WatermarkAdvanced], None]) -> None:
         """Have `subscriber` called with every WatermarkAdvanced event from now on."""
