@@ -88,6 +88,9 @@ class StreamStore:
         # store's lock: a scheduler can evaluate a closed window at once instead of at its
         # next poll. The store knows nothing of who listens.
         self._subscribers: list[Callable[[WatermarkAdvanced], None]] = []
+        # Arrival listeners hear each publication's timestamps, per stream: the engine counts the
+        # elements that come after a query evaluated the instants they belong to (spec section 5).
+        self._arrival_listeners: list[Callable[[str, list[int]], None]] = []
         self._counters = CountersFile(Path(path) / STATS_FILE) if path else None
         if path:
             self._rebuild_index()
@@ -301,6 +304,10 @@ class StreamStore:
             if fresh:
                 self._index.stats_of(stream).ingested += len(fresh)
                 self.entailment.published([element.graph for element in fresh])
+        if fresh and self._arrival_listeners:
+            timestamps = [element.timestamp for element in fresh]
+            for listener in list(self._arrival_listeners):
+                listener(stream, timestamps)
         return len(fresh)
 
     def add_elements(self, stream: str, elements: Iterable[Element],
@@ -319,6 +326,17 @@ class StreamStore:
         event = WatermarkAdvanced(stream, instant)
         for subscriber in list(self._subscribers):
             subscriber(event)
+
+    def listen_to_arrivals(self, listener: Callable[[str, list[int]], None]) -> None:
+        """Have `listener(stream, timestamps)` called with the timestamps of the elements each
+        publication adds to a stream, once they are visible to windows (under the store's lock
+        when the publication holds it: a listener only counts, and takes no other lock than its
+        own)."""
+        self._arrival_listeners.append(listener)
+
+    def stop_listening_to_arrivals(self, listener: Callable[[str, list[int]], None]) -> None:
+        if listener in self._arrival_listeners:      # (a runner closed twice)
+            self._arrival_listeners.remove(listener)
 
     def subscribe(self, subscriber: Callable[[WatermarkAdvanced], None]) -> None:
         """Have `subscriber` called with every WatermarkAdvanced event from now on."""

@@ -18,6 +18,18 @@ def shared_dir() -> Path:
     return Path(os.environ.get("RSPSTAR_SHARED", REPO.parent / "shared"))
 
 
+def pytest_collection_modifyitems(config, items):
+    """The differential test's long run (tens of thousands of examples) runs only when the -m
+    expression names its marker (pytest -m differential_long): not in the default run, nor in
+    one that selects by another marker (-m "not slow")."""
+    if "differential_long" in (config.getoption("markexpr") or ""):
+        return
+    deselected = [item for item in items if item.get_closest_marker("differential_long")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("differential_long")]
+
+
 @pytest.fixture
 def write(tmp_path):
     """Write a text file under tmp_path and return its path."""

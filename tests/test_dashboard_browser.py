@@ -19,6 +19,7 @@ from werkzeug.serving import make_server
 from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import create_app
+from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
 
@@ -166,7 +167,13 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
 
     engine.clock.set(T0 + 10 * S)
     engine.tick()                       # five evaluations: :02 ... :10
+    # An element stamped :01 comes now, after every query evaluated :01: each counts it late.
+    engine.store.add_elements("http://example.org/s", [Element(
+        "http://example.org/late", T0 + S, instant_literal(T0 + S),
+        [ox.Quad(ox.NamedNode("http://example.org/o-late"), ox.NamedNode("http://example.org/v"), ox.Literal("1"),
+                 ox.NamedNode("http://example.org/late"))])])
     page = chromium(tmp_path, "--dump-dom", url)
+    assert len(re.findall(r'<td class="num behind" title="elements that came after[^"]*">1</td>', page)) == 4
     assert page.count('class="result"') == 4   # the latest window [6 s, 10 s) holds four observations
     assert "2026-03-01T08:00:10Z" in page
     assert '<td class="num skips">0.0 <span class="part">(4 skipped)</span></td>' in page   # "freshest": :10 only

@@ -99,6 +99,20 @@ def test_from_and_from_named_define_the_background_dataset(store):
     assert values(got, "g") == ["<http://example.org/profile>"]
 
 
+def test_a_dataset_description_is_the_whole_background_dataset_as_in_sparql(store):
+    # Found by the differential test (issue 43): FROM without FROM NAMED leaves no named graph
+    # for GRAPH outside windows, and FROM NAMED without FROM an empty default graph (SPARQL
+    # 1.1 section 13.2: a dataset description is used in place of the default dataset); the
+    # engine kept every background graph, or the background default graph, on the side the
+    # description did not name. Windows keep their own datasets.
+    assert rows(store, "SELECT ?g FROM ex:extra WHERE { GRAPH ?g { ?s ?p ?o } }", T0) == []
+    assert rows(store, "SELECT ?s FROM NAMED ex:profile WHERE { ?s ex:room ?r }", T0) == []
+    got = rows(store, "SELECT ?l ?v FROM NAMED WINDOW ex:w ON ex:a [RANGE PT2S] FROM ex:extra "
+                      "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:value ?v } } ?s ex:label ?l }", T0 + 8 * S)
+    assert values(got, "v") == ['"6"^^<http://www.w3.org/2001/XMLSchema#integer>',
+                                '"7"^^<http://www.w3.org/2001/XMLSchema#integer>']
+
+
 def test_window_variable_unions_the_declared_windows(store):
     got = rows(store, "SELECT ?w (COUNT(*) AS ?n) FROM NAMED WINDOW ex:x ON ex:a [RANGE PT2S] "
                       "FROM NAMED WINDOW ex:y ON ex:b [RANGE PT5S] "

@@ -185,6 +185,10 @@ class Template:
     user's text each came from; `instantiate` fills the slots for one evaluation."""
 
     parts: list[tuple[tuple, int, bool]]     # (pieces, source offset, copied from the source)
+    # A query's FROM and FROM NAMED graphs are its whole background dataset, as in SPARQL (1.1
+    # section 13.2): the default graph outside windows is the merge of the FROM graphs (none:
+    # empty) and GRAPH there ranges over the FROM NAMED graphs (none: nothing). Without either,
+    # both are None: the background default graph and every background named graph.
     default_graph: list[str] | None
     source: SourceText
     fused_functions: tuple[str, ...]
@@ -196,7 +200,7 @@ class Template:
                     closures: dict[str, str] | None = None) -> RewrittenQuery:
         """The text for one evaluation: `elements` per window, the background graphs, and under
         entailment each element's closure graph."""
-        filling = _Filling(elements, self.from_named or background_graphs, closures)
+        filling = _Filling(elements, background_graphs if self.from_named is None else self.from_named, closures)
         texts = [pieces[0] if len(pieces) == 1 and isinstance(pieces[0], str) else _fill(pieces, filling)
                  for pieces, _, _ in self.parts]
         placed = [(len(text), src, len(text) if copied else 0) for text, (_, src, copied) in zip(texts, self.parts)]
@@ -287,9 +291,10 @@ class _Rewriter:
         else:
             self.group(body.where, _Context())
         self.expression(body.modifiers, _Context())
-        return Template(self.emit.parts, self.query.from_graphs or None, body.source, tuple(sorted(self.fused)),
-                        self.query.from_named_graphs or None, bool(self.fused) or body.calls_rspu(),
-                        self.options.entailment)
+        described = bool(self.query.from_graphs or self.query.from_named_graphs)
+        return Template(self.emit.parts, list(self.query.from_graphs) if described else None, body.source,
+                        tuple(sorted(self.fused)), list(self.query.from_named_graphs) if described else None,
+                        bool(self.fused) or body.calls_rspu(), self.options.entailment)
 
     def expression(self, expression: Expression, ctx: _Context) -> None:
         for part in expression.parts:

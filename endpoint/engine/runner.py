@@ -75,7 +75,7 @@ class QueryStatus:
     next_close: int | None = None
     evaluations: int = 0
     results_emitted: int = 0
-    late_elements: int = 0
+    late_elements: int = 0                 # elements that came after the query evaluated their instant
     failures: int = 0
     last_error: str | None = None
     failed_at: int | None = None           # the instant whose evaluation failed
@@ -174,6 +174,12 @@ class RegisteredQuery:
         self.status.next_close = evaluator.next_instant(start)
         self.lock = threading.Lock()
         self.removed = False        # set by Runner.remove: an evaluation loop stops at the next instant
+        # The latest instant evaluated and what its evaluation needed of the streams (its
+        # complete_through), or None: elements stamped below that arriving now came after an
+        # evaluation that needed them. Counted in status.late_elements under their own lock
+        # (publications count them, on any thread).
+        self.evaluated: tuple[int, int] | None = None
+        self.late_lock = threading.Lock()
         # Evaluated per key on Spark's executors (option partition), not by the runner here.
         self.partitioned = evaluator.options.partition is not None
 
@@ -271,6 +277,7 @@ class Runner:
         self._configured: set[str] = set()      # ids of the configuration's queries (`configured`)
         self.background_refresh = None          # refresh.BackgroundRefresh of [[background.graphs]], if any
         self.removals = 0                       # queries removed since the engine started
+        store.listen_to_arrivals(self._arrived)
         self._restore()
 
     @property
@@ -350,6 +357,8 @@ class Runner:
             registered = RegisteredQuery(spec, evaluator.query, evaluator, http_sinks,
                                          ResultHistory(self.config.history, history_file,
                                                        self.config.history_bytes), start, scope, self.clock)
+            if resume_after is not None:     # evaluated up to there before a restart
+                registered.evaluated = (resume_after, evaluator.policy.complete_through(resume_after))
             self._queries[query_id] = registered
             if persist:
                 self.repository.save(spec)
@@ -415,6 +424,7 @@ class Runner:
     def close(self) -> None:
         """Let go of the sinks' connections (MQTT brokers), the outboxes keeping what is
         pending, and stop the evaluation worker processes."""
+        self.store.stop_listening_to_arrivals(self._arrived)
         close = getattr(self.post, "close", None)
         if close is not None:
             close()
@@ -470,6 +480,8 @@ class Runner:
                 if trigger is None:
                     break
                 cpu = time.thread_time()
+                # From now on an element the evaluation needs that is not in yet is late for it.
+                registered.evaluated = (instant, registered.evaluator.policy.complete_through(instant))
                 budget = registered.scope.begin()
                 try:
                     evaluation = registered.evaluator.evaluate(instant)
@@ -599,14 +611,33 @@ class Runner:
                 registered.fail(failed.instant, failed.payload)
         return len(instants)
 
+    def _arrived(self, stream: str, timestamps: list[int]) -> None:
+        """Elements published to `stream` now: those stamped below what a query's evaluations
+        already needed of it came too late for them (spec section 5). Counted per query and
+        logged; they are stored, and join the windows still open. (A partitioned query's keys
+        count their own.) Called by the store, maybe under its lock: no engine lock is taken."""
+        earliest = min(timestamps)
+        for registered in tuple(self._queries.values()):
+            if registered.evaluated is None or registered.partitioned:
+                continue
+            instant, bound = registered.evaluated
+            if earliest >= bound or stream not in registered.query.streams:
+                continue
+            late = sum(1 for t in timestamps if t < bound)
+            with registered.late_lock:
+                first = not registered.status.late_elements
+                registered.status.late_elements += late
+            # Warned once per query; a source that keeps coming late is in its status and /metrics.
+            log.log(logging.WARNING if first else logging.INFO,
+                    "query %s: %d element(s) of <%s> came after the query evaluated their instant (the "
+                    "latest %s); not evaluated again, kept for the windows still open", registered.id, late, stream,
+                    format_instant(instant))
+
     def _emit(self, registered: RegisteredQuery, instant: int, trigger: str, evaluation: Evaluation | None) -> None:
         status = registered.status
         status.last_evaluation = instant
         status.last_trigger = trigger
         status.next_close = registered.evaluator.next_instant(instant)
-        if not registered.partitioned:    # a partitioned query's keys count their own
-            streams = self.store.streams()
-            status.late_elements = sum(streams[s].late for s in registered.query.streams if s in streams)
         if evaluation is None:  # skipped by the non-empty report policy
             return
         status.evaluations += 1

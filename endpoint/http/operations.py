@@ -81,6 +81,9 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
            [({"query": q.id}, q.status.evaluations) for q in queries])
     metric("rspstar_evaluation_failures_total", "counter", "Evaluations that raised.",
            [({"query": q.id}, q.status.failures) for q in queries])
+    metric("rspstar_query_late_elements_total", "counter", "Elements that came after the query had evaluated the "
+           "instant they belong to (not evaluated again; kept for the windows still open).",
+           [({"query": q.id}, q.status.late_elements) for q in queries])
     metric("rspstar_query_behind_seconds", "gauge", "How far the query's next due instant is behind the clock.",
            [({"query": q.id}, q.behind() / 1e6) for q in queries])
     metric("rspstar_query_skipped_instants_total", "counter", "Due instants passed over under the option "

@@ -169,6 +169,8 @@ async function refreshQueries() {
       windowsCell(q.windows),
       el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" }),
       el("td", `${s.evaluations}, ${s.results_emitted}`, { class: "num" }),
+      el("td", s.late_elements, { class: "num" + (s.late_elements ? " behind" : ""),
+        title: "elements that came after the query had evaluated their instant (not evaluated again)" }),
       el("td", s.missed_runs, { class: "num", title: "scheduler polls folded into the next run (no evaluation is skipped)" }),
       behindCell(s),
       timeCell(s.last_evaluation), timeCell(s.next_close),
