@@ -30,13 +30,18 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import urlsplit
 
-import paho.mqtt.client as mqtt
-
 from . import formats
 from .codec import CANONICAL, Payload, canonical, decode
 from .errors import StoreError
 from .landing import LandedFiles, reveal, write_hidden
 from .rdf_input import Element
+
+
+def paho():
+    """paho's MQTT client module, imported where an MQTT source or sink is made: an engine with
+    neither (a replay, the Python API) starts without it."""
+    import paho.mqtt.client as mqtt
+    return mqtt
 
 log = logging.getLogger(__name__)
 
@@ -221,6 +226,7 @@ class MqttSource:
         self._sequence = 0
         finish_commits(landing)
         self.journal = Journal.read_back(landing)
+        mqtt = paho()
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=client_id or "rspstar-%s" % name,
                                   clean_session=False, manual_ack=True)
         if username is not None:
@@ -388,7 +394,7 @@ class MqttSource:
 
     def _stream_of(self, topic: str) -> str:
         for topic_filter, stream in self.routes.items():
-            if mqtt.topic_matches_sub(topic_filter, topic):
+            if paho().topic_matches_sub(topic_filter, topic):
                 return stream
         return ""
 

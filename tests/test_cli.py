@@ -304,3 +304,15 @@ def test_check_warns_of_a_query_without_a_window_and_replay_refuses_it(write, ca
     assert "no window, so it would never be evaluated" in warning and "/sparql" in warning
     assert main(["replay", str(q), *RANGE]) == 2
     assert "no window" in capsys.readouterr().err
+
+
+def test_the_command_line_and_the_python_api_start_without_the_servers_libraries():
+    # A replay or a notebook posts nothing and serves nothing: HTTP clients, MQTT, Flask, Spark
+    # and pandas are imported by what uses them, not at start-up.
+    import subprocess
+    import sys
+    code = ("import sys, rspstar, rspstar.endpoint.cli, rspstar.endpoint.engine.replay\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'requests', 'paho', 'flask', 'pyspark', 'pandas', "
+            "'plotly', 'waitress', 'apscheduler'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout

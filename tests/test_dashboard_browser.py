@@ -173,7 +173,7 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
         [ox.Quad(ox.NamedNode("http://example.org/o-late"), ox.NamedNode("http://example.org/v"), ox.Literal("1"),
                  ox.NamedNode("http://example.org/late"))])])
     page = chromium(tmp_path, "--dump-dom", url)
-    assert len(re.findall(r'<td class="num behind" title="elements that came after[^"]*">1</td>', page)) == 4
+    assert len(re.findall(r'<span class="part behind" title="elements that came after[^"]*">\(1 late\)</span>', page)) == 4
     assert page.count('class="result"') == 4   # the latest window [6 s, 10 s) holds four observations
     assert "2026-03-01T08:00:10Z" in page
     assert '<td class="num skips">0.0 <span class="part">(4 skipped)</span></td>' in page   # "freshest": :10 only
@@ -256,6 +256,6 @@ def test_partitioned_landmark_and_fact_windows_are_shown_as_declared(tmp_path):
         page = chromium(tmp_path, "--dump-dom", "http://127.0.0.1:%d/?refresh=poll" % http.server_port)
     finally:
         http.shutdown()
-    shapes = re.findall(r"<td>([^<]*) on example.org/s</td>", page)
+    shapes = re.findall(r'<span class="part">([^<]*)</span> <span class="part">on s</span>', page)
     assert sorted(shapes) == ["facts ?u &lt;http://example.org/isIn&gt; ?r/PT3S", "last 1 per madeBySensor",
                               "since 1970-01-01T00:00:00Z/PT3600S"]

@@ -183,11 +183,11 @@ def workers():
     pool.close()
 
 
-def on_disk(tmp_path, workers, **config):
+def on_disk(tmp_path, workers, start=T0, **config):
     store = StreamStore(str(tmp_path / "store"))
     config.setdefault("max_delay", 0)
     config.setdefault("evaluation_timeout", 60 * S)
-    return store, Runner(store, VirtualClock(T0), EngineConfig(**config), workers=workers)
+    return store, Runner(store, VirtualClock(start), EngineConfig(**config), workers=workers)
 
 
 @pytest.mark.slow
@@ -260,12 +260,11 @@ def test_conformance_cases_evaluated_in_worker_processes(case, tmp_path, workers
     threads give: the suite's expected results."""
     case_dir = [p for p in conformance_cases() if p.name == case][0]
     manifest = json.loads((case_dir / "manifest.json").read_text())
-    store, engine = on_disk(tmp_path, workers, isolate_evaluations="always")
+    start, end = parse_instant(manifest["from"]), parse_instant(manifest["to"])
+    store, engine = on_disk(tmp_path, workers, start, isolate_evaluations="always")
     if manifest.get("background"):
         path = case_dir / manifest["background"]
         store.background.load(path.read_bytes(), format_for_path(path), str(path))
-    start, end = parse_instant(manifest["from"]), parse_instant(manifest["to"])
-    engine.clock.set(start)
     registered = engine.register((case_dir / manifest["query"]).read_text(), "case",
                                  options=live_options(manifest))
     calls = workers.calls

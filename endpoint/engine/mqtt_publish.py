@@ -8,9 +8,7 @@ import threading
 import uuid
 from urllib.parse import unquote, urlsplit
 
-import paho.mqtt.client as mqtt
-
-from rspstar.store.mqtt import Broker, MqttSettingsError, parse_broker
+from rspstar.store.mqtt import Broker, MqttSettingsError, paho, parse_broker
 
 from .errors import EndpointError
 
@@ -46,6 +44,7 @@ class Publisher:
 
     def __init__(self, broker: Broker):
         self.broker = broker
+        mqtt = paho()
         self.client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="rspstar-sink-" + uuid.uuid4().hex[:12])
         if broker.tls:
             self.client.tls_set()

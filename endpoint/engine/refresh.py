@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Callable
 
 import pyoxigraph as ox
-import requests
 
 from rspstar.store.errors import StoreError
 from rspstar.store.stream_store import StreamStore
@@ -88,7 +87,15 @@ class BackgroundRefresh:
     max_bytes: int = 64 * 1024 * 1024
     timeout: float = 10.0
     on_change: Callable[[], None] = lambda: None         # a graph was replaced (partitioned queries hear of it)
-    get: Callable = requests.get                         # the HTTP client (a test may count its calls)
+    # The HTTP client (a test may count its calls); requests.get, imported at the first fetch of
+    # a URL: an engine without such graphs starts without it.
+    get: Callable | None = None
+
+    def _http_get(self) -> Callable:
+        if self.get is None:
+            import requests
+            self.get = requests.get
+        return self.get
 
     def __post_init__(self):
         self._status = {g.graph: GraphStatus(g.graph, g.source, next_at=self.clock.now()) for g in self.graphs}
@@ -162,7 +169,7 @@ class BackgroundRefresh:
                                % (graph.source, ", ".join(self.allowed) or "empty"))
         accept = ", ".join(f.media_type for f in FORMATS.values())
         try:
-            with self.get(graph.source, timeout=self.timeout, allow_redirects=False, stream=True,
+            with self._http_get()(graph.source, timeout=self.timeout, allow_redirects=False, stream=True,
                           headers={"Accept": accept}) as response:
                 if response.status_code != 200:
                     raise RefreshError("%s answered HTTP %d" % (graph.source, response.status_code))
@@ -174,7 +181,7 @@ class BackgroundRefresh:
                                            % (graph.source, self.max_bytes))
                     chunks.append(chunk)
                 media_type = response.headers.get("Content-Type", "").split(";")[0].strip().lower()
-        except requests.RequestException as e:
+        except OSError as e:          # requests' errors (RequestException) are OSErrors
             raise RefreshError("%s: %s" % (graph.source, e)) from None
         fmt = FORMATS[graph.format] if graph.format else ox.RdfFormat.from_media_type(media_type) if media_type else None
         if fmt is None:

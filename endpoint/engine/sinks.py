@@ -22,8 +22,6 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import quote, urlsplit
 
-import requests
-
 from rspstar.config.schema import default
 from rspstar.store.landing import bounded_name, replace_text
 from rspstar.translator.errors import TemporalValueError
@@ -44,8 +42,10 @@ class SinkNotAllowed(EndpointError):
 
 
 def post_with_requests(url: str, body: bytes, headers: dict) -> int:
-    # A redirect is not followed (it could lead off the allow-list): its 3xx status counts as
-    # not delivered, and the record waits in the outbox.
+    # requests is imported where a sink first posts: a replay and the Python API never do, and
+    # start without it. A redirect is not followed (it could lead off the allow-list): its 3xx
+    # status counts as not delivered, and the record waits in the outbox.
+    import requests
     return requests.post(url, data=body, headers=headers, timeout=5, allow_redirects=False).status_code
 
 
@@ -362,7 +362,7 @@ class HttpSink:
                     error = None if 200 <= status < 300 else "HTTP %d" % status
                 except DeliveryError as e:
                     error = str(e)
-                except requests.RequestException as e:
+                except OSError as e:          # requests' errors (RequestException) are OSErrors
                     error = "%s: %s" % (type(e).__name__, e)
                 if error is not None:
                     self.state.failures += 1

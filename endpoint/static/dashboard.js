@@ -147,6 +147,17 @@ function windowsCell(windows) {
   return cell;
 }
 
+// Evaluations and results, and the elements late for the query (on a line of their own when
+// the column is narrow; only when there are some).
+function countsCell(s) {
+  const cell = el("td", `${s.evaluations}, ${s.results_emitted}`, { class: "num" + (s.late_elements ? " late" : "") });
+  if (s.late_elements) {
+    cell.append(" ", el("span", `(${s.late_elements} late)`, { class: "part behind",
+      title: "elements that came after the query had evaluated their instant (not evaluated again)" }));
+  }
+  return cell;
+}
+
 // Seconds behind, and the instants a query that skips has passed over (on a line of its own
 // when the column is narrow).
 function behindCell(s) {
@@ -168,9 +179,7 @@ async function refreshQueries() {
     row.append(el("td", q.id, { class: "id" }), el("td", q.form + (q.r2s !== "RSTREAM" ? " " + q.r2s : "")),
       windowsCell(q.windows),
       el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" }),
-      el("td", `${s.evaluations}, ${s.results_emitted}`, { class: "num" }),
-      el("td", s.late_elements, { class: "num" + (s.late_elements ? " behind" : ""),
-        title: "elements that came after the query had evaluated their instant (not evaluated again)" }),
+      countsCell(s),
       el("td", s.missed_runs, { class: "num", title: "scheduler polls folded into the next run (no evaluation is skipped)" }),
       behindCell(s),
       timeCell(s.last_evaluation), timeCell(s.next_close),
