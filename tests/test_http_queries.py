@@ -128,3 +128,16 @@ def test_a_query_that_skips_its_overrun_says_so_in_its_status_and_the_metrics(cl
     assert 'rspstar_query_behind_seconds{query="q1"} 0.0' in metrics
     refused = client.post("/queries", json={"id": "q2", "query": RSPQL, "options": {"overrun": "later"}}, headers=AUTH)
     assert refused.status_code == 400 and "overrun takes catch-up or skip" in refused.get_json()["message"]
+
+
+def test_an_unknown_rspu_function_or_a_wrong_arity_is_refused_at_registration(client):
+    query = ("PREFIX rspu: <http://w3id.org/rsp/rspu#>\nSELECT * FROM NAMED WINDOW <http://w> ON <http://s> [RANGE PT1S]\n"
+             "WHERE { WINDOW <http://w> { GRAPH ?g { ?s ?p ?o FILTER(%s > 0.5) } } }")
+    for call, column in (("rspu:nothing(?o)", 57), ("rspu:add(?o)", 57)):
+        refused = client.post("/queries", data=query % call, content_type="application/sparql-query", headers=AUTH)
+        assert refused.status_code == 400, refused.get_json()
+        assert (refused.get_json()["line"], refused.get_json()["column"]) == (3, column)
+        assert "rspu:" in refused.get_json()["message"]
+    assert client.get("/queries").get_json()["queries"] == []
+    assert client.post("/queries", data=query % "rspu:add(?o, 1)", content_type="application/sparql-query",
+                       headers=AUTH).status_code == 201

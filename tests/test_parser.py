@@ -133,6 +133,32 @@ def test_unknown_function_is_reported_at_its_call():
     assert (e.line, e.column) == (3, 34)
 
 
+WINDOWED = ("PREFIX rspu: <http://w3id.org/rsp/rspu#>\n"
+            "SELECT * FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S]\n"
+            "WHERE { WINDOW ex:w { GRAPH ?g { ?s ex:u ?u\n  FILTER(%s) } } }")
+
+
+@pytest.mark.parametrize("call, message", [
+    ("rspu:nothing(?u) > 0", "unknown function <http://w3id.org/rsp/rspu#nothing>"),
+    ("rspu:greaterThan(?u, 1, 2) > 0", "rspu:greaterThan takes 2 arguments (a distribution and a value), not 3"),
+    ("rspu:between(?u, 1) > 0", "rspu:between takes 3 arguments (a distribution and two values), not 2"),
+    ("ex:nothing(?u)", "unknown function <http://example.org/nothing>"),
+    ("xsd:integer(?u, 2)", "xsd:integer takes 1 argument, not 2"),
+])
+def test_a_call_inside_a_window_is_checked_where_it_stands(call, message):
+    """A window's pattern is not evaluated when the query is checked (its window is empty), so
+    an unknown function or a wrong arity there is found by reading the calls themselves."""
+    e = error_of(P + WINDOWED % call, compile_=True)
+    assert message in e.message
+    assert (e.line, e.column) == (6, 10)
+
+
+def test_rspu_iris_that_are_not_calls_are_not_functions():
+    compile_query(P + WINDOWED % "rspu:add(?u, 1) > 0" + "\n# rspu:nothing(1)")
+    compile_query(P + "PREFIX rspu: <http://w3id.org/rsp/rspu#>\nSELECT * WHERE { ?s rspu:uncertainty (1 2) ; "
+                  "rspu:unit \"rspu:nothing(1)\" FILTER(rspu:lessThan(rspu:add(?u, 1), 2) > 0.5) }")
+
+
 def test_conflicting_r2s_is_an_error():
     e = error_of(P + "REGISTER ISTREAM ex:o AS SELECT DSTREAM * WHERE { }")
     assert "conflicts" in e.message
