@@ -133,7 +133,7 @@ def test_a_query_that_skips_its_overrun_says_so_in_its_status_and_the_metrics(cl
 def test_an_unknown_rspu_function_or_a_wrong_arity_is_refused_at_registration(client):
     query = ("PREFIX rspu: <http://w3id.org/rsp/rspu#>\nSELECT * FROM NAMED WINDOW <http://w> ON <http://s> [RANGE PT1S]\n"
              "WHERE { WINDOW <http://w> { GRAPH ?g { ?s ?p ?o FILTER(%s > 0.5) } } }")
-    for call, column in (("rspu:nothing(?o)", 57), ("rspu:add(?o)", 57)):
+    for call, column in (("rspu:nothing(?o)", 56), ("rspu:add(?o)", 56)):
         refused = client.post("/queries", data=query % call, content_type="application/sparql-query", headers=AUTH)
         assert refused.status_code == 400, refused.get_json()
         assert (refused.get_json()["line"], refused.get_json()["column"]) == (3, column)
