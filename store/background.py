@@ -3,17 +3,34 @@ on a copy (so stream elements, timestamps and the engine's graphs are out of its
 every evaluation and copied whole into a partition's store."""
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
 from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph
 
-from .errors import GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
+from .errors import GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
 from .rdf_input import parse_rdf
 
 if TYPE_CHECKING:
     from .stream_store import StreamStore
+
+
+_FAILURES = ((re.compile(r"The graph (<[^>]*>) does not exist"), GraphMissing, "graph %s does not exist (SILENT "
+                                                                                "makes the operation succeed anyway)"),
+             (re.compile(r"The graph (<[^>]*>) already exists"), GraphExists, "graph %s already exists (SILENT makes "
+                                                                              "CREATE succeed anyway)"))
+
+
+def _update_failure(error: RuntimeError) -> Exception:
+    """An update Oxigraph failed, as the client's error where its text caused it (a graph named
+    that is not there, or is); any other failure as it came."""
+    for pattern, kind, message in _FAILURES:
+        m = pattern.search(str(error))
+        if m:
+            return kind(message % m.group(1))
+    return error
 
 
 class Background:
@@ -54,7 +71,10 @@ class Background:
                 before.update(self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
             scratch = ox.Store()
             scratch.extend(before)
-            scratch.update(sparql, base_iri=base_iri)
+            try:
+                scratch.update(sparql, base_iri=base_iri)
+            except RuntimeError as e:
+                raise _update_failure(e) from None
             after = set(scratch)
             for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
                 name = graph.value

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from rspstar.store.errors import (
-    DiskFull, DuplicateElementError, GraphNotWritable, QueryTimeout, RdfInputError, ReservedGraphError, StoreError,
+    DiskFull, DuplicateElementError, GraphExists, GraphMissing, GraphNotWritable, QueryTimeout, RdfInputError,
+    ReservedGraphError, StoreError,
 )
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
@@ -66,9 +67,11 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
     (GraphNotWritable, 403),
     (UnknownQuery, 404),
     (UnknownGraph, 404),
+    (GraphMissing, 404),
     (NotAcceptable, 406),
     (DuplicateQuery, 409),
     (DuplicateElementError, 409),
+    (GraphExists, 409),
     (UnsupportedMediaType, 415),
     (QueryTimeout, 503),
     (EngineAtCapacity, 503),

@@ -73,8 +73,9 @@ def _text(examples: list[str]) -> dict:
 def _errors(*statuses: int) -> dict:
     described = {400: "a request the route cannot read: what and where (line, column)", 401: "no or a wrong token",
                  403: "refused: a write from another origin, or a graph that is not the route's to change",
-                 404: "no such query or graph", 406: "no representation the client accepts",
-                 409: "already exists", 413: "the body is larger than [http] max_body",
+                 404: "no such query or graph (an update: DROP, CLEAR or MOVE of a graph that is not there, "
+                      "without SILENT)", 406: "no representation the client accepts",
+                 409: "already exists (an update: CREATE of a graph that is there, without SILENT)", 413: "the body is larger than [http] max_body",
                  507: "the data directory's disk is full, or below [engine] min_free_disk",
                  415: "a media type or charset the route does not take",
                  503: "not now: starting, past the query time limit, every event-stream slot taken, the "
@@ -173,7 +174,7 @@ def document() -> dict:
             },
             "/update": {
                 "post": _op("SPARQL Update of the background data", {
-                    "204": {"description": "done"}, **_errors(400, 401, 403, 413, 415, 503, 507)},
+                    "204": {"description": "done"}, **_errors(400, 401, 403, 404, 409, 413, 415, 503, 507)},
                     parameters=[_iris("using-graph-uri", GRAPH_IRIS), _iris("using-named-graph-uri", GRAPH_IRIS)],
                     body={"application/sparql-update": _text(UPDATES),
                           "application/x-www-form-urlencoded": {"schema": {
