@@ -72,3 +72,27 @@ def test_the_service_description_links_the_graph_store(client):
     description = client.get("/sparql", headers={"Accept": "application/n-triples"}).get_data(as_text=True)
     assert "<http://localhost/store> <http://purl.org/dc/terms/conformsTo> <http://www.w3.org/TR/sparql11-http-rdf-update/>" \
         in description
+
+
+def test_a_body_in_another_charset_than_utf8_is_refused_with_415_on_every_route(client, engine):
+    """RDF and SPARQL are UTF-8: a body labelled otherwise is refused before anything is read
+    (docs/http-api.md), on every route that takes a body, the graph store's too."""
+    from http_app import RSPQL
+    latin = "; charset=iso-8859-1"
+    for method, path, media, body in (
+            ("PUT", "/store?graph=" + G, "text/turtle", TURTLE),
+            ("POST", "/store?default", "text/turtle", TURTLE),
+            ("PUT", "/store?graph=" + G, "application/rdf+xml", b'<?xml version="1.0"?><rdf:RDF xmlns:rdf='
+             b'"http://www.w3.org/1999/02/22-rdf-syntax-ns#"/>'),
+            ("POST", "/queries", "application/sparql-query", RSPQL.encode()),
+            ("POST", "/queries", "application/json", b'{"query": "%s"}' % RSPQL.replace("\n", " ").encode()),
+            ("POST", "/update", "application/sparql-update", b"CLEAR SILENT GRAPH <http://example.org/x>"),
+            ("POST", "/update", "application/x-www-form-urlencoded", b"update=CLEAR+SILENT+DEFAULT"),
+            ("POST", "/sparql", "application/sparql-query", b"ASK {}"),
+            ("POST", "/streams?stream=http://example.org/s", "application/n-quads", b""),
+    ):
+        response = client.open(path, method=method, data=body, content_type=media + latin, headers=AUTH)
+        assert response.status_code == 415, (method, path, media, response.status_code)
+        assert "iso-8859-1" in response.get_json()["message"]
+    assert client.get("/store", query_string={"graph": G}).status_code == 404
+    assert client.get("/queries").get_json()["queries"] == []
