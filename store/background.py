@@ -125,7 +125,7 @@ class Background:
             name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
             return [q.triple for q in self.store.oxigraph.quads_for_pattern(None, None, None, name)]
 
-    def write(self, graph: str | None, data: bytes, fmt: ox.RdfFormat, source: str, replace: bool) -> bool:
+    def write(self, graph: str | None, data: bytes | str, fmt: ox.RdfFormat, source: str, replace: bool) -> bool:
         """Replace (PUT) or add to (POST) a background graph with the triples of `data`; whether the
         graph is new. A document holding named graphs, or that does not parse, changes nothing."""
         self._writable(graph)
