@@ -96,3 +96,25 @@ def test_a_body_in_another_charset_than_utf8_is_refused_with_415_on_every_route(
         assert "iso-8859-1" in response.get_json()["message"]
     assert client.get("/store", query_string={"graph": G}).status_code == 404
     assert client.get("/queries").get_json()["queries"] == []
+
+
+def test_the_reserved_prefix_is_reserved_in_any_case(client, engine):
+    """An IRI's scheme is case-insensitive (RFC 3986), and so is a URN's namespace (RFC 8141):
+    `URN:RSPSTAR:` is the engine's `urn:rspstar:`, on every route that refuses it."""
+    before = sorted(map(str, engine.store.oxigraph))
+    for graph in ("URN:RSPSTAR:x", "Urn:RspStar:batches", "urn:RSPSTAR:timestamps:x"):
+        put = client.put("/store", query_string={"graph": graph}, data=TURTLE, content_type="text/turtle", headers=AUTH)
+        assert put.status_code == 403 and "reserved by the engine" in put.get_json()["message"], graph
+        update = client.post("/update", data="INSERT DATA { GRAPH <%s> { <http://a> <http://b> 1 } }" % graph,
+                             content_type="application/sparql-update", headers=AUTH)
+        assert update.status_code == 400 and "reserved by the engine" in update.get_json()["message"], graph
+        envelope = client.post("/streams?stream=http://example.org/s", content_type="application/x-ndjson",
+                               data='{"graph": "%s", "time": "2026-03-01T08:00:00Z", "data": "<http://a> <http://b> 1 ."}'
+                               % graph, headers=AUTH)
+        assert envelope.status_code == 400 and "reserved by the engine" in envelope.get_json()["message"], graph
+    trig = client.post("/streams?stream=http://example.org/s", content_type="application/trig", headers=AUTH,
+                       data='<Urn:RspStar:batches> { <http://a> <http://b> 1 } <Urn:RspStar:batches> '
+                            '<http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:00Z"^^'
+                            '<http://www.w3.org/2001/XMLSchema#dateTime> .')
+    assert trig.status_code == 400 and "reserved by the engine" in trig.get_json()["message"]
+    assert sorted(map(str, engine.store.oxigraph)) == before
