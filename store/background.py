@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph
+from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph, is_reserved
 
 from .errors import GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
 from .rdf_input import parse_rdf
@@ -79,7 +79,7 @@ class Background:
             for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
                 name = graph.value
                 what = "a stream element" if self.store._is_element(name) else \
-                    "reserved by the engine" if name.startswith(RESERVED_PREFIX) else None
+                    "reserved by the engine" if is_reserved(name) else None
                 if what:
                     raise ReservedGraphError("the update writes graph <%s>, which is %s; updates change "
                                              "background data only" % (name, what))
@@ -113,7 +113,7 @@ class Background:
         if self.store._is_element(graph):
             raise GraphNotWritable("graph <%s> is a stream element: streams are written through POST /streams, "
                                    "not the graph store" % graph)
-        if is_internal_graph(graph) or graph.startswith(RESERVED_PREFIX):
+        if is_reserved(graph):
             raise GraphNotWritable("graph <%s> is reserved by the engine (%s...)" % (graph, RESERVED_PREFIX))
 
     def triples(self, graph: str | None) -> list[ox.Triple] | None:

@@ -17,7 +17,7 @@ import pyoxigraph as ox
 from rspstar.translator.errors import QuerySyntaxError, TemporalValueError
 from rspstar.translator.nesting import check_nesting
 from rspstar.translator.temporal import format_instant, parse_instant
-from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
+from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX, is_reserved
 
 from . import formats
 from .errors import RdfInputError
@@ -226,7 +226,7 @@ def read_envelope(text: str, source: str, line: int | None) -> Envelope:
                 ox.NamedNode(fields[name])
             except ValueError:
                 fail('field "%s": not an IRI: %s' % (name, json.dumps(fields[name])[:120]))
-    if fields["graph"] is not None and fields["graph"].startswith(RESERVED_PREFIX):
+    if fields["graph"] is not None and is_reserved(fields["graph"]):
         fail('field "graph": names under %s are reserved by the engine' % RESERVED_PREFIX)
     instant = None
     if fields["time"] is not None:
