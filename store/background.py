@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
+from rspstar.translator.nesting import check_nesting
 from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph, is_reserved
 
 from .errors import GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
@@ -64,7 +65,9 @@ class Background:
         timestamps and batch markers are out of its reach (`CLEAR NAMED` clears background
         graphs only); a result that names one of those graphs, or one under the engine's
         reserved prefix, is refused with ReservedGraphError and nothing changes. Returns the
-        number of quads added and removed."""
+        number of quads added and removed; QuerySyntaxError, before anything runs, for an update
+        nested or chained deeper than Oxigraph's parser may follow (translator/nesting.py)."""
+        check_nesting(sparql, language="sparql")
         with self.store._lock:
             before = set(self.store.oxigraph.quads_for_pattern(None, None, None, ox.DefaultGraph()))
             for graph in self.names:

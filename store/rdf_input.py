@@ -65,18 +65,19 @@ def _syntax_error(e: SyntaxError, source: str) -> RdfInputError:
     return RdfInputError(message, source, e.lineno, e.offset)
 
 
-def check_rdf_nesting(data: bytes | str, source: str) -> None:
+def check_rdf_nesting(data: bytes | str, source: str, fmt: ox.RdfFormat | None = None) -> None:
     """RdfInputError with the line and column where a document nests deeper than a parser may
-    follow (translator/nesting.py): checked before Oxigraph parses anything."""
+    follow, or (RDF/XML) declares an entity (translator/nesting.py): checked before Oxigraph
+    parses anything."""
     try:
-        check_nesting(data)
+        check_nesting(data, language="xml" if fmt == ox.RdfFormat.RDF_XML else "rdf")
     except QuerySyntaxError as e:
         raise RdfInputError(e.message, source, e.line, e.column) from None
 
 
 def parse_rdf(data: bytes | str, fmt: ox.RdfFormat, source: str):
     """All quads of a document (blank nodes fresh), or RdfInputError with source:line:column."""
-    check_rdf_nesting(data, source)
+    check_rdf_nesting(data, source, fmt)
     try:
         return list(ox.parse(data, format=fmt, rename_blank_nodes=True))
     except SyntaxError as e:
@@ -104,7 +105,7 @@ def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
     other = 0
     last = None
     default = ox.DefaultGraph
-    check_rdf_nesting(data, source)
+    check_rdf_nesting(data, source, fmt)
     try:
         for quad in ox.parse(data, format=fmt, rename_blank_nodes=True):
             graph = quad.graph_name

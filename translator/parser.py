@@ -789,5 +789,5 @@ def parse_query(text: str) -> ContinuousQuery:
 
     The result is only structurally checked; `validate.validated_query` also has Oxigraph
     check the SPARQL that the rewrite produces."""
-    check_nesting(text)
+    check_nesting(text, language="sparql")
     return _Parser(text).parse()

@@ -9,7 +9,7 @@ import pyoxigraph as ox
 from .dialects import translate
 from .errors import QuerySyntaxError
 from .model import ContinuousQuery
-from .nesting import check_nesting
+from .nesting import REWRITE_ALLOWANCE, STACK_BUDGET, check_nesting
 from .parser import parse_query
 from .rewrite import RewriteOptions, RewrittenQuery, rewrite
 from .namespaces import RSPU
@@ -73,7 +73,7 @@ def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: 
     """Parse and fully check a query written in RSP-QL* or one of the dialects (spec §6.5:
     `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows);
     raises QuerySyntaxError (line, column of `text`)."""
-    check_nesting(text)         # first: every step below reads the text, some recursively
+    check_nesting(text, language="sparql")      # first: every step below reads the text, some recursively
     try:
         return _compile_checked(text, functions, dialect, start)
     except RecursionError:
@@ -203,6 +203,7 @@ def _expression_spans(body: ParsedBody):
 
 
 def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, functions: FunctionLibrary) -> None:
+    _check_rewritten_nesting(query, rewritten)
     probe = ox.Store()
     try:
         probe.query(rewritten.text, custom_functions=functions.table_for(rewritten.fused_functions))
@@ -214,6 +215,17 @@ def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, funct
             raise
         message = unknown_function(str(e), "")[0]
         raise QuerySyntaxError(message, *_token_position(query, m.group(1))) from None
+
+
+def _check_rewritten_nesting(query: ContinuousQuery, rewritten: RewrittenQuery) -> None:
+    """What Oxigraph parses is the rewrite, which wraps each window's pattern in a few groups
+    and joins its elements' VALUES: bounded like the query's own text, with room for that."""
+    try:
+        check_nesting(rewritten.text, language="sparql", budget=2 * STACK_BUDGET + REWRITE_ALLOWANCE)
+    except QuerySyntaxError as e:
+        line, column = rewritten.source_position(e.line, e.column)
+        raise QuerySyntaxError("once its windows are rewritten, the query is %s" % e.message.split(": ", 1)[-1],
+                               line, column) from None
 
 
 def _token_position(query: ContinuousQuery, iri: str) -> tuple[int, int]:

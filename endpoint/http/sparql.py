@@ -46,7 +46,7 @@ def sparql():
         return describe_service()
     if not text:
         raise BadRequest("missing the query (parameter 'query')")
-    check_nesting(text)
+    check_nesting(text, language="sparql")
     check_federation(text, services().engine.config.federation_allowed)
     job = Job(text, tuple(iris(found, "default-graph-uri")), tuple(iris(found, "named-graph-uri")),
               negotiate(request.accept_mimetypes), base_iri())
@@ -91,7 +91,7 @@ def update():
         raise UnsupportedMediaType("POST /update takes application/sparql-update or a form")
     if not text:
         raise BadRequest("missing the update (parameter 'update')")
-    check_nesting(text)
+    check_nesting(text, language="sparql")
     check_federation(text, services().engine.config.federation_allowed)
     text = with_update_dataset(text, iris(found, "using-graph-uri"), iris(found, "using-named-graph-uri"))
     try:
