@@ -239,8 +239,8 @@ def document() -> dict:
                     operationId="getResults"),
             },
             "/queries/{id}/events": {
-                "get": _op("server-sent events: result, dropped, closed; ends after [http] event_stream_seconds, or event_idle_seconds without a record; "
-                           "at most max_event_streams_per_client for one client",
+                "get": _op("server-sent events: result, dropped, closed; ends after [http] event_stream_seconds, or "
+                           "event_idle_seconds without a record; at most max_event_streams_per_client for one client",
                            {"200": {"description": "an event stream", "content": {"text/event-stream": {
                                "schema": {"type": "object", "required": ["event", "data"], "properties": {
                                    "event": {"type": "string", "enum": ["result", "dropped", "closed"]},
