@@ -7,8 +7,11 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import EngineConfig, Runner
 from rspstar.endpoint.http import HttpSettings, create_app
-from http_app import AUTH, RSPQL, SELECT, STREAM, TOKEN
+from rspstar.store.stream_store import StreamStore
+from http_app import AUTH, RSPQL, SELECT, STREAM, T0, TOKEN
 
 
 ROUTES = [
@@ -140,3 +143,18 @@ def test_the_auth_scheme_is_case_insensitive(client):
     assert client.post("/update", headers={"Authorization": "bearer " + TOKEN}, **update).status_code == 204
     assert client.post("/update", headers={"Authorization": "BEARER " + TOKEN}, **update).status_code == 204
     assert client.post("/update", headers={"Authorization": "Basic " + TOKEN}, **update).status_code == 401
+
+
+def test_the_openapi_registration_example_is_one_the_server_takes_with_its_own_allow_list(tmp_path):
+    """Every sink the document offers for a registration is one the server's [sinks] allowed
+    takes: none by default (the allow-list is empty), one under an origin it allows."""
+    for allowed in ([], ["http://localhost:9"], ["mqtt://broker.example:1883"]):
+        engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / str(len(allowed)),
+                                                                     allowed_sinks=allowed))
+        client = create_app(engine, HttpSettings(token=None)).test_client()
+        sinks = client.get("/openapi.json").get_json()["components"]["schemas"]["Registration"]["properties"]["sinks"]
+        offered = sinks["items"].get("enum", [])
+        assert len(offered) == len(allowed) and sinks.get("maxItems", 1) == min(len(allowed), 1), sinks
+        for k, sink in enumerate(offered):
+            created = client.post("/queries", json={"id": "q%d" % k, "query": RSPQL, "sinks": [sink]})
+            assert created.status_code == 201, (sink, created.get_json())
