@@ -117,7 +117,21 @@ GRAPH_CONTENT = {media: {} for media in GRAPH_TYPES}
 RESULT_CONTENT = {media: {} for media in list(RESULT_TYPES) + list(GRAPH_TYPES) if media != "application/json"}
 
 
-def document() -> dict:
+def _sinks(allowed: list[str]) -> dict:
+    """The sinks a registration may name, one under each origin the server's [sinks] allowed
+    lists (none when it lists none, as by default)."""
+    examples = [origin.rstrip("/") + ("/results" if origin.startswith("http") else "/rspstar/results")
+                for origin in allowed]
+    if not examples:
+        return {"type": "array", "maxItems": 0, "items": {"type": "string"},
+                "description": "no sink is allowed: [sinks] allowed is empty"}
+    return {"type": "array", "maxItems": 1, "items": {"type": "string", "enum": examples},
+            "description": "under the origins of [sinks] allowed"}
+
+
+def document(allowed_sinks: list[str] = ()) -> dict:
+    """The API's OpenAPI document; the sinks a registration may name are those the server's
+    allow-list takes."""
     query_id = _param("id", "path", QUERY_ID, required=True)
     queries_item = {"operationId": "getQuery", "parameters": {"id": "$response.body#/id"}}
     return {
@@ -149,8 +163,7 @@ def document() -> dict:
                     "translation": {"type": ["string", "null"]}}},
                 "Registration": {"type": "object", "required": ["query"], "additionalProperties": False, "properties": {
                     "query": {"type": "string", "enum": CONTINUOUS}, "id": {"anyOf": [QUERY_ID, {"type": "null"}]},
-                    "sinks": {"type": "array", "maxItems": 1, "items": {"type": "string",
-                                                                         "enum": ["http://localhost:9/results"]}},
+                    "sinks": _sinks(list(allowed_sinks)),
                     "options": OPTIONS}},
             },
         },
