@@ -158,3 +158,21 @@ def test_the_openapi_registration_example_is_one_the_server_takes_with_its_own_a
         for k, sink in enumerate(offered):
             created = client.post("/queries", json={"id": "q%d" % k, "query": RSPQL, "sinks": [sink]})
             assert created.status_code == 201, (sink, created.get_json())
+
+
+def test_the_api_page_names_every_error_status_the_server_answers_and_no_other():
+    """docs/http-api.md's paragraph of errors and endpoint/http/errors.py, where every status is
+    chosen, name the same statuses (with Flask's own: an unknown route, a method not allowed),
+    and the OpenAPI document promises none beyond them."""
+    from conftest import REPO
+    from rspstar.endpoint.http import errors
+    from rspstar.endpoint.http.openapi import document
+    page = (REPO / "docs" / "http-api.md").read_text(encoding="utf-8")
+    paragraph = page.split("Errors are JSON", 1)[1].split("\n\n", 1)[0]
+    documented = {int(s) for s in re.findall(r"\b([45]\d\d)\b", paragraph)}
+    chosen = {status for _, status in errors._STATUSES} | {404, 405, 406}
+    # A failure of the server itself (500, 501) is no client's error: not a promise of the page.
+    assert documented == chosen - {500, 501}, (documented ^ (chosen - {500, 501}))
+    promised = {int(status) for item in document(["http://localhost:9"])["paths"].values() for operation in item.values()
+                for status in operation["responses"] if status[0] in "45"}
+    assert promised <= documented, promised - documented
