@@ -527,3 +527,17 @@ def test_past_the_check_the_api_the_command_line_the_configuration_and_the_sourc
         assert outcome != "accepted", door
         reasons = outcome if door.startswith("sources") else [outcome[1]]
         assert all(REFUSED.search(reason) for reason in reasons), (door, outcome)
+
+
+@pytest.mark.exhaustive
+@pytest.mark.parametrize("construct", chains.ALL, ids=lambda c: "%s (%s)" % (c.name, c.place))
+def test_the_measured_costs_still_hold_for_the_installed_oxigraph(construct):
+    """The table measured again (minutes a construct): what a level costs now is no more than
+    the table says (a newer Oxigraph that takes more stack shows here first), and what read flat
+    still does."""
+    measured, _ = MEASURED[construct.name, construct.place]
+    now = parser_stack.level_cost(construct)
+    if measured is None:
+        assert now["small"] is None, now
+    else:
+        assert now["bytes"] is not None and now["bytes"] <= measured * 1.1, now
