@@ -172,3 +172,13 @@ def test_an_update_naming_a_graph_that_is_not_there_is_the_clients_error_and_sil
     assert client.post("/update", data=silent, content_type="application/sparql-update",
                        headers=AUTH).status_code == 204
     assert sorted(map(str, engine.store.oxigraph)) == before
+
+
+def test_a_call_with_the_wrong_number_of_arguments_is_refused_at_the_call_as_at_registration(client):
+    query = "PREFIX rspu: <http://w3id.org/rsp/rspu#>\nSELECT * WHERE { ?s ?p ?o FILTER(rspu:add(?o) > 1) }"
+    refused = client.get("/sparql", query_string={"query": query})
+    assert refused.status_code == 400, refused.get_data()
+    body = refused.get_json()
+    assert "rspu:add takes 2 arguments" in body["message"] and (body["line"], body["column"]) == (2, 34)
+    described = client.get("/sparql", query_string={"query": "DESCRIBE <http://example.org/s1>"})
+    assert described.status_code == 200
