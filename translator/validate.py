@@ -103,6 +103,16 @@ def _compile(text: str, functions: FunctionLibrary | None) -> ContinuousQuery:
     return query
 
 
+def check_query_calls(text: str) -> None:
+    """check_calls for a SPARQL query the engine's parser reads (`/sparql`): one it does not
+    read (DESCRIBE, say) is left to Oxigraph, which finds an unknown function by itself."""
+    try:
+        query = parse_query(text)
+    except QuerySyntaxError:
+        return
+    check_calls(query.body, FunctionLibrary())
+
+
 def check_calls(body: ParsedBody, functions: FunctionLibrary) -> None:
     """Every function call in the query's expressions names a function that exists, with as
     many arguments as it takes: Oxigraph finds out only when it evaluates the call, and the
