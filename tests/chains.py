@@ -92,6 +92,13 @@ PATTERNS = [
     Construct("triple terms nested", "pattern", lambda n: ". ?s %s " % P + ("<<( ?s %s " % P) * n + "?o" + " )>>" * n),
     Construct("annotations nested", "pattern", lambda n: ". ?s %s ?o" % P + (" {| %s ?o" % P) * n + " |}" * n),
     Construct("projections", "root", _numbered("(1 AS ?v%d)")),
+    # What a careless reader would pair wrongly: `<<` after an operand (less-than and an IRI:
+    # `?o<<b>` is `?o < <b>`), so that the groups after it seem to be inside the FILTER; a
+    # reified triple in a collection, which is no less-than there.
+    Construct("groups after a less-than", "pattern",
+              lambda n: "FILTER(?o<<http://example.org/o>) " + "{ ?s ?p ?o } " * n),
+    Construct("collection items after a reifier", "pattern",
+              lambda n: ". ?s %s ( ?o << ?s %s ?o >>" % (P, P) + " 1" * n + " )"),
 ]
 DATA = [
     Construct("data triples", "data", _numbered("%s %s %%d ." % (S, P))),
@@ -103,7 +110,14 @@ DATA = [
               + " )>>" * n),
     Construct("data annotations nested", "data", lambda n: "%s %s %s" % (S, P, O) + (" {| %s %s" % (P, O)) * n
               + " |}" * n),
-    Construct("operations", "update", _join(" ;\n", "INSERT DATA { %s %s 1 }" % (S, P))),
+    Construct("operations", "update", _join(" ;\n", "DELETE DATA { %s %s 1 }" % (S, P))),
+    # (The templates' patterns match nothing: what they would write is not the point.)
+    Construct("template triples", "update", lambda n: "INSERT { " + " ".join("?s %s %d ." % (P, k) for k in range(n))
+              + " } WHERE { ?s ?p ?o FILTER(false) }"),
+    Construct("template collection items", "update", lambda n: "INSERT { ?s %s (" % P + " 1" * n + " ) } WHERE { }"),
+    Construct("construct template triples", "query", lambda n: "CONSTRUCT { " + " ".join(
+        "?s %s %d ." % (P, k) for k in range(n)) + " } WHERE { ?s ?p ?o FILTER(false) }"),
+    Construct("values rows", "query", lambda n: "SELECT * WHERE { VALUES (?a ?b) {" + " (1 2)" * n + " } }"),
 ]
 _TTL = {
     "collections nested": lambda n: "%s %s " % (S, P) + "(" * n + "1" + ")" * n + " .",
@@ -148,9 +162,7 @@ WINDOW = ("SELECT * FROM NAMED WINDOW <http://example.org/w> ON <http://example.
 def wrap(place: str, fragment: str, route: str = "query") -> str:
     """`fragment` where its place is, in the text `route` reads: a query (/sparql), a
     registered query's window (/queries), an update (/update)."""
-    if place in FORMATS:
-        return fragment
-    if place == "update":
+    if place in FORMATS or place in ("update", "query"):
         return fragment
     if place == "data":
         return "INSERT DATA { %s }" % fragment
@@ -175,6 +187,8 @@ def routes(construct: Construct) -> tuple[str, ...]:
         return ("query", "window", "update")
     if construct.place in ("data", "update"):
         return ("update",)
+    if construct.place == "query":
+        return ("query",)
     return (construct.place,)
 
 

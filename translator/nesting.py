@@ -174,7 +174,7 @@ def _sparql_cost(text: str, limit: int, budget: int) -> int:
     path = 0                 # the sum of `spent` over the open frames
     data_next = False        # the next `{` holds data (INSERT DATA, a template, VALUES' rows)
     owned = False            # the next bracket is a chaining keyword's (which paid for it)
-    previous = None          # what the previous token was: "word", "iri", "term" or None
+    previous = None          # what the previous token was: "word", "iri", "call", "term" or None
     search = _SPARQL.search
     position = 0
     while (token := search(text, position)) is not None:
@@ -183,9 +183,9 @@ def _sparql_cost(text: str, limit: int, budget: int) -> int:
         what = token.group()
         kind = kinds[-1]
         cost = 0
-        if group == "skip" and what[0] == "<" and previous in ("term", "iri") and kind in (_EXPRESSION, _COLLECTION):
-            # After an operand, `<` is less-than and what follows it is read, not an IRI:
-            # `?a <?b&&?c> ?d` is `?a < ?b && ?c > ?d` to SPARQL.
+        if what[0] == "<" and kind == _EXPRESSION and previous in ("term", "iri") and group in ("skip", "open"):
+            # After an operand, `<` is less-than and what follows it is read, not an IRI nor a
+            # triple term: `?a <?b&&?c> ?d` is `?a < ?b && ?c > ?d` to SPARQL, `?a<<b>` is `?a < <b>`.
             position = token.start() + 1
             group, what = "compare", "<"
         if group == "open":
@@ -226,11 +226,12 @@ def _sparql_cost(text: str, limit: int, budget: int) -> int:
                 elif word == "WHERE":
                     data_next = False
                 owned = word in _CHAINING and kind != _DATA
-                previous = "word"
-            elif group == "name":
-                previous = "iri" if ":" in what else "word" if what != "a" else "term"
-            elif group == "skip":
-                previous = "iri" if what.startswith("<") else "term"
+                previous = "filter" if word == "FILTER" else "word"
+            elif group in ("name", "skip"):
+                iri = ":" in what if group == "name" else what.startswith("<")
+                # An IRI right after FILTER names a function; elsewhere in a pattern, a term.
+                previous = ("call" if previous == "filter" else "iri") if iri else "word" if group == "name" \
+                    and what != "a" else "term"
             elif group in ("var", "number", "signed"):
                 previous = "term"
             elif group != "comment":
@@ -264,24 +265,24 @@ def _chained(group: str, what: str, kind: int, previous: str | None) -> int:
         return COSTS[_EXPRESSION_OPS[what]] if kind == _EXPRESSION and what in _EXPRESSION_OPS else COSTS["path"]
     if group == "signed":
         # A sign after a term is a binary operator in an expression; elsewhere, part of a number.
-        return COSTS["arithmetic"] if kind == _EXPRESSION and previous in ("term", "iri") else 0
+        return COSTS["arithmetic"] if kind == _EXPRESSION and previous in ("term", "iri", "call") else 0
     return 0
 
 
 def _frame(opener: str, parent: int, data: bool, previous: str | None) -> tuple[int, str]:
     """(kind of the frame `opener` opens inside a `parent` frame, the name of its opening's cost).
-    A `(` after a word (FILTER, BIND, IF, STR, ...) opens a call; after an IRI in a pattern, a
-    call or a collection, costed as the dearer; elsewhere in a pattern, a collection or a path
-    group."""
+    A `(` after a word (FILTER, BIND, IF, STR, ...) or a function's IRI opens a call; in an
+    expression or the top level, after an IRI too; elsewhere in a pattern, a collection or a
+    path group (a pattern calls a function by IRI only right after FILTER)."""
     if parent == _DATA or data:
         return _DATA, "data bracket"
     if opener != "(":
         return _PATTERN_FRAME, _OPENINGS[opener]
-    if previous == "word":
+    if previous in ("word", "filter", "call") or (previous == "iri" and parent in (_ROOT, _EXPRESSION)):
         return _EXPRESSION, "call"
     if parent in (_ROOT, _EXPRESSION):
-        return _EXPRESSION, "call" if previous == "iri" else "bracket"
-    return _COLLECTION, "call" if previous == "iri" else "collection"
+        return _EXPRESSION, "bracket"
+    return _COLLECTION, "collection"
 
 
 def _too_complex(what: str, group: str, budget: int) -> str:
