@@ -547,3 +547,16 @@ def test_the_measured_costs_still_hold_for_the_installed_oxigraph(construct):
         assert now["small"] is None, now
     else:
         assert now["bytes"] is not None and now["bytes"] <= measured * 1.1, now
+
+
+def test_what_oxigraph_parses_of_a_registered_query_its_rewrite_is_checked_too(monkeypatch):
+    """A registered query reaches Oxigraph rewritten, its windows wrapped in groups: that text
+    is checked as well (here against a budget its rewrite cannot meet), at the user's position."""
+    import rspstar.translator.validate as validate
+    text = ("PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S]\n"
+            "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:p ?v } } }")
+    validate.compile_query(text)
+    monkeypatch.setattr(validate, "REWRITE_ALLOWANCE", stack_cost(text) - 2 * STACK_BUDGET)
+    with pytest.raises(QuerySyntaxError, match="once its windows are rewritten: nested and chained") as e:
+        validate.compile_query(text)
+    assert e.value.line == 3

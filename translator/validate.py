@@ -234,8 +234,7 @@ def _check_rewritten_nesting(query: ContinuousQuery, rewritten: RewrittenQuery) 
         check_nesting(rewritten.text, language="sparql", budget=2 * STACK_BUDGET + REWRITE_ALLOWANCE)
     except QuerySyntaxError as e:
         line, column = rewritten.source_position(e.line, e.column)
-        raise QuerySyntaxError("once its windows are rewritten, the query is %s" % e.message.split(": ", 1)[-1],
-                               line, column) from None
+        raise QuerySyntaxError("once its windows are rewritten: %s" % e.message, line, column) from None
 
 
 def _token_position(query: ContinuousQuery, iri: str) -> tuple[int, int]:
