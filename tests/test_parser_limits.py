@@ -371,7 +371,7 @@ def requests_for(construct: chains.Construct, n: int):
             yield "PUT", "/store?graph=http://example.org/new", media, text
         if construct.place == "trig":
             yield "POST", "/streams?stream=http://example.org/s", media, TIMESTAMP + text
-        if construct.place in ("nquads", "turtle"):
+        if construct.place in ("nquads", "turtle", "ntriples"):
             yield "POST", "/streams?stream=http://example.org/s", media, TIMESTAMP + text
         if construct.place in ("turtle", "ntriples"):
             envelope = json.dumps({"time": "2026-03-01T08:00:00Z", "data": text})
