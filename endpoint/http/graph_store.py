@@ -1,8 +1,9 @@
 """The SPARQL 1.1 Graph Store HTTP Protocol over the background data: GET, HEAD, PUT, POST and
 DELETE of `/store?graph=IRI` (a background graph) or `/store?default` (the default graph), in
-every RDF format of the format registry, the token for writes, the same body limit, charset (UTF-8) and nesting
-check as /update. Stream elements and the engine's own graphs are not the protocol's: 403,
-naming why. `curl -T data.ttl -H 'Content-Type: text/turtle' '.../store?graph=...'` loads a file."""
+every RDF format Oxigraph reads, the token for writes, the same body limit, charset (UTF-8)
+and nesting check as /update. Stream elements and the engine's own graphs are not the
+protocol's: 403, naming why. `curl -T data.ttl -H 'Content-Type: text/turtle'
+'.../store?graph=...'` loads a file."""
 from __future__ import annotations
 
 import pyoxigraph as ox
