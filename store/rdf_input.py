@@ -211,6 +211,8 @@ def read_envelope(text: str, source: str, line: int | None) -> Envelope:
         envelope = json.loads(text)
     except ValueError as e:
         fail("not JSON: %s" % e)
+    except RecursionError:
+        fail("nested too deeply to be read as JSON")
     if not isinstance(envelope, dict):
         fail("an envelope is a JSON object, got %s" % type(envelope).__name__)
     if not isinstance(envelope.get("data"), str):
