@@ -271,10 +271,16 @@ SETTINGS: tuple[Setting, ...] = (
                                                        "first byte (slow senders are dropped)"),
     Setting("http", "max_event_streams", Whole(1), 8, "server-sent event streams open at once (503 beyond); "
                                                       "fewer than threads, so requests always find a worker"),
+    Setting("http", "max_event_streams_per_client", Whole(1), 2,
+            "event streams one client address holds at once (503 beyond), so that a few clients cannot take every "
+            "slot; behind a proxy every client has the proxy's address: raise it there"),
     Setting("http", "event_backlog", Whole(1), 256, "records waiting for a slow event-stream client; beyond it the "
                                                     "oldest are dropped and counted"),
     Setting("http", "event_keepalive", Number(), 15.0, "seconds between keep-alive comments on an idle event "
                                                        "stream"),
+    Setting("http", "event_idle_seconds", Number(), 300.0, "seconds an event stream may deliver no record before it "
+                                                           "ends with a 'closed' event (reason 'idle'); a client "
+                                                           "reconnects"),
     Setting("http", "event_stream_seconds", Number(), 3600.0, "seconds an event stream lasts; it then ends with a "
                                                               "'closed' event (reason 'expired') and a client "
                                                               "reconnects, which recycles its worker"),

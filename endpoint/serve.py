@@ -50,10 +50,17 @@ PROGRESS_QUERIES = 8        # named one by one on the progress line up to this m
 GIL_SWITCH_SECONDS = 0.0005
 
 
+# Every thread of the engine (HTTP workers, evaluations, sources) gets a stack of this size,
+# whatever the environment's limit (`ulimit -s`; unlimited gives threads less): the bound on
+# what a text may take a parser's stack (translator/nesting.py) is proven against it.
+THREAD_STACK_BYTES = 8 << 20
+
+
 def configure_process() -> None:
     """Process-wide settings of a live engine (ingestion and evaluations in one process), made
     before any thread starts."""
     sys.setswitchinterval(GIL_SWITCH_SECONDS)
+    threading.stack_size(THREAD_STACK_BYTES)
     limit_arenas()
 
 

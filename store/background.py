@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import re
 from typing import TYPE_CHECKING
 
 import pyoxigraph as ox
 
-from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph
+from rspstar.translator.nesting import check_nesting
+from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph, is_reserved
 
-from .errors import GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
+from .errors import GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
 from .rdf_input import parse_rdf
 
 if TYPE_CHECKING:
@@ -72,6 +74,22 @@ class ReadersWriter:
                 self._condition.notify_all()
 
 
+_FAILURES = ((re.compile(r"The graph (<[^>]*>) does not exist"), GraphMissing, "graph %s does not exist (SILENT "
+                                                                                "makes the operation succeed anyway)"),
+             (re.compile(r"The graph (<[^>]*>) already exists"), GraphExists, "graph %s already exists (SILENT makes "
+                                                                              "CREATE succeed anyway)"))
+
+
+def _update_failure(error: RuntimeError) -> Exception:
+    """An update Oxigraph failed, as the client's error where its text caused it (a graph named
+    that is not there, or is); any other failure as it came."""
+    for pattern, kind, message in _FAILURES:
+        m = pattern.search(str(error))
+        if m:
+            return kind(message % m.group(1))
+    return error
+
+
 class Background:
     """The background graphs of one stream store: the default graph and every named graph that
     is neither a stream element nor the engine's."""
@@ -119,19 +137,24 @@ class Background:
         timestamps and batch markers are out of its reach (`CLEAR NAMED` clears background
         graphs only); a result that names one of those graphs, or one under the engine's
         reserved prefix, is refused with ReservedGraphError and nothing changes. Returns the
-        number of quads added and removed."""
+        number of quads added and removed; QuerySyntaxError, before anything runs, for an update
+        nested or chained deeper than Oxigraph's parser may follow (translator/nesting.py)."""
+        check_nesting(sparql, language="sparql")
         with self.changing(), self.store.lock:
             before = set(self.store.oxigraph.quads_for_pattern(None, None, None, ox.DefaultGraph()))
             for graph in self.names:
                 before.update(self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
             scratch = ox.Store()
             scratch.extend(before)
-            scratch.update(sparql, base_iri=base_iri)
+            try:
+                scratch.update(sparql, base_iri=base_iri)
+            except RuntimeError as e:
+                raise _update_failure(e) from None
             after = set(scratch)
             for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
                 name = graph.value
                 what = "a stream element" if self.store.is_element(name) else \
-                    "reserved by the engine" if name.startswith(RESERVED_PREFIX) else None
+                    "reserved by the engine" if is_reserved(name) else None
                 if what:
                     raise ReservedGraphError("the update writes graph <%s>, which is %s; updates change "
                                              "background data only" % (name, what))
@@ -165,7 +188,7 @@ class Background:
         if self.store.is_element(graph):
             raise GraphNotWritable("graph <%s> is a stream element: streams are written through POST /streams, "
                                    "not the graph store" % graph)
-        if is_internal_graph(graph) or graph.startswith(RESERVED_PREFIX):
+        if is_reserved(graph):
             raise GraphNotWritable("graph <%s> is reserved by the engine (%s...)" % (graph, RESERVED_PREFIX))
 
     def triples(self, graph: str | None) -> list[ox.Triple] | None:
@@ -177,7 +200,7 @@ class Background:
             name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
             return [q.triple for q in self.store.oxigraph.quads_for_pattern(None, None, None, name)]
 
-    def write(self, graph: str | None, data: bytes, fmt: ox.RdfFormat, source: str, replace: bool) -> bool:
+    def write(self, graph: str | None, data: bytes | str, fmt: ox.RdfFormat, source: str, replace: bool) -> bool:
         """Replace (PUT) or add to (POST) a background graph with the triples of `data`; whether the
         graph is new. A document holding named graphs, or that does not parse, changes nothing."""
         self._writable(graph)

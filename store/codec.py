@@ -158,9 +158,13 @@ def _envelope(payload: Payload) -> tuple[str, Element]:
         ("%s\x00%s\x00%s" % (payload.origin, payload.line, payload.text)).encode(), digest_size=16).hexdigest()
     try:
         check_nesting(envelope.data)
+    except QuerySyntaxError as e:
+        raise RdfInputError("data, line %d, column %d of it: %s" % (e.line, e.column, e.message), payload.origin,
+                            payload.line) from None
+    try:
         quads = list(ox.parse(envelope.data.encode("utf-8"), format=ox.RdfFormat.TRIG, rename_blank_nodes=True))
-    except (SyntaxError, QuerySyntaxError) as e:
-        raise RdfInputError("data: %s" % getattr(e, "message", e), payload.origin, payload.line) from None
+    except SyntaxError as e:
+        raise RdfInputError("data: %s" % e, payload.origin, payload.line) from None
     if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
         raise RdfInputError("data: an envelope's data is one graph (no GRAPH blocks)", payload.origin, payload.line)
     name = ox.NamedNode(graph)

@@ -42,6 +42,19 @@ class GraphNotWritable(ReservedGraphError):
     """A graph the graph store protocol may not change: a stream element or the engine's own."""
 
 
+class UpdateFailed(StoreError):
+    """A well-formed SPARQL Update that fails as SPARQL 1.1 Update says it does without SILENT
+    (nothing is changed): the client named a graph that is not there, or one that is."""
+
+
+class GraphMissing(UpdateFailed):
+    """DROP, CLEAR, MOVE (or LOAD INTO ...) of a graph that does not exist."""
+
+
+class GraphExists(UpdateFailed):
+    """CREATE of a graph that already exists."""
+
+
 class DiskFull(StoreError):
     """The data directory's disk is full, or below the floor the engine keeps free."""
 

@@ -17,7 +17,7 @@ import pyoxigraph as ox
 from rspstar.translator.errors import QuerySyntaxError, TemporalValueError
 from rspstar.translator.nesting import check_nesting
 from rspstar.translator.temporal import format_instant, parse_instant
-from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX
+from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, RESERVED_PREFIX, SKOLEM_PREFIX, is_reserved
 
 from . import formats
 from .errors import RdfInputError
@@ -65,18 +65,19 @@ def _syntax_error(e: SyntaxError, source: str) -> RdfInputError:
     return RdfInputError(message, source, e.lineno, e.offset)
 
 
-def check_rdf_nesting(data: bytes | str, source: str) -> None:
+def check_rdf_nesting(data: bytes | str, source: str, fmt: ox.RdfFormat | None = None) -> None:
     """RdfInputError with the line and column where a document nests deeper than a parser may
-    follow (translator/nesting.py): checked before Oxigraph parses anything."""
+    follow, or (RDF/XML) declares an entity (translator/nesting.py): checked before Oxigraph
+    parses anything."""
     try:
-        check_nesting(data)
+        check_nesting(data, language="xml" if fmt == ox.RdfFormat.RDF_XML else "rdf")
     except QuerySyntaxError as e:
         raise RdfInputError(e.message, source, e.line, e.column) from None
 
 
 def parse_rdf(data: bytes | str, fmt: ox.RdfFormat, source: str):
     """All quads of a document (blank nodes fresh), or RdfInputError with source:line:column."""
-    check_rdf_nesting(data, source)
+    check_rdf_nesting(data, source, fmt)
     try:
         return list(ox.parse(data, format=fmt, rename_blank_nodes=True))
     except SyntaxError as e:
@@ -104,7 +105,7 @@ def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
     other = 0
     last = None
     default = ox.DefaultGraph
-    check_rdf_nesting(data, source)
+    check_rdf_nesting(data, source, fmt)
     try:
         for quad in ox.parse(data, format=fmt, rename_blank_nodes=True):
             graph = quad.graph_name
@@ -210,6 +211,8 @@ def read_envelope(text: str, source: str, line: int | None) -> Envelope:
         envelope = json.loads(text)
     except ValueError as e:
         fail("not JSON: %s" % e)
+    except RecursionError:
+        fail("nested too deeply to be read as JSON")
     if not isinstance(envelope, dict):
         fail("an envelope is a JSON object, got %s" % type(envelope).__name__)
     if not isinstance(envelope.get("data"), str):
@@ -226,7 +229,7 @@ def read_envelope(text: str, source: str, line: int | None) -> Envelope:
                 ox.NamedNode(fields[name])
             except ValueError:
                 fail('field "%s": not an IRI: %s' % (name, json.dumps(fields[name])[:120]))
-    if fields["graph"] is not None and fields["graph"].startswith(RESERVED_PREFIX):
+    if fields["graph"] is not None and is_reserved(fields["graph"]):
         fail('field "graph": names under %s are reserved by the engine' % RESERVED_PREFIX)
     instant = None
     if fields["time"] is not None:

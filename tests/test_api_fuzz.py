@@ -28,18 +28,33 @@ def server():
     process.wait()
 
 
-def test_every_phase_and_check_of_schemathesis_passes(server, tmp_path):
+def run_schemathesis(server: str, cwd, *arguments: str, timeout: float) -> str:
+    """schemathesis with every phase and every check against `server`; its summary."""
     executable = shutil.which("schemathesis", path=os.path.dirname(sys.executable))
     assert executable, "schemathesis is a test dependency"
     done = subprocess.run(
         [executable, "run", server + "/openapi.json", "--checks", "all",
          "--phases", "examples,coverage,fuzzing,stateful", "--header", "Authorization: Bearer t",
-         "--max-examples", "30", "--seed", "1", "--request-timeout", "10", "--no-color",
-         "--generation-database", "none"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+         "--seed", "1", "--no-color", "--generation-database", "none", *arguments],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, "SCHEMATHESIS_HOOKS": "schemathesis_hooks", "PYTHONPATH": str(TESTS)})
     summary = done.stdout[-6000:]
     assert done.returncode == 0, summary
     for phase in ("Examples", "Coverage", "Fuzzing", "Stateful"):
         assert phase in summary
     assert "0 failures" in summary or " failed" not in summary, summary
+    return summary
+
+
+def test_every_phase_and_check_of_schemathesis_passes(server, tmp_path):
+    run_schemathesis(server, tmp_path, "--max-examples", "30", "--request-timeout", "10", timeout=600)
+
+
+@pytest.mark.exhaustive
+def test_schemathesis_run_to_completion_finds_no_server_error_and_no_failing_example(server, tmp_path):
+    """Every phase to its end, with 300 examples an operation and no time budget (the run
+    continues past a failure, to report them all): no 5xx, every documented example taken."""
+    summary = run_schemathesis(server, tmp_path, "--max-examples", "300", "--request-timeout", "30",
+                               "--continue-on-failure", timeout=4 * 3600)
+    assert "No issues found" in summary, summary
+    assert "Server error" not in summary and "5xx" not in summary, summary

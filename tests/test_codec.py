@@ -83,3 +83,13 @@ def test_bytes_that_are_not_utf8_are_set_aside_with_their_line_never_replaced():
     assert [q.object.value for q in element.quads] == ["caf\u00e9"]           # the good line, whole
     whole = decode(Payload(STREAM, "trig", "in.trig", b"\n".join(lines), T0))
     assert not whole.elements and whole.rejected[0].line == 2 and "not UTF-8" in whole.rejected[0].reason
+
+
+def test_an_envelope_nested_too_deep_for_the_json_reader_is_set_aside_with_its_line():
+    from rspstar.store.codec import decode_all
+    good = '{"time": "2026-03-01T08:00:00Z", "data": "<http://a> <http://b> 1 ."}'
+    deep = '{"time": "2026-03-01T08:00:00Z", "data": "<http://a> <http://b> 1 .", "x": %s}' % ("[" * 100_000 + "]" * 100_000)
+    decoded = decode_all([Payload("http://s", "jsonl", "mqtt topic", good + "\n" + deep, 0, line=1)])
+    assert len(decoded.elements["http://s"]) == 1
+    [rejected] = decoded.rejected
+    assert rejected.line == 2 and "nested too deeply" in rejected.reason, rejected.reason

@@ -7,8 +7,11 @@ import pytest
 import requests
 from werkzeug.serving import make_server
 
+from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.runner import EngineConfig, Runner
 from rspstar.endpoint.http import HttpSettings, create_app
-from http_app import AUTH, RSPQL, SELECT, STREAM, TOKEN
+from rspstar.store.stream_store import StreamStore
+from http_app import AUTH, RSPQL, SELECT, STREAM, T0, TOKEN
 
 
 ROUTES = [
@@ -140,3 +143,36 @@ def test_the_auth_scheme_is_case_insensitive(client):
     assert client.post("/update", headers={"Authorization": "bearer " + TOKEN}, **update).status_code == 204
     assert client.post("/update", headers={"Authorization": "BEARER " + TOKEN}, **update).status_code == 204
     assert client.post("/update", headers={"Authorization": "Basic " + TOKEN}, **update).status_code == 401
+
+
+def test_the_openapi_registration_example_is_one_the_server_takes_with_its_own_allow_list(tmp_path):
+    """Every sink the document offers for a registration is one the server's [sinks] allowed
+    takes: none by default (the allow-list is empty), one under an origin it allows."""
+    for allowed in ([], ["http://localhost:9"], ["mqtt://broker.example:1883"]):
+        engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / str(len(allowed)),
+                                                                     allowed_sinks=allowed))
+        client = create_app(engine, HttpSettings(token=None)).test_client()
+        sinks = client.get("/openapi.json").get_json()["components"]["schemas"]["Registration"]["properties"]["sinks"]
+        offered = sinks["items"].get("enum", [])
+        assert len(offered) == len(allowed) and sinks.get("maxItems", 1) == min(len(allowed), 1), sinks
+        for k, sink in enumerate(offered):
+            created = client.post("/queries", json={"id": "q%d" % k, "query": RSPQL, "sinks": [sink]})
+            assert created.status_code == 201, (sink, created.get_json())
+
+
+def test_the_api_page_names_every_error_status_the_server_answers_and_no_other():
+    """docs/http-api.md's paragraph of errors and endpoint/http/errors.py, where every status is
+    chosen, name the same statuses (with Flask's own: an unknown route, a method not allowed),
+    and the OpenAPI document promises none beyond them."""
+    from conftest import REPO
+    from rspstar.endpoint.http import errors
+    from rspstar.endpoint.http.openapi import document
+    page = (REPO / "docs" / "http-api.md").read_text(encoding="utf-8")
+    paragraph = page.split("Errors are JSON", 1)[1].split("\n\n", 1)[0]
+    documented = {int(s) for s in re.findall(r"\b([45]\d\d)\b", paragraph)}
+    chosen = {status for _, status in errors._STATUSES} | {404, 405, 406}
+    # A failure of the server itself (500, 501) is no client's error: not a promise of the page.
+    assert documented == chosen - {500, 501}, (documented ^ (chosen - {500, 501}))
+    promised = {int(status) for item in document(["http://localhost:9"])["paths"].values() for operation in item.values()
+                for status in operation["responses"] if status[0] in "45"}
+    assert promised <= documented, promised - documented

@@ -72,3 +72,49 @@ def test_the_service_description_links_the_graph_store(client):
     description = client.get("/sparql", headers={"Accept": "application/n-triples"}).get_data(as_text=True)
     assert "<http://localhost/store> <http://purl.org/dc/terms/conformsTo> <http://www.w3.org/TR/sparql11-http-rdf-update/>" \
         in description
+
+
+def test_a_body_in_another_charset_than_utf8_is_refused_with_415_on_every_route(client, engine):
+    """RDF and SPARQL are UTF-8: a body labelled otherwise is refused before anything is read
+    (docs/http-api.md), on every route that takes a body, the graph store's too."""
+    from http_app import RSPQL
+    latin = "; charset=iso-8859-1"
+    for method, path, media, body in (
+            ("PUT", "/store?graph=" + G, "text/turtle", TURTLE),
+            ("POST", "/store?default", "text/turtle", TURTLE),
+            ("PUT", "/store?graph=" + G, "application/rdf+xml", b'<?xml version="1.0"?><rdf:RDF xmlns:rdf='
+             b'"http://www.w3.org/1999/02/22-rdf-syntax-ns#"/>'),
+            ("POST", "/queries", "application/sparql-query", RSPQL.encode()),
+            ("POST", "/queries", "application/json", b'{"query": "%s"}' % RSPQL.replace("\n", " ").encode()),
+            ("POST", "/update", "application/sparql-update", b"CLEAR SILENT GRAPH <http://example.org/x>"),
+            ("POST", "/update", "application/x-www-form-urlencoded", b"update=CLEAR+SILENT+DEFAULT"),
+            ("POST", "/sparql", "application/sparql-query", b"ASK {}"),
+            ("POST", "/streams?stream=http://example.org/s", "application/n-quads", b""),
+    ):
+        response = client.open(path, method=method, data=body, content_type=media + latin, headers=AUTH)
+        assert response.status_code == 415, (method, path, media, response.status_code)
+        assert "iso-8859-1" in response.get_json()["message"]
+    assert client.get("/store", query_string={"graph": G}).status_code == 404
+    assert client.get("/queries").get_json()["queries"] == []
+
+
+def test_the_reserved_prefix_is_reserved_in_any_case(client, engine):
+    """An IRI's scheme is case-insensitive (RFC 3986), and so is a URN's namespace (RFC 8141):
+    `URN:RSPSTAR:` is the engine's `urn:rspstar:`, on every route that refuses it."""
+    before = sorted(map(str, engine.store.oxigraph))
+    for graph in ("URN:RSPSTAR:x", "Urn:RspStar:batches", "urn:RSPSTAR:timestamps:x"):
+        put = client.put("/store", query_string={"graph": graph}, data=TURTLE, content_type="text/turtle", headers=AUTH)
+        assert put.status_code == 403 and "reserved by the engine" in put.get_json()["message"], graph
+        update = client.post("/update", data="INSERT DATA { GRAPH <%s> { <http://a> <http://b> 1 } }" % graph,
+                             content_type="application/sparql-update", headers=AUTH)
+        assert update.status_code == 400 and "reserved by the engine" in update.get_json()["message"], graph
+        envelope = client.post("/streams?stream=http://example.org/s", content_type="application/x-ndjson",
+                               data='{"graph": "%s", "time": "2026-03-01T08:00:00Z", "data": "<http://a> <http://b> 1 ."}'
+                               % graph, headers=AUTH)
+        assert envelope.status_code == 400 and "reserved by the engine" in envelope.get_json()["message"], graph
+    trig = client.post("/streams?stream=http://example.org/s", content_type="application/trig", headers=AUTH,
+                       data='<Urn:RspStar:batches> { <http://a> <http://b> 1 } <Urn:RspStar:batches> '
+                            '<http://www.w3.org/ns/prov#generatedAtTime> "2026-03-01T08:00:00Z"^^'
+                            '<http://www.w3.org/2001/XMLSchema#dateTime> .')
+    assert trig.status_code == 400 and "reserved by the engine" in trig.get_json()["message"]
+    assert sorted(map(str, engine.store.oxigraph)) == before

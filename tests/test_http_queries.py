@@ -193,3 +193,44 @@ def test_the_new_windows_are_described_at_registration_and_a_landmark_too_early_
                           content_type="application/sparql-query", headers=AUTH)
     assert refused.status_code == 400
     assert "oldest instant it can start from is 2026-03-01T08:00:03Z" in refused.get_data(as_text=True)
+
+
+def test_an_unknown_rspu_function_or_a_wrong_arity_is_refused_at_registration(client):
+    query = ("PREFIX rspu: <http://w3id.org/rsp/rspu#>\nSELECT * FROM NAMED WINDOW <http://w> ON <http://s> [RANGE PT1S]\n"
+             "WHERE { WINDOW <http://w> { GRAPH ?g { ?s ?p ?o FILTER(%s > 0.5) } } }")
+    for call, column in (("rspu:nothing(?o)", 56), ("rspu:add(?o)", 56)):
+        refused = client.post("/queries", data=query % call, content_type="application/sparql-query", headers=AUTH)
+        assert refused.status_code == 400, refused.get_json()
+        assert (refused.get_json()["line"], refused.get_json()["column"]) == (3, column)
+        assert "rspu:" in refused.get_json()["message"]
+    assert client.get("/queries").get_json()["queries"] == []
+    assert client.post("/queries", data=query % "rspu:add(?o, 1)", content_type="application/sparql-query",
+                       headers=AUTH).status_code == 201
+
+
+def test_one_client_holds_at_most_its_share_of_the_event_streams_and_an_idle_one_ends(engine):
+    """Event streams are open to anyone and each holds a worker thread: one client address holds
+    at most [http] max_event_streams_per_client of them (503 beyond, naming the setting), so a
+    few clients cannot take every slot, and a stream that delivered nothing for [http]
+    event_idle_seconds ends (`closed`, reason `idle`; a client reconnects)."""
+    from rspstar.endpoint.http import HttpSettings, create_app
+    client = create_app(engine, HttpSettings(token=None, max_event_streams=8, max_event_streams_per_client=2,
+                                             event_keepalive=0.05, event_idle_seconds=0.3)).test_client()
+    client.post("/queries", query_string={"id": "q1"}, data=RSPQL, content_type="application/sparql-query")
+    first = client.get("/queries/q1/events", buffered=False)
+    second = client.get("/queries/q1/events", buffered=False)
+    assert first.status_code == second.status_code == 200
+    third = client.get("/queries/q1/events", buffered=False)
+    assert third.status_code == 503 and "max_event_streams_per_client" in third.get_json()["message"]
+    assert third.headers["Retry-After"]
+    other = client.get("/queries/q1/events", buffered=False, environ_base={"REMOTE_ADDR": "192.0.2.7"})
+    assert other.status_code == 200
+    other.close()
+    events = b"".join(first.response).decode()      # ends by itself: nothing came for 0.3 s
+    assert events.rstrip().endswith('event: closed\ndata: {"query": "q1", "reason": "idle"}')
+    first.close()
+    # Its slot is given back.
+    again = client.get("/queries/q1/events", buffered=False)
+    assert again.status_code == 200
+    again.close()
+    second.close()

@@ -3,6 +3,7 @@ brings: thousands of idle connections, slow senders, chunked bodies past the lim
 subscribers beyond the cap. It runs in a process of its own, as `rspstar serve` runs it."""
 import json
 import os
+import re
 import socket
 import time
 
@@ -68,6 +69,10 @@ def test_a_chunked_body_past_the_limit_is_refused_with_413_before_the_app_reads_
     big = requests.post(base + "/streams?stream=http://example.org/s", data=b"x" * (2 << 20), timeout=30,
                         headers={"Content-Type": "application/n-quads", "Authorization": "Bearer t"})
     assert big.status_code == 413
+    # The documented JSON error, like every other error of the API, naming the limit.
+    for refused in (response, big):
+        assert refused.headers["Content-Type"] == "application/json"
+        assert refused.json()["error"] == "RequestEntityTooLarge" and "max_body" in refused.json()["message"]
     assert requests.get(base + "/health", timeout=2).status_code == 200
 
 
@@ -75,7 +80,13 @@ def test_headers_past_64_kib_are_refused_with_431(server):
     _, _, port = server
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (70 << 10) + b"\r\n\r\n")
-        assert s.recv(64).startswith(b"HTTP/1.0 431 ")
+        answer = b""
+        while b"\r\n\r\n" not in answer or len(answer.partition(b"\r\n\r\n")[2]) < int(
+                re.search(rb"Content-Length: (\d+)", answer).group(1)):
+            answer += s.recv(4096)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 431 ") and b"Content-Type: application/json" in head
+    assert json.loads(body)["error"] == "RequestHeaderFieldsTooLarge"
 
 
 def test_responses_carry_the_security_headers_and_name_rspstar(server):

@@ -151,3 +151,34 @@ def test_errors_name_what_is_wrong_where_the_client_wrote_it(client):
     assert nowhere.status_code == 404 and nowhere.is_json and "/openapi.json" in nowhere.get_json()["message"]
     wrong = client.delete("/sparql")
     assert wrong.status_code == 405 and "DELETE is not a method of /sparql" in wrong.get_json()["message"]
+
+
+@pytest.mark.parametrize("operation, status", [
+    ("DROP GRAPH <http://example.org/nothing>", 404),
+    ("CLEAR GRAPH <http://example.org/nothing>", 404),
+    ("MOVE <http://example.org/nothing> TO <http://example.org/other>", 404),
+    ("CREATE GRAPH <http://example.org/profile>", 409),
+])
+def test_an_update_naming_a_graph_that_is_not_there_is_the_clients_error_and_silent_succeeds(
+        client, engine, operation, status):
+    """SPARQL 1.1 Update: DROP, CLEAR, MOVE of a graph that does not exist (CREATE of one that
+    does) fail, unless SILENT; a failure the client's text causes is a 4xx naming the graph."""
+    before = sorted(map(str, engine.store.oxigraph))
+    failed = client.post("/update", data=operation, content_type="application/sparql-update", headers=AUTH)
+    assert failed.status_code == status, failed.get_data()
+    assert failed.is_json and "<http://example.org/" in failed.get_json()["message"]
+    assert sorted(map(str, engine.store.oxigraph)) == before
+    silent = operation.replace(" ", " SILENT ", 1)
+    assert client.post("/update", data=silent, content_type="application/sparql-update",
+                       headers=AUTH).status_code == 204
+    assert sorted(map(str, engine.store.oxigraph)) == before
+
+
+def test_a_call_with_the_wrong_number_of_arguments_is_refused_at_the_call_as_at_registration(client):
+    query = "PREFIX rspu: <http://w3id.org/rsp/rspu#>\nSELECT * WHERE { ?s ?p ?o FILTER(rspu:add(?o) > 1) }"
+    refused = client.get("/sparql", query_string={"query": query})
+    assert refused.status_code == 400, refused.get_data()
+    body = refused.get_json()
+    assert "rspu:add takes 2 arguments" in body["message"] and (body["line"], body["column"]) == (2, 34)
+    described = client.get("/sparql", query_string={"query": "DESCRIBE <http://example.org/s1>"})
+    assert described.status_code == 200

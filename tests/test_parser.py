@@ -133,6 +133,32 @@ def test_unknown_function_is_reported_at_its_call():
     assert (e.line, e.column) == (3, 34)
 
 
+WINDOWED = ("PREFIX rspu: <http://w3id.org/rsp/rspu#>\n"
+            "SELECT * FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S]\n"
+            "WHERE { WINDOW ex:w { GRAPH ?g { ?s ex:u ?u\n  FILTER(%s) } } }")
+
+
+@pytest.mark.parametrize("call, message", [
+    ("rspu:nothing(?u) > 0", "unknown function <http://w3id.org/rsp/rspu#nothing>"),
+    ("rspu:greaterThan(?u, 1, 2) > 0", "rspu:greaterThan takes 2 arguments (a distribution and a value), not 3"),
+    ("rspu:between(?u, 1) > 0", "rspu:between takes 3 arguments (a distribution and two values), not 2"),
+    ("ex:nothing(?u)", "unknown function <http://example.org/nothing>"),
+    ("xsd:integer(?u, 2)", "xsd:integer takes 1 argument, not 2"),
+])
+def test_a_call_inside_a_window_is_checked_where_it_stands(call, message):
+    """A window's pattern is not evaluated when the query is checked (its window is empty), so
+    an unknown function or a wrong arity there is found by reading the calls themselves."""
+    e = error_of(P + WINDOWED % call, compile_=True)
+    assert message in e.message
+    assert (e.line, e.column) == (6, 10)
+
+
+def test_rspu_iris_that_are_not_calls_are_not_functions():
+    compile_query(P + WINDOWED % "rspu:add(?u, 1) > 0" + "\n# rspu:nothing(1)")
+    compile_query(P + "PREFIX rspu: <http://w3id.org/rsp/rspu#>\nSELECT * WHERE { ?s rspu:uncertainty (1 2) ; "
+                  "rspu:unit \"rspu:nothing(1)\" FILTER(rspu:lessThan(rspu:add(?u, 1), 2) > 0.5) }")
+
+
 def test_conflicting_r2s_is_an_error():
     e = error_of(P + "REGISTER ISTREAM ex:o AS SELECT DSTREAM * WHERE { }")
     assert "conflicts" in e.message
@@ -169,13 +195,13 @@ def test_a_base_keeps_the_empty_fragment_of_a_prefix_such_as_xsd():
     assert set(q.windows) == {"http://example.org/w"}
 
 
-WINDOWED = """SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"""
+VERSIONED = """SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }"""
 
 
 @pytest.mark.parametrize("text", [
-    'VERSION "1.2"\n' + P + WINDOWED, P + 'version \'1.2\'\n' + WINDOWED, 'VERSION "1.1" ' + P + WINDOWED,
-    'VERSION "1.2-basic"\n' + P + 'VERSION "1.2"\n' + WINDOWED,
-    'REGISTER RSTREAM <http://example.org/out> AS\nVERSION "1.2"\n' + P + WINDOWED,
+    'VERSION "1.2"\n' + P + VERSIONED, P + 'version \'1.2\'\n' + VERSIONED, 'VERSION "1.1" ' + P + VERSIONED,
+    'VERSION "1.2-basic"\n' + P + 'VERSION "1.2"\n' + VERSIONED,
+    'REGISTER RSTREAM <http://example.org/out> AS\nVERSION "1.2"\n' + P + VERSIONED,
 ])
 def test_a_sparql_12_version_declaration_is_read_in_the_prologue(text):
     query = compile_query(text)
@@ -183,10 +209,10 @@ def test_a_sparql_12_version_declaration_is_read_in_the_prologue(text):
 
 
 @pytest.mark.parametrize("text,where,message", [
-    ('VERSION "9"\n' + P + WINDOWED, (1, 9), 'VERSION "9": this engine reads SPARQL "1.1", "1.2", "1.2-basic"'),
-    ('VERSION """1.2"""\n' + P + WINDOWED, (1, 9), 'expected a version string such as "1.2" after VERSION'),
-    ('VERSION 1.2\n' + P + WINDOWED, (1, 9), 'expected a version string'),
-    (P + WINDOWED.replace("SELECT", 'SELECT ?v VERSION "1.2"'), (3, 11), "expected WHERE"),
+    ('VERSION "9"\n' + P + VERSIONED, (1, 9), 'VERSION "9": this engine reads SPARQL "1.1", "1.2", "1.2-basic"'),
+    ('VERSION """1.2"""\n' + P + VERSIONED, (1, 9), 'expected a version string such as "1.2" after VERSION'),
+    ('VERSION 1.2\n' + P + VERSIONED, (1, 9), 'expected a version string'),
+    (P + VERSIONED.replace("SELECT", 'SELECT ?v VERSION "1.2"'), (3, 11), "expected WHERE"),
 ])
 def test_a_bad_version_declaration_is_refused_at_its_position(text, where, message):
     error = error_of(text)
@@ -194,6 +220,6 @@ def test_a_bad_version_declaration_is_refused_at_its_position(text, where, messa
 
 
 def test_the_select_clauses_variables_are_kept_in_order():
-    assert compile_query(P + WINDOWED.replace("SELECT ?o", "SELECT ?v (STR(?o) AS ?s) ?o")).variables == ("v", "s", "o")
-    assert compile_query(P + WINDOWED.replace("SELECT ?o", "SELECT *")).variables is None
-    assert compile_query(P + WINDOWED.replace("SELECT ?o", "ASK")).variables is None
+    assert compile_query(P + VERSIONED.replace("SELECT ?o", "SELECT ?v (STR(?o) AS ?s) ?o")).variables == ("v", "s", "o")
+    assert compile_query(P + VERSIONED.replace("SELECT ?o", "SELECT *")).variables is None
+    assert compile_query(P + VERSIONED.replace("SELECT ?o", "ASK")).variables is None

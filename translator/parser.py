@@ -1016,5 +1016,5 @@ def parse_query(text: str, base: str | None = None) -> ContinuousQuery:
 
     The result is only structurally checked; `validate.validated_query` also has Oxigraph
     check the SPARQL that the rewrite produces."""
-    check_nesting(text)
+    check_nesting(text, language="sparql")
     return _Parser(text, base).parse()

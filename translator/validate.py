@@ -10,16 +10,22 @@ from .dialects import translate
 from .errors import QuerySyntaxError
 from .facts import GRAPHS, constants_query, match_query
 from .model import ContinuousQuery, FactWindow
-from .nesting import check_nesting
+from .nesting import REWRITE_ALLOWANCE, STACK_BUDGET, check_nesting
 from .parser import parse_query
 from .rewrite import RewriteOptions, RewrittenQuery, rewrite
-from .syntax import Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, SubSelect, UnionPattern
+from .namespaces import RSPU
+from .syntax import (
+    Bind, Expression, Filter, GraphPattern, Group, Keyworded, ParsedBody, Span, SubSelect, UnionPattern, nested_groups,
+)
 from .tokens import IRI, PNAME
 from .uncertainty import FunctionLibrary
 from .warnings import query_warnings
 
 _POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
 _UNSUPPORTED_FUNCTION = re.compile(r"The custom function <([^>]*)> is not supported")
+_ARITY = re.compile(r"The custom function <([^>]*)> requires between (\d+) and (\d+) arguments")
+_ARGUMENT_KINDS = {"d": "distribution", "v": "value"}
+_COUNTS = {1: "a", 2: "two", 3: "three"}
 _MESSAGE_LIMIT = 240
 
 
@@ -71,7 +77,7 @@ def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: 
     the IRI the text was retrieved from, which its relative IRIs resolve against before any
     BASE of its own; `streams`, the streams a replay is given, which an EP-SPARQL query naming
     none reads); raises QuerySyntaxError (line, column of `text`)."""
-    check_nesting(text)         # first: every step below reads the text, some recursively
+    check_nesting(text, language="sparql")      # first: every step below reads the text, some recursively
     try:
         return _compile_checked(text, functions, dialect, start, base, streams)
     except RecursionError:
@@ -94,8 +100,10 @@ def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str 
 
 def _compile(text: str, functions: FunctionLibrary | None, base: str | None) -> ContinuousQuery:
     query = parse_query(text, base)
+    functions = functions or FunctionLibrary()
     rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
-    check_with_oxigraph(query, rewritten, functions or FunctionLibrary())
+    check_with_oxigraph(query, rewritten, functions)
+    check_calls(query.body, functions)
     for window in query.windows.values():
         if isinstance(window, FactWindow):
             check_fact_window(window)
@@ -119,7 +127,117 @@ def check_fact_window(window: FactWindow) -> None:
                                    window.line, window.column) from None
 
 
+def check_query_calls(text: str) -> None:
+    """check_calls for a SPARQL query the engine's parser reads (`/sparql`): one it does not
+    read (DESCRIBE, say) is left to Oxigraph, which finds an unknown function by itself."""
+    try:
+        query = parse_query(text)
+    except QuerySyntaxError:
+        return
+    check_calls(query.body, FunctionLibrary())
+
+
+def check_calls(body: ParsedBody, functions: FunctionLibrary) -> None:
+    """Every function call in the query's expressions names a function that exists, with as
+    many arguments as it takes: Oxigraph finds out only when it evaluates the call, and the
+    check above evaluates no window's pattern (its windows are empty)."""
+    probe = ox.Store()
+    asked: dict[tuple[str, int], str | None] = {}
+    for k, arguments in _calls(body):
+        tok = body.tokens[k]
+        iri = body.resolve(k)
+        if (iri, arguments) not in asked:
+            asked[iri, arguments] = _call_error(iri, tok.text, arguments, functions, probe)
+        if asked[iri, arguments] is not None:
+            raise QuerySyntaxError(asked[iri, arguments], *body.source.position(tok.offset))
+
+
+def _call_error(iri: str, written: str, arguments: int, functions: FunctionLibrary, probe: ox.Store) -> str | None:
+    """What is wrong with calling `iri` with that many arguments, or None."""
+    if iri.startswith(RSPU):
+        operation = functions.operations.get(iri[len(RSPU):])
+        if operation is None:
+            return unknown_function("The custom function <%s> is not supported" % iri, "")[0]
+        kinds = operation[0]
+        if len(kinds) != arguments:
+            return "%s takes %d arguments (%s), not %d" % (written, len(kinds), _described(kinds), arguments)
+        return None
+    variables = ", ".join("?a%d" % n for n in range(arguments))
+    try:
+        probe.query("SELECT * WHERE { BIND(<%s>(%s) AS ?result) }" % (iri, variables), custom_functions=functions.table)
+    except RuntimeError as e:
+        m = _ARITY.search(str(e))
+        if m:
+            low, high = int(m.group(2)), int(m.group(3))
+            takes = "%d argument%s" % (low, "" if low == 1 else "s") if low == high else "%d to %d arguments" % (low, high)
+            return "%s takes %s, not %d" % (written, takes, arguments)
+        if _UNSUPPORTED_FUNCTION.search(str(e)):
+            return unknown_function(str(e), "")[0]
+        raise
+    except SyntaxError:
+        return None         # an IRI Oxigraph does not take in this place: the check above reports it
+    return None
+
+
+def _described(kinds: str) -> str:
+    """An rspu: function's arguments in words: "dv" is a distribution and a value."""
+    runs: list[tuple[str, int]] = []
+    for kind in kinds:
+        if runs and runs[-1][0] == kind:
+            runs[-1] = (kind, runs[-1][1] + 1)
+        else:
+            runs.append((kind, 1))
+    words = ["%s %s%s" % (_COUNTS.get(n, str(n)), _ARGUMENT_KINDS[kind], "" if n == 1 else "s") for kind, n in runs]
+    return " and ".join(words)
+
+
+def _calls(body: ParsedBody):
+    """(token index of the function's IRI, number of arguments) of every call in the query's
+    expressions: the projection, FILTER, BIND, sub-selects' heads and modifiers, the solution
+    modifiers. An IRI followed by '(' elsewhere (a predicate before a collection) is no call."""
+    tokens = body.tokens
+    for span in _expression_spans(body):
+        for k in range(span.start, span.end - 1):
+            if tokens[k].kind in (IRI, PNAME) and tokens[k + 1].is_punct("("):
+                yield k, _arguments(tokens, k + 1)
+
+
+def _arguments(tokens, opening: int) -> int:
+    """The number of arguments of the call whose '(' is token `opening`."""
+    depth, commas = 0, 0
+    for k in range(opening, len(tokens)):
+        tok = tokens[k]
+        if tok.is_punct("(", "{", "[", "<<", "<<(", "{|"):
+            depth += 1
+        elif tok.is_punct(")", "}", "]", ">>", ")>>", "|}"):
+            depth -= 1
+            if depth == 0:
+                return 0 if k == opening + 1 else commas + 1
+        elif depth == 1 and tok.is_punct(","):
+            commas += 1
+    return commas + 1
+
+
+def _expression_spans(body: ParsedBody):
+    expressions = [body.form_head, body.modifiers]
+    pending = [body.where]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (Filter, Bind)):
+            expressions.append(node.expression)
+        elif isinstance(node, SubSelect):
+            expressions += [node.head, node.tail]
+        if isinstance(node, Group):
+            pending.extend(node.items)
+        elif isinstance(node, GraphPattern):
+            pending.append(node.group)
+        else:
+            pending.extend(nested_groups(node))
+    return [part for expression in expressions for part in expression.parts if isinstance(part, Span)]
+
+
 def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, functions: FunctionLibrary) -> None:
+    _check_rewritten_nesting(query, rewritten)
     probe = ox.Store()
     try:
         probe.query(rewritten.text, custom_functions=functions.table_for(rewritten.fused_functions))
@@ -131,6 +249,16 @@ def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, funct
             raise
         message = unknown_function(str(e), "")[0]
         raise QuerySyntaxError(message, *_token_position(query, m.group(1))) from None
+
+
+def _check_rewritten_nesting(query: ContinuousQuery, rewritten: RewrittenQuery) -> None:
+    """What Oxigraph parses is the rewrite, which wraps each window's pattern in a few groups
+    and joins its elements' VALUES: bounded like the query's own text, with room for that."""
+    try:
+        check_nesting(rewritten.text, language="sparql", budget=2 * STACK_BUDGET + REWRITE_ALLOWANCE)
+    except QuerySyntaxError as e:
+        line, column = rewritten.source_position(e.line, e.column)
+        raise QuerySyntaxError("once its windows are rewritten: %s" % e.message, line, column) from None
 
 
 def _token_position(query: ContinuousQuery, iri: str) -> tuple[int, int]:

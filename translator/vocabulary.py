@@ -40,7 +40,17 @@ def timestamps_graph(stream: str) -> str:
     return TIMESTAMPS_PREFIX + quote(stream, safe="")
 
 
+def is_reserved(iri: str) -> bool:
+    """Whether `iri` is under the engine's prefix, in any case: a URI's scheme and a URN's
+    namespace are case-insensitive (RFC 3986, RFC 8141), so `URN:RSPSTAR:x` is `urn:rspstar:x`."""
+    return iri[:len(RESERVED_PREFIX)].lower() == RESERVED_PREFIX
+
+
 def is_internal_graph(iri: str) -> bool:
+    """A graph the store keeps for itself (a stream's timestamps, the batch markers, facts, closures), its
+    scheme and namespace in any case."""
+    if is_reserved(iri):
+        iri = RESERVED_PREFIX + iri[len(RESERVED_PREFIX):]
     return iri.startswith((TIMESTAMPS_PREFIX, FACTS_PREFIX, CLOSURE_PREFIX)) or iri == BATCHES_GRAPH
 
 

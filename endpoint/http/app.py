@@ -37,7 +37,8 @@ def create_app(engine: Runner | None = None, settings: HttpSettings | None = Non
     app.extensions["rspstar"] = Services(engine, engine.store, settings,
                                          AdhocQueries(engine.store, settings.query_timeout, settings.query_workers),
                                          ingestion_status, readiness or Readiness(),
-                                         EventStreams(settings.max_event_streams), disk,
+                                         EventStreams(settings.max_event_streams,
+                                                      settings.max_event_streams_per_client), disk,
                                          BodyBudget(settings.body_budget))
     bodies.attach(app)
     app.register_error_handler(EndpointError, _engine_error)

@@ -49,27 +49,38 @@ class Readiness:
 
 
 class EventStreams:
-    """The server-sent event streams open now, at most `limit` (each holds a worker thread)."""
+    """The server-sent event streams open now, at most `limit` (each holds a worker thread), and
+    at most `per_client` of them held by one client address."""
 
-    def __init__(self, limit: int):
-        self._slots = threading.BoundedSemaphore(limit)
+    def __init__(self, limit: int, per_client: int | None = None):
+        self.limit = limit
+        self.per_client = limit if per_client is None else per_client
         self._open = 0
+        self._by_client: dict[str, int] = {}
         self._lock = threading.Lock()
         self.refused = 0
 
-    def open(self) -> bool:
-        if self._slots.acquire(blocking=False):
-            with self._lock:
-                self._open += 1
-            return True
+    def open(self, client: str = "") -> str | None:
+        """Take a slot for `client`: None, or the setting that refuses it."""
         with self._lock:
-            self.refused += 1
-        return False
+            held = self._by_client.get(client, 0)
+            full = "max_event_streams" if self._open >= self.limit else \
+                "max_event_streams_per_client" if held >= self.per_client else None
+            if full is not None:
+                self.refused += 1
+                return full
+            self._open += 1
+            self._by_client[client] = held + 1
+            return None
 
-    def close(self) -> None:
+    def close(self, client: str = "") -> None:
         with self._lock:
             self._open -= 1
-        self._slots.release()
+            held = self._by_client.get(client, 0) - 1
+            if held > 0:
+                self._by_client[client] = held
+            else:
+                self._by_client.pop(client, None)
 
     @property
     def count(self) -> int:

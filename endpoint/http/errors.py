@@ -1,8 +1,11 @@
 """Every HTTP status the server answers an error with, chosen here and only here."""
 from __future__ import annotations
 
+from waitress import utilities as server_errors
+
 from rspstar.store.errors import (
-    DiskFull, DuplicateElementError, GraphNotWritable, QueryTimeout, RdfInputError, ReservedGraphError, StoreError,
+    DiskFull, DuplicateElementError, GraphExists, GraphMissing, GraphNotWritable, QueryTimeout, RdfInputError,
+    ReservedGraphError, StoreError,
 )
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
@@ -59,16 +62,24 @@ class BodiesInFlight(ServiceUnavailable):
     retry_after = 2
 
 
-# Most specific first: the first matching class decides.
-_STATUSES: list[tuple[type[BaseException], int]] = [
+# Most specific first: the first matching class decides. The server's own refusals (waitress's,
+# answered before the app sees the request) are here too, so that every status is chosen here.
+_STATUSES: list[tuple[type, int]] = [
+    (server_errors.RequestEntityTooLarge, 413),
+    (server_errors.RequestHeaderFieldsTooLarge, 431),
+    (server_errors.BadRequest, 400),
+    (server_errors.ServerNotImplemented, 501),
+    (server_errors.Error, 500),
     (Unauthorized, 401),
     (Forbidden, 403),
     (GraphNotWritable, 403),
     (UnknownQuery, 404),
     (UnknownGraph, 404),
+    (GraphMissing, 404),
     (NotAcceptable, 406),
     (DuplicateQuery, 409),
     (DuplicateElementError, 409),
+    (GraphExists, 409),
     (UnsupportedMediaType, 415),
     (QueryTimeout, 503),
     (EngineAtCapacity, 503),
@@ -89,7 +100,7 @@ _STATUSES: list[tuple[type[BaseException], int]] = [
 ]
 
 
-def status_for(error: BaseException) -> int:
+def status_for(error) -> int:
     for kind, status in _STATUSES:
         if isinstance(error, kind):
             return status
@@ -103,3 +114,16 @@ def error_body(error: BaseException) -> dict:
         if value is not None:
             body[key] = value
     return body
+
+
+def server_refusal_body(error: server_errors.Error, max_body: int, max_header: int) -> dict:
+    """The JSON error body of a request the server refused before the app saw it (too large a
+    body or headers, a malformed request), as every other error's."""
+    messages = {
+        server_errors.RequestEntityTooLarge: "the body is larger than the %d bytes this server takes ([http] max_body)"
+                                             % max_body,
+        server_errors.RequestHeaderFieldsTooLarge: "the request's headers are larger than the %d bytes this server "
+                                                   "takes" % max_header,
+    }
+    message = next((text for kind, text in messages.items() if isinstance(error, kind)), None)
+    return {"error": type(error).__name__, "message": message or " ".join(str(error.body).split())[:240]}

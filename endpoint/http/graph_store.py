@@ -1,8 +1,9 @@
 """The SPARQL 1.1 Graph Store HTTP Protocol over the background data: GET, HEAD, PUT, POST and
 DELETE of `/store?graph=IRI` (a background graph) or `/store?default` (the default graph), in
-every RDF format of the format registry, the token for writes, the same body limit and nesting
-check as /update. Stream elements and the engine's own graphs are not the protocol's: 403,
-naming why. `curl -T data.ttl -H 'Content-Type: text/turtle' '.../store?graph=...'` loads a file."""
+every RDF format Oxigraph reads, the token for writes, the same body limit, charset (UTF-8)
+and nesting check as /update. Stream elements and the engine's own graphs are not the
+protocol's: 403, naming why. `curl -T data.ttl -H 'Content-Type: text/turtle'
+'.../store?graph=...'` loads a file."""
 from __future__ import annotations
 
 import pyoxigraph as ox
@@ -10,9 +11,8 @@ from flask import Blueprint, Response, request
 
 from ..adhoc import QueryRefused, negotiate, serialize_graph
 from .errors import BadRequest, NotAcceptable, UnknownGraph, UnsupportedMediaType
-from .bodies import body
 from .context import require_write, services
-from .protocol import iris, params, single
+from .protocol import iris, params, single, text_body
 
 blueprint = Blueprint("graph_store", __name__)
 
@@ -55,7 +55,7 @@ def write_graph():
     if fmt is None:
         raise UnsupportedMediaType("the graph store takes an RDF format (text/turtle, application/n-triples, "
                                    "application/rdf+xml, application/ld+json, ...), not %r" % request.mimetype)
-    created = services().store.background.write(graph, body(), fmt, "request body",
+    created = services().store.background.write(graph, text_body(), fmt, "request body",
                                                 replace=request.method == "PUT")
     services().engine.background_changed()
     return Response(status=201 if created else 204)

@@ -76,8 +76,9 @@ def _text(examples: list[str]) -> dict:
 def _errors(*statuses: int) -> dict:
     described = {400: "a request the route cannot read: what and where (line, column)", 401: "no or a wrong token",
                  403: "refused: a write from another origin, or a graph that is not the route's to change",
-                 404: "no such query or graph", 406: "no representation the client accepts",
-                 409: "already exists", 413: "the body is larger than [http] max_body",
+                 404: "no such query or graph (an update: DROP, CLEAR or MOVE of a graph that is not there, "
+                      "without SILENT)", 406: "no representation the client accepts",
+                 409: "already exists (an update: CREATE of a graph that is there, without SILENT)", 413: "the body is larger than [http] max_body",
                  507: "the data directory's disk is full, or below [engine] min_free_disk",
                  415: "a media type or charset the route does not take",
                  503: "not now: starting, past the query time limit, every event-stream slot taken, the "
@@ -124,7 +125,21 @@ GRAPH_CONTENT = {media: {} for media in GRAPH_TYPES}
 RESULT_CONTENT = {media: {} for media in list(RESULT_TYPES) + list(GRAPH_TYPES) if media != "application/json"}
 
 
-def document() -> dict:
+def _sinks(allowed: list[str]) -> dict:
+    """The sinks a registration may name, one under each origin the server's [sinks] allowed
+    lists (none when it lists none, as by default)."""
+    examples = [origin.rstrip("/") + ("/results" if origin.startswith("http") else "/rspstar/results")
+                for origin in allowed]
+    if not examples:
+        return {"type": "array", "maxItems": 0, "items": {"type": "string"},
+                "description": "no sink is allowed: [sinks] allowed is empty"}
+    return {"type": "array", "maxItems": 1, "items": {"type": "string", "enum": examples},
+            "description": "under the origins of [sinks] allowed"}
+
+
+def document(allowed_sinks: list[str] = ()) -> dict:
+    """The API's OpenAPI document; the sinks a registration may name are those the server's
+    allow-list takes."""
     query_id = _param("id", "path", QUERY_ID, required=True)
     queries_item = {"operationId": "getQuery", "parameters": {"id": "$response.body#/id"}}
     return {
@@ -156,8 +171,7 @@ def document() -> dict:
                     "translation": {"type": ["string", "null"]}}},
                 "Registration": {"type": "object", "required": ["query"], "additionalProperties": False, "properties": {
                     "query": {"type": "string", "enum": CONTINUOUS}, "id": {"anyOf": [QUERY_ID, {"type": "null"}]},
-                    "sinks": {"type": "array", "maxItems": 1, "items": {"type": "string",
-                                                                         "enum": ["http://localhost:9/results"]}},
+                    "sinks": _sinks(list(allowed_sinks)),
                     "options": OPTIONS}},
             },
         },
@@ -181,7 +195,7 @@ def document() -> dict:
             },
             "/update": {
                 "post": _op("SPARQL Update of the background data", {
-                    "204": {"description": "done"}, **_errors(400, 401, 403, 413, 415, 503, 507)},
+                    "204": {"description": "done"}, **_errors(400, 401, 403, 404, 409, 413, 415, 503, 507)},
                     parameters=[_iris("using-graph-uri", GRAPH_IRIS), _iris("using-named-graph-uri", GRAPH_IRIS)],
                     body={"application/sparql-update": _text(UPDATES),
                           "application/x-www-form-urlencoded": {"schema": {
@@ -248,7 +262,8 @@ def document() -> dict:
                     operationId="getResults"),
             },
             "/queries/{id}/events": {
-                "get": _op("server-sent events: result, dropped, closed; ends after [http] event_stream_seconds",
+                "get": _op("server-sent events: result, dropped, closed; ends after [http] event_stream_seconds, or "
+                           "event_idle_seconds without a record; at most max_event_streams_per_client for one client",
                            {"200": {"description": "an event stream", "content": {"text/event-stream": {
                                "schema": {"type": "object", "required": ["event", "data"], "properties": {
                                    "event": {"type": "string", "enum": ["result", "dropped", "closed"]},

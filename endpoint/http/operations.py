@@ -51,7 +51,8 @@ def metrics():
 
 @blueprint.route("/openapi.json", methods=["GET"])
 def openapi():
-    return Response(json.dumps(document(), indent=1), mimetype="application/json")
+    return Response(json.dumps(document(services().engine.config.allowed_sinks), indent=1),
+                    mimetype="application/json")
 
 
 def _label(value: str) -> str:

@@ -131,43 +131,55 @@ def query_results(query_id):
 def query_events(query_id):
     """Server-sent events: `result` per evaluation, a keep-alive comment while nothing comes, a
     `dropped` event when a slow client lost its oldest records (how many), and `closed` when the
-    query is removed (then the stream ends). A result's data is the evaluation in the SPARQL
-    Query Results JSON shape (format=compact: the record). At most [http] max_event_streams at
-    once: each holds a worker thread while it lasts."""
+    query is removed, the stream has lasted [http] event_stream_seconds or delivered nothing for
+    event_idle_seconds (then the stream ends). At most [http] max_event_streams at once, each
+    holding a worker thread while it lasts, and max_event_streams_per_client of them for one
+    client address. A result's data is the evaluation
+    in the SPARQL Query Results JSON shape (format=compact: the record)."""
     registered = services().engine.get(query_id)
     shape = _shape(params(("format",)))
     feed, variables = registered.feed, registered.query.variables
     settings, streams = services().settings, services().event_streams
-    if not streams.open():
+    client = request.remote_addr or ""
+    full = streams.open(client)
+    if full == "max_event_streams":
         raise TooManyEventStreams("%d event streams are open, the most this server keeps (max_event_streams); "
                                   "retry later, or poll GET /queries/%s/results" % (settings.max_event_streams, query_id))
+    if full is not None:
+        raise TooManyEventStreams("this client holds %d event streams already, the most one client address holds "
+                                  "(max_event_streams_per_client); close one, or poll GET /queries/%s/results"
+                                  % (settings.max_event_streams_per_client, query_id))
     subscription = feed.subscribe(settings.event_backlog)
 
     def stream():
         reported = 0
         ends = time.monotonic() + settings.event_stream_seconds
+        idle_from = time.monotonic()
         try:
             yield ": subscribed to %s\n\n" % query_id
             while True:
-                left = ends - time.monotonic()
-                if left <= 0:
-                    yield "event: closed\ndata: %s\n\n" % json.dumps({"query": query_id, "reason": "expired"})
+                now = time.monotonic()
+                left, idle_left = ends - now, idle_from + settings.event_idle_seconds - now
+                if left <= 0 or idle_left <= 0:
+                    reason = "expired" if left <= 0 else "idle"
+                    yield "event: closed\ndata: %s\n\n" % json.dumps({"query": query_id, "reason": reason})
                     return
                 try:
-                    record = subscription.get(timeout=min(settings.event_keepalive, left))
+                    record = subscription.get(timeout=min(settings.event_keepalive, left, idle_left))
                 except queue.Empty:
                     yield ": keep-alive\n\n"
                     continue
                 except FeedClosed:
                     yield "event: closed\ndata: %s\n\n" % json.dumps({"query": query_id, "reason": "removed"})
                     return
+                idle_from = time.monotonic()
                 if subscription.dropped > reported:
                     yield "event: dropped\ndata: %s\n\n" % json.dumps({"dropped": subscription.dropped})
                     reported = subscription.dropped
                 yield "event: result\ndata: %s\n\n" % shaped_json(record, shape, variables)
         finally:
             feed.unsubscribe(subscription)
-            streams.close()
+            streams.close(client)
 
     return Response(stream(), mimetype="text/event-stream",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -10,27 +10,50 @@ server), with the limits a public port needs.
   queue); a connection idle for `idle_timeout` seconds is closed, and so is one that has not
   sent a whole request within `request_timeout` seconds of its first byte (slowloris).
 - A body larger than `max_body`, declared or chunked, is answered 413 before the app sees
-  anything; the `Server` header names rspstar.
+  anything, with the JSON error body every error of the API has (so are headers too large and
+  malformed requests); the `Server` header names rspstar.
 
 Server-sent event streams hold a worker thread each for as long as they last: the app caps them
 below the thread count (`[http] max_event_streams`), so requests always find a worker.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.server import TcpWSGIServer
-from waitress.task import ThreadedTaskDispatcher
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
+
+from .errors import server_refusal_body, status_for
 
 # How often the loop looks for connections to close; the timeouts are honoured to within this.
 MAINTENANCE_SECONDS = 1
 
 
+class _Refusal(ErrorTask):
+    """A request the server refuses before the app sees it, answered with the API's JSON error
+    (waitress answers plain text), its status chosen where every status is."""
+
+    def execute(self):
+        error = self.request.error
+        adjustments = self.channel.adj
+        body = json.dumps(server_refusal_body(error, adjustments.max_request_body_size,
+                                              adjustments.max_request_header_size)).encode()
+        self.status = "%d %s" % (status_for(error), error.reason)
+        self.response_headers.extend([("Content-Type", "application/json"), ("X-Content-Type-Options", "nosniff")])
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+
+
 class _Channel(HTTPChannel):
-    """A connection that remembers when the request it is reading began."""
+    """A connection that remembers when the request it is reading began, and answers what the
+    server refuses in JSON."""
+
+    error_task_class = _Refusal
 
     request_started: float | None = None
 

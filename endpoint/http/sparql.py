@@ -7,7 +7,8 @@ from flask import Blueprint, Response, request
 from rspstar.translator.federation import check_federation
 from rspstar.translator.nesting import check_nesting
 from rspstar.translator.protocol import with_update_dataset
-from rspstar.translator.validate import oxigraph_syntax_error
+from rspstar.translator.errors import QuerySyntaxError
+from rspstar.translator.validate import check_query_calls, oxigraph_syntax_error
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES, Job, QueryRefused, negotiate, serialize_graph
 from .errors import BadRequest, NotAcceptable, UnsupportedMediaType
@@ -46,8 +47,12 @@ def sparql():
         return describe_service()
     if not text:
         raise BadRequest("missing the query (parameter 'query')")
-    check_nesting(text)
+    check_nesting(text, language="sparql")
     check_federation(text, services().engine.config.federation_allowed, base_iri())
+    try:
+        check_query_calls(text)
+    except QuerySyntaxError as e:
+        raise SparqlSyntaxError(e.message, e.line, e.column) from None
     job = Job(text, tuple(iris(found, "default-graph-uri")), tuple(iris(found, "named-graph-uri")),
               negotiate(request.accept_mimetypes), base_iri())
     try:
@@ -87,7 +92,7 @@ def update():
         raise UnsupportedMediaType("POST /update takes application/sparql-update or a form")
     if not text:
         raise BadRequest("missing the update (parameter 'update')")
-    check_nesting(text)
+    check_nesting(text, language="sparql")
     check_federation(text, services().engine.config.federation_allowed, base_iri())
     text = with_update_dataset(text, iris(found, "using-graph-uri"), iris(found, "using-named-graph-uri"))
     try:
