@@ -243,13 +243,26 @@ def test_removing_a_query_kills_the_worker_process_evaluating_it(tmp_path, worke
 def test_a_query_goes_back_to_a_worker_when_its_input_outgrows_what_it_was_proven_on(tmp_path, workers):
     store, engine = on_disk(tmp_path, workers)
     registered = engine.register(CHEAP, "q")
-    calls = workers.calls
-    for k, count in enumerate((10, 10, 30, 30)):
-        feed(store, "t", count, T0 + (k + 1) * 10 * S, tag="t%d-" % k, at=T0 + k * 10 * S)
-        engine.clock.set(T0 + (k + 1) * 10 * S)
-        engine.run_query("q")
+    # The evaluations sent to a worker that read the store: a view that met a file the store's
+    # compaction had just replaced is sent again, which is not an evaluation of its own.
+    sent = []
+    run = workers.run
+
+    def spy(path, call, budget):
+        outcome = run(path, call, budget)
+        if outcome[0] != "unreadable":
+            sent.append(outcome[0])
+        return outcome
+    workers.run = spy
+    try:
+        for k, count in enumerate((10, 10, 30, 30)):
+            feed(store, "t", count, T0 + (k + 1) * 10 * S, tag="t%d-" % k, at=T0 + k * 10 * S)
+            engine.clock.set(T0 + (k + 1) * 10 * S)
+            engine.run_query("q")
+    finally:
+        del workers.run
     # probation (10), proven (10 on a thread), outgrown (30 in a worker), proven again (30)
-    assert workers.calls == calls + 2
+    assert sent == ["items", "items"]
     assert registered.status.evaluations == 4 and registered.status.results_emitted == 80
 
 
