@@ -52,16 +52,32 @@ HOLDS = "holds"
 
 class Emitted(NamedTuple):
     """One row a key group emits: its kind (ROWS, MARK, KEYLESS, FAILED, HOLDS), the instant (a
-    MARK's: the watermark seen; KEYLESS: the element's time), the key group (KEYLESS: the stream),
-    the payload (rows or windows as JSON, the error, the set-aside element) and a count (ROWS:
-    elements read; MARK: elements that came in late). Spark's rows have these columns
-    (EMITTED_SCHEMA), in this order."""
+    MARK's: the latest instant due; KEYLESS: the element's time), the key group (KEYLESS: the
+    stream), the payload (rows or windows as JSON, the error, the set-aside element; a MARK's:
+    `mark_payload`) and a count (ROWS: elements read; MARK: elements that came in late). Spark's
+    rows have these columns (EMITTED_SCHEMA), in this order."""
 
     kind: str
     instant: int
     key: str
     payload: str
     count: int
+
+
+def mark_payload(holds: bool, watermark: int | None) -> str:
+    """A MARK's payload: whether the group keeps elements after the micro-batch (a group that
+    keeps none runs no more until its keys' next element, and reports nothing meanwhile), and
+    the watermark it saw (µs, None before the first), which says what made an instant due."""
+    return json.dumps({"holds": holds, "watermark": watermark})
+
+
+def read_mark(payload: str) -> tuple[bool, int | None]:
+    """(holds, watermark) of a MARK's payload (a MARK written before they were told: a group
+    that holds elements, the watermark unknown)."""
+    if not payload:
+        return True, None
+    told = json.loads(payload)
+    return bool(told.get("holds", True)), told.get("watermark")
 
 
 # Elements without a key are grouped under this one (no key value is empty: keys are terms).
@@ -328,7 +344,7 @@ class PlanRunner:
             store = self.kept.take((self.identity, group), saved, lambda row: state.lacking(
                 PartitionState(*row), self.policy.retention(state.after, None)))
         if state is None and not new:
-            return [Emitted(MARK, -1, group, "", 0)], None
+            return [Emitted(MARK, -1, group, mark_payload(False, watermark), 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
         # No instant up to the earliest element reads it.
         after = state.after if state is not None else min(e.timestamp for e in new)
@@ -351,7 +367,7 @@ class PlanRunner:
             except Exception as e:  # the driver fails the query; the group keeps what it had
                 store.close()
                 emitted += [Emitted(FAILED, instant, group, "%s: %s" % (type(e).__name__, e), 0),
-                            Emitted(MARK, through, group, "", late)]
+                            Emitted(MARK, through, group, mark_payload(True, watermark), late)]
                 kept = state if state is not None else PartitionState.of(after, arrived)
                 return emitted, kept.row()
             if rows:
@@ -360,10 +376,11 @@ class PlanRunner:
                 emitted.append(Emitted(HOLDS, instant, group, json.dumps(sorted(holding)), 0))
         if through is not None:
             after = max(after, through)
-        emitted.append(Emitted(MARK, through if through is not None else -1, group, "", late))
         bounds = self.policy.retention(after, None)
         state = state.appended(arrived) if state is not None else PartitionState.of(after, arrived)
         state = state.expired(after, bounds)
+        emitted.append(Emitted(MARK, through if through is not None else -1, group,
+                               mark_payload(state is not None, watermark), late))
         if store is None:
             return emitted, (state.row() if state is not None else None)
         if state is None or self.kept is None:

@@ -26,7 +26,7 @@ from rspstar.config.schema import settings_class
 from rspstar.store.errors import EvaluationCancelled
 from rspstar.store.isolation import EvaluationWorkers
 from rspstar.store.limits import EvaluationLimits, EvaluationScope
-from rspstar.store.partitions import FAILED, HOLDS, MARK, ROWS, Emitted, PartitionPlan
+from rspstar.store.partitions import FAILED, HOLDS, MARK, ROWS, Emitted, PartitionPlan, read_mark
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import ScopedStore, StreamStore
 from rspstar.translator.errors import TranslatorError
@@ -182,6 +182,10 @@ class RegisteredQuery:
         self.late_lock = threading.Lock()
         # Evaluated per key on Spark's executors (option partition), not by the runner here.
         self.partitioned = evaluator.options.partition is not None
+        # Whether one of its key groups kept elements after the latest micro-batch (None: no
+        # micro-batch told yet). While none does, none reports, and the runner evaluates the
+        # query's instants itself (Runner._run_unheld). Saved with the query's progress.
+        self.groups_hold: bool | None = None
 
     @property
     def id(self) -> str:
@@ -359,6 +363,7 @@ class Runner:
                                                        self.config.history_bytes), start, scope, self.clock)
             if resume_after is not None:     # evaluated up to there before a restart
                 registered.evaluated = (resume_after, evaluator.policy.complete_through(resume_after))
+            registered.groups_hold = (resume_state or {}).get("partitions", {}).get("hold")
             self._queries[query_id] = registered
             if persist:
                 self.repository.save(spec)
@@ -463,7 +468,7 @@ class Runner:
         except UnknownQuery:
             return 0
         if registered.partitioned:
-            return 0
+            return self._run_unheld(registered)
         if not registered.lock.acquire(blocking=False):
             registered.status.missed_runs += 1
             return 0
@@ -537,6 +542,8 @@ class Runner:
         registered.spec.r2s_previous = registered.evaluator.r2s_state()
         if self.repository.data_dir is not None:      # (read only to be kept)
             registered.spec.state = registered.evaluator.query_state()
+            if registered.partitioned:
+                registered.spec.state = dict(registered.spec.state or {}, partitions={"hold": registered.groups_hold})
         registered.spec.counters = registered.status.saved()
         if not registered.removed:
             self.repository.save_progress(registered.spec)
@@ -580,6 +587,11 @@ class Runner:
         marks = [row for row in emitted if row.kind == MARK]
         through = max((row.instant for row in marks), default=-1)
         late = sum(row.count for row in marks)
+        # Every group that keeps elements runs at every micro-batch (store.partitions): one with
+        # no MARK keeping some is one where none holds elements.
+        told = [read_mark(row.payload) for row in marks]
+        hold = any(holds for holds, _ in told)
+        watermark = max((w for _, w in told if w is not None), default=None)
         failed = min((row for row in emitted if row.kind == FAILED), default=None, key=lambda row: row.instant)
         if failed is not None:     # the instants before it are complete; it and the rest are not
             through = min(through, failed.instant - 1)
@@ -598,18 +610,59 @@ class Runner:
             if late:
                 registered.status.late_elements += late
                 log.warning("query %s: %d late element(s), kept for the windows still open", query_id, late)
-            instants = registered.evaluator.policy.fixed_instants(registered.after, through) if through >= 0 else []
+            policy = registered.evaluator.policy
+            instants = policy.fixed_instants(registered.after, through) if through >= 0 else []
             for instant in instants:
                 evaluation = registered.evaluator.evaluation_of(instant, rows.get(instant, []), counts.get(instant, 0),
                                                                 holding.get(instant, set()))
                 registered.after = instant
-                self._emit(registered, instant, "watermark", evaluation)
+                # Due by the watermark the groups saw, or else by max_delay of processing time.
+                trigger = "watermark" if watermark is not None and watermark >= policy.complete_through(instant) \
+                    else "max_delay"
+                self._emit(registered, instant, trigger, evaluation)
             registered.status.next_close = registered.next_instant()
-            if instants:
+            changed = hold != registered.groups_hold
+            registered.groups_hold = hold
+            if instants or changed:
                 self._save_progress(registered)
             if failed is not None:     # as a failing evaluation stops a query of the single store
                 registered.fail(failed.instant, failed.payload)
         return len(instants)
+
+    def groups_may_hold(self, registered: RegisteredQuery) -> bool:
+        """Whether a partitioned query's key groups may hold elements (so that they report its
+        instants): as the latest micro-batch told, or, before any has, whether the store holds
+        elements of its streams (its streaming query reads them again)."""
+        if registered.groups_hold is not None:
+            return registered.groups_hold
+        streams = self.store.streams()
+        return any(streams[s].elements for s in registered.query.streams if s in streams)
+
+    def _run_unheld(self, registered: RegisteredQuery) -> int:
+        """A partitioned query's instants while none of its key groups holds elements: none
+        reports then (before the first element, after they all expired), so the runner
+        evaluates them itself once due by max_delay, empty, as the single store does with
+        nothing in the windows. Returns how many ran."""
+        if not registered.lock.acquire(blocking=False):
+            registered.status.missed_runs += 1
+            return 0
+        ran = 0
+        try:
+            while registered.status.state == "running" and not registered.removed and ran < MAX_EVALUATIONS_PER_RUN \
+                    and not self.groups_may_hold(registered):
+                instant = registered.next_instant()
+                if instant is None or self.clock.now() < instant + self.config.max_delay:
+                    break
+                evaluation = registered.evaluator.evaluation_of(instant, [], 0)
+                registered.after = instant
+                self._emit(registered, instant, "max_delay", evaluation)
+                ran += 1
+            registered.status.next_close = registered.next_instant()
+            if ran:
+                self._save_progress(registered)
+        finally:
+            registered.lock.release()
+        return ran
 
     def _arrived(self, stream: str, timestamps: list[int]) -> None:
         """Elements published to `stream` now: those stamped below what a query's evaluations
