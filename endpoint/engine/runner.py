@@ -667,9 +667,8 @@ class Runner:
     @staticmethod
     def _keyed_instants(registered: RegisteredQuery, fixed: list[int], standing: list[tuple], through: int) -> list[int]:
         """A query over partitioned windows: its instants in (after, through], those its policy
-        gives whatever the data (periodic) and those where the windows its key groups say closed
-        there make the policy hold (the groups' closes together: close(<w1>) and close(<w2>)
-        holds where one group's w1 and another's w2 closed)."""
+        gives whatever the data (periodic) and those where the windows its key groups say
+        closed there, together, make the policy hold."""
         closed: dict[int, set[str]] = {}
         for instant, _, record, _ in standing:
             if record["closed"] and registered.after < instant <= through:
