@@ -9,7 +9,9 @@ group's instants that the watermark has passed with the query's compiled plan (t
 template, the same `rspu:` functions as the single store) over a store holding that group's
 elements and the background, and emits the rows; the driver joins the groups' rows per instant
 and applies R2S. Every group sees the same watermark in a micro-batch, so an instant's rows all
-come out of one micro-batch.
+come out of one micro-batch. A query over partitioned windows (spec 6.9) is evaluated at each
+close of a group's windows instead, and the driver takes every group's latest report at each
+of the query's instants (AT).
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from typing import Callable, NamedTuple
 import pyoxigraph as ox
 
 from rspstar.config.schema import default
-from rspstar.translator.model import QueryForm
+from rspstar.translator.model import PartitionedWindow, QueryForm
 from rspstar.translator.partition import PartitionKey
 from rspstar.translator.policy import report_policy
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
@@ -48,14 +50,19 @@ FAILED = "failed"
 # The windows that held elements of a group at an instant (a query with non-empty strategies
 # reports there when the groups' windows together satisfy them).
 HOLDS = "holds"
+# A query over partitioned windows (spec 6.9): what a group's keys give at an instant where the
+# group's windows changed (`at_payload`), and where they stand as a micro-batch begins. Its
+# windows' content changes only at the group's own elements, so the driver takes, at each of the
+# query's instants, every group's latest such record.
+AT = "at"
 
 
 class Emitted(NamedTuple):
-    """One row a key group emits: its kind (ROWS, MARK, KEYLESS, FAILED, HOLDS), the instant (a
-    MARK's: the watermark seen; KEYLESS: the element's time), the key group (KEYLESS: the stream),
-    the payload (rows or windows as JSON, the error, the set-aside element) and a count (ROWS:
-    elements read; MARK: elements that came in late). Spark's rows have these columns
-    (EMITTED_SCHEMA), in this order."""
+    """One row a key group emits: its kind (ROWS, MARK, KEYLESS, FAILED, HOLDS, AT), the instant
+    (a MARK's: the latest instant due; KEYLESS: the element's time), the key group (KEYLESS: the
+    stream), the payload (rows or windows as JSON, the error, the set-aside element; a MARK's:
+    `mark_payload`; an AT's: `at_payload`) and a count (ROWS, AT: elements read; MARK: elements
+    that came in late). Spark's rows have these columns (EMITTED_SCHEMA), in this order."""
 
     kind: str
     instant: int
@@ -64,6 +71,30 @@ class Emitted(NamedTuple):
     count: int
 
 
+def mark_payload(holds: bool, watermark: int | None) -> str:
+    """A MARK's payload: whether the group keeps elements after the micro-batch (a group that
+    keeps none runs no more until its keys' next element, and reports nothing meanwhile), and
+    the watermark it saw (µs, None before the first), which says what made an instant due."""
+    return json.dumps({"holds": holds, "watermark": watermark})
+
+
+def at_payload(rows: list, closed: list[str], windows: dict[str, tuple[int, int]]) -> str:
+    """An AT's payload: the rows, the windows that closed at the instant (none: where the windows
+    stand as a micro-batch begins) and the interval each window holding elements lists."""
+    return json.dumps({"rows": rows, "closed": closed, "windows": windows})
+
+
+def read_mark(payload: str) -> tuple[bool, int | None]:
+    """(holds, watermark) of a MARK's payload (a MARK written before they were told: a group
+    that holds elements, the watermark unknown)."""
+    if not payload:
+        return True, None
+    told = json.loads(payload)
+    return bool(told.get("holds", True)), told.get("watermark")
+
+
+# Before any instant (a key group of partitioned windows that has seen none due yet).
+EARLIEST = -(1 << 62)
 # Elements without a key are grouped under this one (no key value is empty: keys are terms).
 NO_KEY = ""
 # Keys are spread over key groups, each one Spark state: evaluating a group's keys together
@@ -109,7 +140,9 @@ def element_key(element: Element, key: PartitionKey) -> tuple[str | None, str]:
         return values.pop(), ""
     if not values:
         return None, "no partition key: the element has no %s triple" % key.show()
-    return None, "%d partition keys: the element's %s triples give %s" % (len(values), key.show(), ", ".join(sorted(values)))
+    return None, ("%d partition keys: the element's %s triples give %s (partitioned evaluation keys an element by one "
+                  "value; the single store reads it under each, and a partitioned window holds it in each partition)"
+                  % (len(values), key.show(), ", ".join(sorted(values))))
 
 
 class KeyedElement(NamedTuple):
@@ -295,10 +328,16 @@ class PlanRunner:
         self.policy = report_policy(self.query, plan.report)
         self.template: Template = compile_template(self.query, plan.rewrite)
         self.functions = FunctionLibrary(cache=plan.rspu_cache)
+        # Partitioned windows (the rules allow them only alone): the last n elements of each key
+        # stay in them however old, and they change only at their own elements.
+        self.keyed = all(isinstance(w, PartitionedWindow) for w in self.query.windows.values())
         # How long after an element some window can still hold it: a range and a step, and a
         # periodic instant reading a close up to a period later.
         period = self.query.computed_every or 0
-        self.reach = max(w.range + w.step for w in self.query.windows.values()) + period
+        self.reach = None if self.keyed else max(w.range + w.step for w in self.query.windows.values()) + period
+        # An instant is complete once the watermark passes it by this much (a window holding the
+        # elements at its close instant waits for the stream past it).
+        self.lag = self.policy.complete_through(0)
         # A kept store serves the same plan only (another text or background under the same
         # query id is another store).
         self.identity = hashlib.blake2b(repr((plan.query_id, plan.text, plan.keys, plan.dialect, plan.start,
@@ -309,7 +348,7 @@ class PlanRunner:
         """The latest instant due: every stream complete through it (the watermark), or
         `max_delay` of processing time past it."""
         late_bound = processing_time - self.plan.max_delay if self.plan.max_delay is not None else None
-        candidates = [w for w in (watermark, late_bound) if w is not None]
+        candidates = [w for w in (None if watermark is None else watermark - self.lag, late_bound) if w is not None]
         return max(candidates) if candidates else None
 
     def step(self, group: str, new: list[KeyedElement], saved: tuple | None, watermark: int | None,
@@ -326,44 +365,67 @@ class PlanRunner:
             # here was often left a micro-batch or more behind, by the same state less the
             # chunks appended elsewhere since.
             store = self.kept.take((self.identity, group), saved, lambda row: state.lacking(
-                PartitionState(*row), self.policy.retention(state.after, None)))
+                PartitionState(*row), {} if self.keyed else self.policy.retention(state.after, None)))
         if state is None and not new:
-            return [Emitted(MARK, -1, group, "", 0)], None
+            return [Emitted(MARK, -1, group, mark_payload(False, watermark), 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
-        # No instant up to the earliest element reads it.
-        after = state.after if state is not None else min(e.timestamp for e in new)
-        newest = max([e.timestamp for e in new] + ([state.newest] if state is not None else []))
         through = self.due_through(watermark, processing_time)
-        # Past its newest element's reach a group's windows are empty: no rows to find there
-        # (a group idle for a day must not walk every instant of it).
-        instants = self.policy.fixed_instants(after, min(through, newest + self.reach)) if through is not None else []
         arrived = [(e.stream, e.timestamp, e.nquads) for e in new]
-        # A store is built when an instant is due (the state holds the elements until then);
-        # a kept one takes the new elements at once.
-        if store is None and instants:
-            store = self._store((state.elements() if state is not None else []) + arrived)
-        elif store is not None and arrived:
-            _add(store, arrived)
+        if self.keyed:
+            # Each of the windows' closes due since the last batch's, and where they stood
+            # before them (late elements included). A late element's own close may come before
+            # the last batch's: the group reports from there, which the driver evaluates when
+            # after its latest instant, as the single store does. The store is kept at every
+            # batch (retention reads it). A new group reports its closes from the first.
+            after = state.after if state is not None else EARLIEST
+            low = min([after] + [e.timestamp - 1 for e in new if e.timestamp <= after])
+            if store is None:
+                store = self._store((state.elements() if state is not None else []) + arrived)
+            elif arrived:
+                _add(store, arrived)
+            instants = self._changes(store, low, through) if through is not None else []
+        else:
+            # No instant up to the earliest element reads it.
+            after = state.after if state is not None else min(e.timestamp for e in new)
+            newest = max([e.timestamp for e in new] + ([state.newest] if state is not None else []))
+            # Past its newest element's reach a group's windows are empty: no rows to find there
+            # (a group idle for a day must not walk every instant of it).
+            instants = [(instant, None) for instant in self.policy.fixed_instants(
+                after, min(through, newest + self.reach))] if through is not None else []
+            # A store is built when an instant is due (the state holds the elements until then);
+            # a kept one takes the new elements at once.
+            if store is None and instants:
+                store = self._store((state.elements() if state is not None else []) + arrived)
+            elif store is not None and arrived:
+                _add(store, arrived)
         emitted: list[Emitted] = []
-        for instant in instants:
+        for instant, closed in instants:
             try:
-                rows, count, holding = self._evaluate(store, instant)
+                rows, count, holding, shown = self._evaluate(store, instant)
             except Exception as e:  # the driver fails the query; the group keeps what it had
                 store.close()
                 emitted += [Emitted(FAILED, instant, group, "%s: %s" % (type(e).__name__, e), 0),
-                            Emitted(MARK, through, group, "", late)]
+                            Emitted(MARK, through, group, mark_payload(True, watermark), late)]
                 kept = state if state is not None else PartitionState.of(after, arrived)
                 return emitted, kept.row()
+            if closed is not None:
+                if closed:
+                    emitted.append(Emitted(AT, instant, group, at_payload(rows, closed, shown), count))
+                elif shown:     # where the windows stand: as of their latest close
+                    emitted.append(Emitted(AT, max(newest for _, newest in shown.values()), group,
+                                           at_payload(rows, [], shown), count))
+                continue
             if rows:
                 emitted.append(Emitted(ROWS, instant, group, json.dumps(rows), count))
             if holding and self.policy.non_empty:
                 emitted.append(Emitted(HOLDS, instant, group, json.dumps(sorted(holding)), 0))
         if through is not None:
             after = max(after, through)
-        emitted.append(Emitted(MARK, through if through is not None else -1, group, "", late))
-        bounds = self.policy.retention(after, None)
+        bounds = self.policy.retention(after, store if self.keyed else None)
         state = state.appended(arrived) if state is not None else PartitionState.of(after, arrived)
         state = state.expired(after, bounds)
+        emitted.append(Emitted(MARK, through if through is not None else -1, group,
+                               mark_payload(state is not None, watermark), late))
         if store is None:
             return emitted, (state.row() if state is not None else None)
         if state is None or self.kept is None:
@@ -382,17 +444,33 @@ class PlanRunner:
         _add(store, elements)
         return store
 
-    def _evaluate(self, store: StreamStore, instant: int) -> tuple[list, int, set[str]]:
+    def _changes(self, store: StreamStore, after: int, through: int) -> list[tuple[int, list[str]]]:
+        """A group of partitioned windows: `after` with no window closing (where the windows
+        stand then: as of their latest close up to it), then the instants in (after, through]
+        where its windows close (an element of theirs is there), each with the windows that do.
+        (Where the windows stand goes even when nothing of theirs is due: another group's late
+        element may make an instant due before them.)"""
+        found = [(after, [])]
+        t = after
+        while True:
+            closes = {w.iri: w.next_close(t, store) for w in self.query.windows.values()}
+            t = min((c for c in closes.values() if c is not None), default=None)
+            if t is None or t > through:
+                return found
+            found.append((t, sorted(iri for iri, c in closes.items() if c == t)))
+
+    def _evaluate(self, store: StreamStore, instant: int) -> tuple[list, int, set[str], dict[str, tuple[int, int]]]:
         """What the group's keys give at `instant` (SELECT: rows; CONSTRUCT: the triples as
-        N-Triples lines; ASK: [true] or nothing), the elements their windows hold, and which
-        windows hold some."""
+        N-Triples lines; ASK: [true] or nothing), the elements their windows hold, which windows
+        hold some, and the interval each lists."""
         contents = self.policy.contents(instant, store)
         elements = {w: content.select(self.query.windows[w].stream, store) for w, content in contents.items()}
         count = sum(len(e) for e in elements.values())
         if not count:
-            return [], 0, set()
+            return [], 0, set(), {}
         holding = {w for w, found in elements.items() if found}
-        return store.evaluate(self.template, elements, self.functions, _RESULTS[self.query.form]), count, holding
+        shown = {w: contents[w].shown for w in holding}
+        return store.evaluate(self.template, elements, self.functions, _RESULTS[self.query.form]), count, holding, shown
 
 
 # An element's first line in canonical N-Quads: its timestamp triple (graph, predicate, literal),

@@ -158,23 +158,48 @@ def test_partitioned_evaluation_agrees_with_the_reference():
     assert sum(evaluated) > 100      # instants evaluated partitioned, not refusals
 
 
-@pytest.mark.xfail(strict=True, reason="known divergence found by the differential test: a partitioned query's "
-                   "instants are evaluated when its key groups report a watermark, and no group reports while none "
-                   "holds elements (before the first element; live, also after they all expired, until the next "
-                   "comes): the single store reports those instants at x + max_delay, empty (and DStream the rows "
-                   "that left)")
-def test_a_partitioned_query_reports_its_instants_while_no_key_group_holds_elements():
+def test_a_partitioned_query_reports_its_instants_while_no_key_group_holds_elements(tmp_path):
+    # A partitioned query's instants come from its key groups' reports, and no group reports
+    # while none holds elements: before the first element, and live after they all expired
+    # until the next comes. The engine evaluates those instants itself when they are due by
+    # max_delay, empty (DStream: the rows that left), as the single store does. Played live
+    # (test_partitions.play_live: a micro-batch a second on a virtual clock, elements stamped
+    # on arrival) beside the single store fed the same elements: the same records as the
+    # reference's, the same triggers as the single store's.
+    from rspstar.endpoint.engine.clock import VirtualClock
+    from rspstar.endpoint.engine.runner import EngineConfig, Runner
+    from rspstar.store.codec import Payload
+    from rspstar.store.partitions import KeptStores, PlanRunner
+    from rspstar.store.stream_store import StreamStore
+    from rspstar.translator.partition import PartitionKey
+    from differential.model import EX, T0, stream_file
+    from test_partitions import play_live
+
     case = keyed(_select((WindowBlock(1, (KeyTriple(), ValueTriple())),), projection=("k", "v1"),
-                         declarations=(Declaration(1, 1, TimeWindow(2000)),), r2s="DSTREAM", r2s_written="keyword"))
-    # No element at all; or one that no window ever holds (stamped before the windows start),
-    # whose key group drops it at once.
-    for elements in ((), _elements((1, 0, 1, 3, None))):
-        late_start = Declaration(1, 1, TimeWindow(2000, start=1000))
-        query = dataclasses.replace(case.query, declarations=(late_start,))
-        expected = Reference(dataclasses.replace(case, query=query, elements=elements)).records([query])[0]
+                         declarations=(Declaration(1, 1, TimeWindow(2000, start=1000)),), r2s="DSTREAM",
+                         r2s_written="keyword"))
+    query = case.query
+    keys = {EX + "s1": PartitionKey(EX + "key")}
+    # No element at all; one that no window ever holds (stamped before the windows start), whose
+    # key group drops it at once; one whose rows leave at 5 s, then none until 10.5 s.
+    for elements in ((), _elements((1, 0, 1, 3, None)), (Element(1, 1500, 1, 3, None), Element(1, 10_500, 2, 4, None))):
+        run = dataclasses.replace(case, elements=elements, end=14_000)
+        expected = Reference(run).records([query])[0]
         assert [r["time"] for r in expected][:2] == ["2026-03-01T08:00:03Z", "2026-03-01T08:00:05Z"]
-        records, _ = partitioned(dataclasses.replace(case, query=query, elements=elements), query, 1_000_000)
-        assert not differences(expected, records, "partitioned")
+        clock = VirtualClock(T0)
+        config = EngineConfig(partition_keys=keys, federation_allowed=None, data_dir=tmp_path / str(len(elements)))
+        engine = Runner(StreamStore(), clock, config)
+        single = Runner(StreamStore(), clock)
+        partitioned = engine.register(query.text(), "q", options=dict(query.options(), partition="?k"))
+        alone = single.register(query.text(), "q", options=query.options())
+        payloads = [Payload(EX + "s1", "trig", "s1.trig", stream_file(list(elements), 1), 0)]
+        play_live(engine, "q", PlanRunner(engine.partition_plan("q"), KeptStores(8)), payloads, keys,
+                  T0 + (run.end + 3000) * MS, 1_000_000, single)
+        records = [r for r in partitioned.history.since() if r["time"] <= expected[-1]["time"]]
+        assert not differences(expected, [{k: v for k, v in r.items() if k not in ("trigger", "latency_ms")}
+                                          for r in records], "partitioned")
+        assert [(r["time"], r["trigger"]) for r in records] == \
+            [(r["time"], r["trigger"]) for r in alone.history.since() if r["time"] <= expected[-1]["time"]]
 
 
 @pytest.mark.differential_long

@@ -117,14 +117,66 @@ def test_a_partitioned_window_is_held_to_max_elements_per_key():
     assert "max_elements" in str(e.value)
 
 
-@pytest.mark.parametrize("spec, kind", [("ELEMS 1 PARTITION BY ex:sensor", "partitioned"),
-                                        ("RANGE UNBOUNDED STEP PT1S", "landmark"),
+@pytest.mark.parametrize("spec, kind", [("RANGE UNBOUNDED STEP PT1S", "landmark"),
                                         ("FACTS { ?o ex:on true } SINCE { ?o ex:sensor ?sensor } TILL { ?o ex:v ?v }",
                                          "fact")])
-def test_the_new_windows_do_not_run_partitioned_on_spark(spec, kind):
+def test_landmark_and_fact_windows_do_not_run_partitioned_on_spark(spec, kind):
     from rspstar.translator.partition import PartitionError, PartitionKey, check_partitioned
     from rspstar.translator.validate import compile_query
     q = compile_query(QUERY % spec)
     with pytest.raises(PartitionError) as e:
         check_partitioned(q, "?sensor", {EX + "s": PartitionKey(EX + "sensor")}, report_policy(q))
     assert e.value.rule == "window" and "a %s window, which runs on the single store only" % kind in str(e.value)
+
+
+TWO = """PREFIX ex: <http://example.org/>
+SELECT ?sensor ?v ?w
+FROM NAMED WINDOW ex:latest ON ex:s [ELEMS 1 PARTITION BY ex:sensor]
+FROM NAMED WINDOW ex:other ON ex:t [%s]
+WHERE { WINDOW ex:latest { GRAPH ?g { ?o ex:sensor ?sensor ; ex:v ?v } }
+        WINDOW ex:other { GRAPH ?h { ?p ex:sensor ?sensor ; ex:v ?w } } }"""
+
+
+@pytest.mark.parametrize("text, key, report", [
+    (QUERY % "ELEMS 1 PARTITION BY ex:sensor", "<http://example.org/sensor>", None),
+    (QUERY % "ELEMS 3 PARTITION BY ex:floor, ex:sensor", "<http://example.org/sensor>", "close and non-empty"),
+    (QUERY % "ELEMS 1 PARTITION BY ex:sensor", "<http://example.org/sensor>", "periodic(PT5S)"),
+    (TWO % "ELEMS 2 PARTITION BY ex:sensor", "<http://example.org/sensor>", "close and non-empty(ex:other)"),
+])
+def test_a_partitioned_window_runs_partitioned_on_spark_when_its_key_includes_the_stream_s(text, key, report):
+    # Each window partition's elements all have one value of the stream's key: they are in one
+    # key group, which evaluates the window there as the single store does.
+    from rspstar.translator.partition import PartitionKey, check_partitioned
+    from rspstar.translator.validate import compile_query
+    q = compile_query(text)
+    keys = {EX + "s": PartitionKey.parse(key), EX + "t": PartitionKey.parse(key)}
+    check_partitioned(q, "?sensor", keys, report_policy(q, report))
+
+
+@pytest.mark.parametrize("text, key, report, message", [
+    (QUERY % "ELEMS 1 PARTITION BY ex:floor", "<http://example.org/sensor>", None,
+     "window <http://example.org/latest> is partitioned by <http://example.org/floor>, which does not include its "
+     "stream's partition key <http://example.org/sensor>"),
+    (QUERY % "ELEMS 1 PARTITION BY ex:sensor", "^<http://example.org/sensor>", None,
+     "does not include its stream's partition key ^<http://example.org/sensor>"),
+    (TWO % "RANGE PT10S STEP PT2S", "<http://example.org/sensor>", None,
+     "window <http://example.org/latest> is a partitioned window beside windows of other kinds"),
+    (QUERY % "ELEMS 1 PARTITION BY ex:sensor", "<http://example.org/sensor>", "content-change",
+     "report policy 'content-change' takes its instants from the elements"),
+    # A late element of one key group may add an instant before those already due, and the
+    # other groups say what they held as of their latest close, which would not be that
+    # instant's when some closes are not instants.
+    (TWO % "ELEMS 2 PARTITION BY ex:sensor", "<http://example.org/sensor>", "close(ex:other)",
+     "report policy 'close(<http://example.org/other>)' reports at the closes of some of the partitioned windows"),
+    (TWO % "ELEMS 2 PARTITION BY ex:sensor", "<http://example.org/sensor>", "close(ex:latest) and close(ex:other)",
+     "reports at the closes of some of the partitioned windows only"),
+])
+def test_a_partitioned_window_that_spark_cannot_run_as_the_spec_says_is_refused_naming_the_rule(
+        text, key, report, message):
+    from rspstar.translator.partition import PartitionError, PartitionKey, check_partitioned
+    from rspstar.translator.validate import compile_query
+    q = compile_query(text)
+    keys = {EX + "s": PartitionKey.parse(key), EX + "t": PartitionKey.parse(key)}
+    with pytest.raises(PartitionError) as e:
+        check_partitioned(q, "?sensor", keys, report_policy(q, report))
+    assert message in str(e.value) and str(e.value).startswith("partition rule '%s'" % e.value.rule)

@@ -137,3 +137,34 @@ def test_a_run_that_finds_the_query_busy_counts_a_missed_run():
     with q.lock:
         assert engine.run_query("a") == 0
     assert q.status.missed_runs == 1
+
+
+def test_a_partitioned_query_is_asked_at_its_close_plus_max_delay_while_no_key_group_holds_elements():
+    # Its key groups report its instants (Runner.accept_partitions); while none holds elements
+    # none reports, and the scheduler asks the query at its close plus max_delay, as any other.
+    from rspstar.store.partitions import MARK, Emitted, mark_payload
+    from rspstar.endpoint.engine.scheduler import UNKNOWN_NEXT_SECONDS
+    from rspstar.translator.partition import PartitionKey
+    keyed = """PREFIX ex: <http://example.org/>
+SELECT ?o ?k FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:key ?k } } }
+"""
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(
+        max_delay=5 * S, partition_keys={"http://example.org/s": PartitionKey("http://example.org/key")}))
+    engine.register(keyed, "p", options={"partition": "?k"})
+    clock = Monotonic()
+    scheduler = LiveScheduler(engine, monotonic=clock, executor=INLINE)
+    try:
+        assert scheduler.step() == ["p"] and scheduler.planned("p") == clock.now + 7
+        clock.now += 7
+        engine.clock.set(T0 + 7 * S)
+        assert scheduler.step() == ["p"]
+        status = engine.get("p").status
+        assert status.evaluations == 1 and status.last_trigger == "max_delay"
+        # A group holds elements now: it reports, and the query is asked now and then in case it stops.
+        engine.accept_partitions("p", [Emitted(MARK, T0 + 2 * S, "7", mark_payload(True, T0 + S), 0)])
+        clock.now += 9
+        engine.clock.set(T0 + 16 * S)
+        assert scheduler.step() == ["p"] and status.evaluations == 1
+        assert scheduler.planned("p") == clock.now + UNKNOWN_NEXT_SECONDS
+    finally:
+        scheduler.shutdown()

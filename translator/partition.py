@@ -12,7 +12,9 @@ triples, since each solution instantiates the template on its own, a triple that
 make kept once; ASK, true when some key's is):
 
 - `window`: every window a time window of an RSP-QL* query (no count window, no dialect
-  bounds), on a stream that has a partition key;
+  bounds), on a stream that has a partition key; or every window a partitioned window (spec
+  6.9) whose key includes its stream's partition key `<p>` (so that all of a window partition's
+  elements are in one key group);
 - `binds`: every WINDOW block has triple patterns only inside GRAPH ?g blocks, and
   every GRAPH block inside it (also inside OPTIONAL, MINUS, UNION or EXISTS) has a triple
   pattern `?s <p> ?v` (`?v <p> ?s` for `^<p>`) of its own, with `<p>` its stream's key;
@@ -23,8 +25,9 @@ make kept once; ASK, true when some key's is):
 - `modifiers`: no ORDER BY, LIMIT or OFFSET (they would apply per key);
 - `service`: no SERVICE (executors do not call out);
 - `report`: reported at window closes (of any window or of named ones) or periodically, so
-  that the instants do not depend on the data; `non-empty` strategies may join them (each key
-  group says which windows held elements).
+  that the instants do not depend on the data, or, over partitioned windows, at every window's
+  closes (each key group says where its windows closed); `non-empty` strategies may join them
+  (each key group says which windows held elements).
 
 Triple patterns outside the windows read the background, which every partition has whole.
 """
@@ -88,19 +91,36 @@ def check_partitioned(query: ContinuousQuery, variable: str, keys: dict[str, Par
                              % query.dialect)
     if not query.windows:
         raise PartitionError("window", "the query reads no window")
+    partitioned = [w for w in query.windows.values() if isinstance(w, PartitionedWindow)]
+    if partitioned and len(partitioned) < len(query.windows):
+        raise PartitionError("window", "window <%s> is a partitioned window beside windows of other kinds, which "
+                                       "runs on the single store only" % partitioned[0].iri)
     for window in query.windows.values():
-        if isinstance(window, (PartitionedWindow, LandmarkWindow, FactWindow)):
+        if isinstance(window, (LandmarkWindow, FactWindow)):
             raise PartitionError("window", "window <%s> is a %s window, which runs on the single store only"
                                  % (window.iri, {"facts": "fact"}.get(window.describe()["kind"], window.describe()["kind"])))
-        if not isinstance(window, TimeWindow) or window.upper_closed:
+        if not isinstance(window, (TimeWindow, PartitionedWindow)) or getattr(window, "upper_closed", False):
             raise PartitionError("window", "window <%s> is not a time window: the last n elements of a stream "
                                            "are not the last n of each key" % window.iri)
         if window.stream not in keys:
             raise PartitionError("window", "stream <%s> (window <%s>) has no partition key configured"
                                  % (window.stream, window.iri))
-    if not policy.fixed:
+        key = keys[window.stream]
+        if isinstance(window, PartitionedWindow) and (key.inverse or key.predicate not in window.keys):
+            raise PartitionError("window", "window <%s> is partitioned by %s, which does not include its stream's "
+                                           "partition key %s: a key of the window would span key groups"
+                                 % (window.iri, ", ".join("<%s>" % k for k in window.keys), key.show()))
+    if policy.content_change or not (policy.fixed or partitioned):
         raise PartitionError("report", "report policy %r takes its instants from the elements; use close, "
                                        "close(<w>), periodic and non-empty strategies" % policy.show())
+    if partitioned and not (policy.fixed or policy.at_every_close):
+        # A key group's late element may add an instant before those already due, where every
+        # group must say what it held: each says so as of its latest close, which is then the
+        # instant's only when every close is an instant.
+        raise PartitionError("report", "report policy %r reports at the closes of some of the partitioned windows "
+                                       "only; partitioned, a query over partitioned windows reports at every "
+                                       "window's closes (close) or periodically, with or without non-empty "
+                                       "strategies" % policy.show())
     head = _words(body.form_head, tokens)
     modifiers = _words(body.modifiers, tokens)
     if any(t.kind == NAME and t.text.upper() == "SERVICE" for t in tokens):

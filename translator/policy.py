@@ -311,6 +311,32 @@ class ReportPolicy:
                 instants.update(term.progression.between(after, until))
         return sorted(instants)
 
+    def next_fixed_instant(self, after: int) -> int | None:
+        """The first instant after `after` that does not depend on the data (None: none does)."""
+        known = [term.progression.next(after, None) for term in self.terms
+                 if not term.data and term.progression is not None]
+        return min(known) if known else None
+
+    @property
+    def at_every_close(self) -> bool:
+        """Whether the instants are the closes of every window, each a count or partitioned
+        window's (at its elements): `close`, or `close(<w>)` naming all of them."""
+        closes = [term.data[0] for term in self.terms if term.progression is None and len(term.data) == 1]
+        return not self.content_change and len(closes) == len(self.terms) \
+            and all(isinstance(source, _CountCloses) for source in closes) \
+            and {source.window.iri for source in closes} == {w.iri for w in self.windows}
+
+    def gives(self, instant: int, closed: set[str]) -> bool:
+        """Whether `instant` is one of the policy's instants when the count and partitioned
+        windows `closed` close there (an element of theirs is at the instant) and no other: for
+        a partitioned query, whose key groups say which of their windows closed where."""
+        for term in self.terms:
+            if term.progression is not None and term.progression.next(instant - 1, None) != instant:
+                continue
+            if all(isinstance(source, _CountCloses) and source.window.iri in closed for source in term.data):
+                return True
+        return False
+
     def contents(self, instant: int, view: StreamView) -> dict[str, WindowContent]:
         """What each window holds at `instant` (a window that holds nothing yet is left out):
         its latest window closed at or before it, or under content change the elements with

@@ -142,10 +142,12 @@ class QueryEvaluator:
         evaluation.seconds = time.perf_counter() - started
         return evaluation
 
-    def evaluation_of(self, instant: int, rows: list, count: int, holding: set[str] = frozenset()) -> Evaluation | None:
+    def evaluation_of(self, instant: int, rows: list, count: int, holding: set[str] = frozenset(),
+                      windows: dict[str, tuple[int, int]] | None = None) -> Evaluation | None:
         """The evaluation at `instant` from rows found elsewhere (a partitioned query's keys,
-        evaluated on Spark's executors, `holding` the windows where they found elements), after
-        R2S; None when the report policy's non-empty strategies skip it."""
+        evaluated on Spark's executors, `holding` the windows where they found elements, and
+        `windows` the intervals they list when the windows' contents depend on the elements:
+        partitioned windows), after R2S; None when the report policy's non-empty strategies skip it."""
         if not self.policy.report_where(holding.__contains__):
             return None
         form = self.query.form
@@ -153,7 +155,9 @@ class QueryEvaluator:
             value = _lines_with_triples(list(dict.fromkeys(rows)))
         else:
             value = rows if form is QueryForm.SELECT else bool(rows)
-        return self._stream(instant, self.policy.contents(instant, self.view), Relation(form, value, count))
+        contents = self.policy.contents(instant, self.view) if windows is None else \
+            {w: WindowContent(interval) for w, interval in windows.items()}
+        return self._stream(instant, contents, Relation(form, value, count))
 
     def _stream(self, instant: int, contents: dict[str, WindowContent], relation: Relation) -> Evaluation:
         """R2S: what the evaluation at `instant` emits of `relation`."""

@@ -26,11 +26,11 @@ from rspstar.config.schema import settings_class
 from rspstar.store.errors import EvaluationCancelled
 from rspstar.store.isolation import EvaluationWorkers
 from rspstar.store.limits import EvaluationLimits, EvaluationScope
-from rspstar.store.partitions import FAILED, HOLDS, MARK, ROWS, Emitted, PartitionPlan
+from rspstar.store.partitions import AT, FAILED, HOLDS, MARK, ROWS, Emitted, PartitionPlan, read_mark
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import ScopedStore, StreamStore
 from rspstar.translator.errors import TranslatorError
-from rspstar.translator.model import ContinuousQuery, QueryForm
+from rspstar.translator.model import ContinuousQuery, PartitionedWindow, QueryForm
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.admission import admit, check_landmark_starts
 
@@ -53,6 +53,20 @@ COST_SMOOTHING = 0.2
 MAX_EVALUATIONS_PER_RUN = 8
 # Due instants a query under overrun = skip passes over in one run (the rest at its next run).
 MAX_SKIPPED_PER_RUN = 100_000
+
+
+def _standing(records) -> tuple[list, int, set[str], dict[str, tuple[int, int]]]:
+    """What partitioned windows give at an instant from each key group's latest record (store.
+    partitions.AT, with its count): the rows of all, the elements read, the windows holding
+    elements and the interval each lists (from the oldest element any group holds to the newest)."""
+    rows, count, windows = [], 0, {}
+    for record, read in records:
+        rows.extend(record["rows"])
+        count += read
+        for window, (oldest, newest) in record["windows"].items():
+            held = windows.get(window)
+            windows[window] = (oldest, newest) if held is None else (min(held[0], oldest), max(held[1], newest))
+    return rows, count, set(windows), windows
 
 
 class UnknownQuery(EndpointError):
@@ -171,7 +185,9 @@ class RegisteredQuery:
         self.feed = EventFeed()
         self.status = QueryStatus(rate=evaluator.policy.rate())
         self.after = start          # the next evaluation is at the query's first instant after this
-        self.status.next_close = evaluator.next_instant(start)
+        # Evaluated per key on Spark's executors (option partition), not by the runner here.
+        self.partitioned = evaluator.options.partition is not None
+        self.status.next_close = self.next_instant()
         self.lock = threading.Lock()
         self.removed = False        # set by Runner.remove: an evaluation loop stops at the next instant
         # The latest instant evaluated and what its evaluation needed of the streams (its
@@ -180,16 +196,24 @@ class RegisteredQuery:
         # (publications count them, on any thread).
         self.evaluated: tuple[int, int] | None = None
         self.late_lock = threading.Lock()
-        # Evaluated per key on Spark's executors (option partition), not by the runner here.
-        self.partitioned = evaluator.options.partition is not None
+        # Whether one of its key groups kept elements after the latest micro-batch (None: no
+        # micro-batch told yet). While none does, none reports, and the runner evaluates the
+        # query's instants itself (Runner._run_unheld). Saved with the query's progress.
+        self.groups_hold: bool | None = None
 
     @property
     def id(self) -> str:
         return self.spec.id
 
-    def next_instant(self) -> int | None:
-        """The query's next evaluation instant known now."""
-        return self.evaluator.next_instant(self.after)
+    def next_instant(self, after: int | None = None) -> int | None:
+        """The query's next evaluation instant known now (after `after`, else after its last).
+        A partitioned query's key groups find its instants that depend on the data (its
+        partitioned windows' closes; the store here need not hold its elements): here, only
+        the others are known."""
+        after = self.after if after is None else after
+        if self.partitioned:
+            return self.evaluator.policy.next_fixed_instant(after)
+        return self.evaluator.next_instant(after)
 
     def behind(self) -> int:
         """µs from the query's next due instant to the clock, now: it grows while a run is
@@ -359,6 +383,7 @@ class Runner:
                                                        self.config.history_bytes), start, scope, self.clock)
             if resume_after is not None:     # evaluated up to there before a restart
                 registered.evaluated = (resume_after, evaluator.policy.complete_through(resume_after))
+            registered.groups_hold = (resume_state or {}).get("partitions", {}).get("hold")
             self._queries[query_id] = registered
             if persist:
                 self.repository.save(spec)
@@ -463,7 +488,7 @@ class Runner:
         except UnknownQuery:
             return 0
         if registered.partitioned:
-            return 0
+            return self._run_unheld(registered)
         if not registered.lock.acquire(blocking=False):
             registered.status.missed_runs += 1
             return 0
@@ -537,6 +562,8 @@ class Runner:
         registered.spec.r2s_previous = registered.evaluator.r2s_state()
         if self.repository.data_dir is not None:      # (read only to be kept)
             registered.spec.state = registered.evaluator.query_state()
+            if registered.partitioned:
+                registered.spec.state = dict(registered.spec.state or {}, partitions={"hold": registered.groups_hold})
         registered.spec.counters = registered.status.saved()
         if not registered.removed:
             self.repository.save_progress(registered.spec)
@@ -580,36 +607,110 @@ class Runner:
         marks = [row for row in emitted if row.kind == MARK]
         through = max((row.instant for row in marks), default=-1)
         late = sum(row.count for row in marks)
+        # Every group that keeps elements runs at every micro-batch (store.partitions): one with
+        # no MARK keeping some is one where none holds elements.
+        told = [read_mark(row.payload) for row in marks]
+        hold = any(holds for holds, _ in told)
+        watermark = max((w for _, w in told if w is not None), default=None)
         failed = min((row for row in emitted if row.kind == FAILED), default=None, key=lambda row: row.instant)
         if failed is not None:     # the instants before it are complete; it and the rest are not
             through = min(through, failed.instant - 1)
         rows: dict[int, list[dict]] = {}
         counts: dict[int, int] = {}
         holding: dict[int, set[str]] = {}
+        standing: list[tuple[int, str, dict, int]] = []     # partitioned windows: (instant, group, record, count)
         for row in emitted:
             if row.kind == ROWS:
                 rows.setdefault(row.instant, []).extend(json.loads(row.payload))
                 counts[row.instant] = counts.get(row.instant, 0) + row.count
             elif row.kind == HOLDS:
                 holding.setdefault(row.instant, set()).update(json.loads(row.payload))
+            elif row.kind == AT:
+                standing.append((row.instant, row.key, json.loads(row.payload), row.count))
         with registered.lock:
             if registered.status.state != "running":
                 return 0
             if late:
                 registered.status.late_elements += late
                 log.warning("query %s: %d late element(s), kept for the windows still open", query_id, late)
-            instants = registered.evaluator.policy.fixed_instants(registered.after, through) if through >= 0 else []
+            policy = registered.evaluator.policy
+            instants = policy.fixed_instants(registered.after, through) if through >= 0 else []
+            keyed = any(isinstance(w, PartitionedWindow) for w in registered.query.windows.values())
+            if keyed:
+                instants = self._keyed_instants(registered, instants, standing, through)
+                standing.sort(key=lambda record: record[0])
+                current: dict[str, tuple[dict, int]] = {}      # each group's latest record
+                taken = 0
             for instant in instants:
-                evaluation = registered.evaluator.evaluation_of(instant, rows.get(instant, []), counts.get(instant, 0),
-                                                                holding.get(instant, set()))
+                if keyed:
+                    while taken < len(standing) and standing[taken][0] <= instant:
+                        current[standing[taken][1]] = standing[taken][2:]
+                        taken += 1
+                    evaluation = registered.evaluator.evaluation_of(instant, *_standing(current.values()))
+                else:
+                    evaluation = registered.evaluator.evaluation_of(instant, rows.get(instant, []),
+                                                                    counts.get(instant, 0), holding.get(instant, set()))
                 registered.after = instant
-                self._emit(registered, instant, "watermark", evaluation)
+                # Due by the watermark the groups saw, or else by max_delay of processing time.
+                trigger = "watermark" if watermark is not None and watermark >= policy.complete_through(instant) \
+                    else "max_delay"
+                self._emit(registered, instant, trigger, evaluation)
             registered.status.next_close = registered.next_instant()
-            if instants:
+            changed = hold != registered.groups_hold
+            registered.groups_hold = hold
+            if instants or changed:
                 self._save_progress(registered)
             if failed is not None:     # as a failing evaluation stops a query of the single store
                 registered.fail(failed.instant, failed.payload)
         return len(instants)
+
+    @staticmethod
+    def _keyed_instants(registered: RegisteredQuery, fixed: list[int], standing: list[tuple], through: int) -> list[int]:
+        """A query over partitioned windows: its instants in (after, through], those its policy
+        gives whatever the data (periodic) and those where the windows its key groups say
+        closed there, together, make the policy hold."""
+        closed: dict[int, set[str]] = {}
+        for instant, _, record, _ in standing:
+            if record["closed"] and registered.after < instant <= through:
+                closed.setdefault(instant, set()).update(record["closed"])
+        policy = registered.evaluator.policy
+        return sorted(set(fixed) | {t for t, windows in closed.items() if policy.gives(t, windows)})
+
+    def groups_may_hold(self, registered: RegisteredQuery) -> bool:
+        """Whether a partitioned query's key groups may hold elements (so that they report its
+        instants): as the latest micro-batch told, or, before any has, whether the store holds
+        elements of its streams (its streaming query reads them again)."""
+        if registered.groups_hold is not None:
+            return registered.groups_hold
+        streams = self.store.streams()
+        return any(streams[s].elements for s in registered.query.streams if s in streams)
+
+    def _run_unheld(self, registered: RegisteredQuery) -> int:
+        """A partitioned query's instants while none of its key groups holds elements: none
+        reports then (before the first element, after they all expired), so the runner
+        evaluates them itself once due by max_delay, empty, as the single store does with
+        nothing in the windows. Returns how many ran."""
+        if not registered.lock.acquire(blocking=False):
+            registered.status.missed_runs += 1
+            return 0
+        ran = 0
+        try:
+            while registered.status.state == "running" and not registered.removed and ran < MAX_EVALUATIONS_PER_RUN \
+                    and not self.groups_may_hold(registered):
+                instant = registered.next_instant()     # (those that depend on the data: none here)
+                if instant is None or self.clock.now() < instant + self.config.max_delay:
+                    break
+                evaluation = registered.evaluator.evaluation_of(instant, [], 0, windows={} if any(
+                    isinstance(w, PartitionedWindow) for w in registered.query.windows.values()) else None)
+                registered.after = instant
+                self._emit(registered, instant, "max_delay", evaluation)
+                ran += 1
+            registered.status.next_close = registered.next_instant()
+            if ran:
+                self._save_progress(registered)
+        finally:
+            registered.lock.release()
+        return ran
 
     def _arrived(self, stream: str, timestamps: list[int]) -> None:
         """Elements published to `stream` now: those stamped below what a query's evaluations
@@ -637,7 +738,7 @@ class Runner:
         status = registered.status
         status.last_evaluation = instant
         status.last_trigger = trigger
-        status.next_close = registered.evaluator.next_instant(instant)
+        status.next_close = registered.next_instant(instant)
         if evaluation is None:  # skipped by the non-empty report policy
             return
         status.evaluations += 1

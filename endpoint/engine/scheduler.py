@@ -114,14 +114,23 @@ class LiveScheduler:
     def next_wake(self, query_id: str) -> float | None:
         """When a query is next worth asking: now if it is due, else at its next close plus
         `max_delay` (or in UNKNOWN_NEXT_SECONDS when its next close is not known yet); None for
-        a query that is gone, failed or evaluated on Spark's executors."""
+        a query that is gone or failed."""
         try:
             registered = self.engine.get(query_id)
         except UnknownQuery:
             return None
-        if registered.removed or registered.partitioned or registered.status.state != "running":
+        if registered.removed or registered.status.state != "running":
             return None
         now = self.monotonic()
+        if registered.partitioned:
+            # Its key groups report its instants (Runner.accept_partitions); while none holds
+            # elements it evaluates them itself, at max_delay. Asked again now and then: the
+            # groups may stop holding elements.
+            instant = registered.next_instant()
+            if self.engine.groups_may_hold(registered) or instant is None:
+                return now + UNKNOWN_NEXT_SECONDS
+            wait = (instant + self.engine.config.max_delay - self.engine.clock.now()) / 1e6
+            return now + max(self.interval, wait)
         instant = registered.next_instant()
         if instant is None:
             return now + UNKNOWN_NEXT_SECONDS
