@@ -109,7 +109,7 @@ class Replay:
             self.store, pending = self._stage(optimistic=False)
         self.pending = pending
         self.clock = VirtualClock(spec.start)
-        self.engine = Runner(self.store, self.clock, EngineConfig(**_OFFLINE))
+        self.engine = self._runner()
         self.registered = {query_id: self.engine.register(text, query_id, options=self.options[query_id],
                                                           compiled=self.queries[query_id])
                            for query_id, text in spec.queries.items()}
@@ -127,13 +127,21 @@ class Replay:
         [query] = self.queries.values()
         return query
 
-    def _stage(self, optimistic: bool) -> tuple[StreamStore, dict[str, "_Pending"]]:
+    def _new_store(self) -> StreamStore:
         # Every stream file is in the store from the start, so memory peaks there; rebuilding
         # the store after evictions (what keeps a live engine bounded) would lower nothing and
         # cost a copy of what is left, and removing evicted elements from Oxigraph frees no
         # memory in a store that is never rebuilt: eviction only drops them from the index
         # (bench/out/NOTES.md#replay-store).
-        store = StreamStore(compact_after=2**62, remove_evicted=False)
+        return StreamStore(compact_after=2**62, remove_evicted=False)
+
+    def _runner(self) -> Runner:
+        """The engine the replay drives (a subclass may give another store or other settings:
+        the differential test replays over an on-disk store with evaluations in workers)."""
+        return Runner(self.store, self.clock, EngineConfig(**_OFFLINE))
+
+    def _stage(self, optimistic: bool) -> tuple[StreamStore, dict[str, "_Pending"]]:
+        store = self._new_store()
         spec = self.spec
         if spec.background is not None:
             store.background.load(*_read(spec.background))

@@ -24,6 +24,8 @@ EX = "http://example.org/"
 RSPU = "http://w3id.org/rsp/rspu#"
 PROV = "http://www.w3.org/ns/prov#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
+RDFS = "http://www.w3.org/2000/01/rdf-schema#"
+RSPSTAR = "https://w3id.org/rspstar#"
 # Where the reference keeps a window's default graph (its elements' timestamp triples).
 REFERENCE_DEFAULT = "urn:reference:window-default:"
 
@@ -95,7 +97,77 @@ class PastWindow:
         return text
 
 
-WindowSpec = Union[TimeWindow, CountWindow, PastWindow]
+@dataclass(frozen=True)
+class LandmarkWindow:
+    """[RANGE UNBOUNDED STEP β (START τ0)?] (spec 6.10)."""
+    step: int
+    start: int | None = None
+
+    def spec(self) -> str:
+        text = "RANGE UNBOUNDED STEP %s" % duration_text(self.step)
+        if self.start is not None:
+            text += ' START "%s"^^xsd:dateTime' % instant_text(T0 + self.start * MS)
+        return text
+
+
+@dataclass(frozen=True)
+class PartitionedWindow:
+    """[ELEMS n PARTITION BY ex:p1, ex:p2] (spec 6.9); `keys`: the predicates' local names
+    (`key`: one value per element; `tag`: none, one or two)."""
+    size: int
+    keys: tuple
+
+    def spec(self) -> str:
+        return "ELEMS %d PARTITION BY %s" % (self.size, ", ".join("ex:" + k for k in self.keys))
+
+
+@dataclass(frozen=True)
+class FactRecipe:
+    """What a fact window states: its template's triples (subject, predicate, object as SPARQL
+    terms), and its SINCE and TILL group patterns over an element's graph."""
+    template: tuple
+    since: str
+    till: str
+
+
+# The fact windows drawn: who is in which room (TILL sharing both variables, only the key, only
+# the room), a key's value high since it passed 6 until it falls below 3 (a constant object;
+# FILTERs in SINCE and TILL), two triples per fact, and a constant subject (one fact per key
+# whatever the room).
+FACT_RECIPES = {
+    "presence": FactRecipe((("?k", "ex:in", "?r"),), "{ ?o ex:key ?k ; ex:enter ?r }", "{ ?o ex:key ?k ; ex:leave ?r }"),
+    "key-leaves": FactRecipe((("?k", "ex:in", "?r"),), "{ ?o ex:key ?k ; ex:enter ?r }",
+                             "{ ?o ex:key ?k ; ex:leave ?anywhere }"),
+    "room-empties": FactRecipe((("?k", "ex:in", "?r"),), "{ ?o ex:key ?k ; ex:enter ?r }", "{ ?x ex:leave ?r }"),
+    "high": FactRecipe((("?k", "ex:high", "true"),), "{ ?o ex:key ?k ; ex:v ?v FILTER(?v >= 6) }",
+                       "{ ?o ex:key ?k ; ex:v ?v FILTER(?v < 3) }"),
+    "both-ways": FactRecipe((("?k", "ex:in", "?r"), ("?r", "ex:holds", "?k")), "{ ?o ex:key ?k ; ex:enter ?r }",
+                            "{ ?o ex:key ?k ; ex:leave ?r }"),
+    "inside": FactRecipe((("ex:building", "ex:has", "?k"),), "{ ?o ex:key ?k ; ex:enter ?r }",
+                         "{ ?o ex:key ?k ; ex:leave ?r }"),
+}
+
+
+@dataclass(frozen=True)
+class FactWindow:
+    """[FACTS {template} SINCE {..} TILL {..} (STEP β (START τ0)?)?] (spec 6.13)."""
+    recipe: str
+    step: int | None = None
+    start: int | None = None          # only with a step
+
+    def spec(self) -> str:
+        recipe = FACT_RECIPES[self.recipe]
+        text = "FACTS { %s } SINCE %s TILL %s" % (" . ".join(" ".join(t) for t in recipe.template), recipe.since,
+                                                  recipe.till)
+        if self.step is not None:
+            text += " STEP %s" % duration_text(self.step)
+            if self.start is not None:
+                text += ' START "%s"^^xsd:dateTime' % instant_text(T0 + self.start * MS)
+        return text
+
+
+WindowSpec = Union[TimeWindow, CountWindow, PastWindow, LandmarkWindow, PartitionedWindow, FactWindow]
+ELEMENT_WINDOWS = (TimeWindow, CountWindow, PastWindow, LandmarkWindow, PartitionedWindow)
 
 
 @dataclass(frozen=True)
@@ -120,17 +192,18 @@ class Declaration:
 # How an rspu: function's IRI is written: a prefixed name, a full IRI, an IRI relative to the
 # query's BASE, another prefix for the same namespace.
 SPELLINGS = ("rspu", "full", "base", "other")
-_BLOCK_ROLES = ("v", "u", "t", "g", "o")
+_BLOCK_ROLES = ("v", "u", "t", "g", "o", "s")
 
 
 @dataclass(frozen=True)
 class Var:
     """A variable by its role: `v` (an observation's value), `u` (its annotated uncertainty),
-    `t` (its element's time), `g` (its element), `o` (the observation): per window block, the
+    `t` (its element's time), `g` (its element), `o` (the observation), `s` (a fact's
+    rspstar:since): per window block, the
     enclosing one unless `block` says which; `k` (the key), `l` (the key's limit in the
     background), `d` (the key's distribution in the background), `mu` (ex:Sensor's), `lab`
     (the key's label in a background graph), `w` (WINDOW ?w), `b` (the `block`-th BIND, or
-    the latest one written before it)."""
+    the latest one written before it), `r` (a room of a fact window)."""
     role: str
     block: int | None = None
 
@@ -213,26 +286,41 @@ class Bind:
 
 @dataclass(frozen=True)
 class KeyTriple:
-    """?o ex:key ?k, or ex:k<constant> as the object."""
+    """?o ex:key ?k, or ex:k<constant> as the object; `predicate` ref: a super-property of
+    ex:key under a drawn schema (RDFS entailment, spec 6.11)."""
     constant: int | None = None
+    predicate: str = "key"
 
     def render(self, ctx: "Context") -> str:
-        return "?o%d ex:key %s ." % (ctx.block, "?k" if self.constant is None else "ex:k%d" % self.constant)
+        return "?o%d ex:%s %s ." % (ctx.block, self.predicate, "?k" if self.constant is None else "ex:k%d" % self.constant)
 
 
 @dataclass(frozen=True)
 class ValueTriple:
     """?o ex:v ?v, annotated `{| rspu:uncertainty ?u |}` (asserted and annotated) or `quoted`
-    (<< ?o ex:v ?v >> rspu:uncertainty ?u)."""
+    (<< ?o ex:v ?v >> rspu:uncertainty ?u); `predicate` measure or reading: super-properties of
+    ex:v under a drawn schema (an inferred triple has no annotation: spec 6.11)."""
     annotation: str = "none"          # none | annotated | quoted
+    predicate: str = "v"
 
     def render(self, ctx: "Context") -> str:
-        j = ctx.block
+        j, p = ctx.block, self.predicate
         if self.annotation == "annotated":
-            return "?o%d ex:v ?v%d {| rspu:uncertainty ?u%d |} ." % (j, j, j)
+            return "?o%d ex:%s ?v%d {| rspu:uncertainty ?u%d |} ." % (j, p, j, j)
         if self.annotation == "quoted":
-            return "?o%d ex:v ?v%d . << ?o%d ex:v ?v%d >> rspu:uncertainty ?u%d ." % (j, j, j, j, j)
-        return "?o%d ex:v ?v%d ." % (j, j)
+            return "?o%d ex:%s ?v%d . << ?o%d ex:%s ?v%d >> rspu:uncertainty ?u%d ." % (j, p, j, j, p, j, j)
+        return "?o%d ex:%s ?v%d ." % (j, p, j)
+
+
+@dataclass(frozen=True)
+class TypeTriple:
+    """?o a ex:<cls> (the observation) or ?k a ex:<cls> (its key): classes a drawn schema gives
+    through domains, ranges and subclasses."""
+    subject: str                      # o | k
+    cls: str
+
+    def render(self, ctx: "Context") -> str:
+        return "%s a ex:%s ." % ("?o%d" % ctx.block if self.subject == "o" else "?k", self.cls)
 
 
 @dataclass(frozen=True)
@@ -272,11 +360,12 @@ class SubGroup:
 @dataclass(frozen=True)
 class Background:
     """A triple pattern over the background default graph."""
-    kind: str                         # limit | dist | sensor
+    kind: str                         # limit | dist | sensor; under entailment bound | limited | thing
 
     def render(self, ctx: "Context") -> str:
         return {"limit": "?k ex:limit ?l .", "dist": "?k rspu:uncertainty ?d .",
-                "sensor": "ex:Sensor rspu:uncertainty ?mu ."}[self.kind]
+                "sensor": "ex:Sensor rspu:uncertainty ?mu .", "bound": "?k ex:bound ?l .",
+                "limited": "?k a ex:Limited .", "thing": "?k a ex:Thing ."}[self.kind]
 
 
 @dataclass(frozen=True)
@@ -310,6 +399,42 @@ class Values:
 
     def render(self, ctx: "Context") -> str:
         return "VALUES ?k { %s }" % " ".join("ex:k%d" % k for k in self.keys)
+
+
+@dataclass(frozen=True)
+class FactBlock:
+    """WINDOW ex:w<window> (WINDOW ?w when `window` is 0) { s p o [{| rspstar:since ?s<n> |}]
+    side } over a fact window's default graph (spec 6.13): `pattern` one of its template's
+    triples, its variables the query's (?k, ?r)."""
+    window: int
+    pattern: tuple
+    annotated: bool = False
+    side: tuple = ()
+
+    def render(self, ctx: "Context") -> str:
+        outer = ctx.block
+        ctx.blocks += 1
+        ctx.block = ctx.blocks
+        try:
+            triple = " ".join(self.pattern)
+            if self.annotated:
+                triple += " {| rspstar:since ?s%d |}" % ctx.block
+            if ctx.dataset is None:
+                body = " ".join([triple + " ."] + [s.render(ctx) for s in self.side])
+                return "WINDOW %s { %s }" % ("?w" if not self.window else "ex:w%d" % self.window, body)
+            # The window's default graph: the facts that hold (reference.py writes them there).
+            binds = ctx.binds
+
+            def body_in(index):
+                ctx.binds = binds
+                return "{ GRAPH <%s%d> { %s . } %s }" % (REFERENCE_DEFAULT, index, triple,
+                                                        " ".join(s.render(ctx) for s in self.side))
+            if self.window:
+                return body_in(self.window)
+            branches = ["{ BIND(<%sw%d> AS ?w) %s }" % (EX, index, body_in(index)) for index in ctx.dataset.windows]
+            return "{ %s }" % " UNION ".join(branches)
+        finally:
+            ctx.block = outer
 
 
 @dataclass(frozen=True)
@@ -370,17 +495,39 @@ def _iris(iris) -> str:
 
 
 # -- the query ------------------------------------------------------------------------------------
+def prologue(ctx: "Context") -> str:
+    """A query's PREFIX and BASE declarations, for the rspu: IRIs as `ctx` saw them written."""
+    lines = ["PREFIX ex: <%s>" % EX, "PREFIX rspu: <%s>" % RSPU, "PREFIX prov: <%s>" % PROV,
+             "PREFIX xsd: <%s>" % XSD, "PREFIX rspstar: <%s>" % RSPSTAR]
+    if "other" in ctx.spellings:
+        lines.append("PREFIX unc: <%s>" % RSPU)
+    if "base" in ctx.spellings:
+        lines.append("BASE <http://w3id.org/rsp/>")
+    return "\n".join(lines)
+
+
+# An aggregate's alias by its function and argument.
+AGGREGATE_ALIASES = {("COUNT", "*"): "n", ("COUNT", "v1"): "nv", ("SUM", "v1"): "total", ("MIN", "v1"): "low",
+                     ("MAX", "v1"): "top", ("AVG", "v1"): "mean"}
+
+
 @dataclass(frozen=True)
 class Aggregates:
     """SELECT [?k] (COUNT(*) AS ?n) (SUM(?v1) AS ?total) (MAX(?v1) AS ?top) [GROUP BY ?k]
-    [HAVING (COUNT(*) >= having)]."""
+    [HAVING (COUNT(*) >= having)], or the `functions` given ((function, argument) pairs:
+    COUNT(*), COUNT, SUM, MIN, MAX, AVG of ?v1)."""
     by_key: bool
     having: int | None = None
     distinct_count: bool = False
+    functions: tuple | None = None
 
     def head(self) -> str:
+        key = "?k " if self.by_key else ""
+        if self.functions is not None:
+            return key + " ".join("(%s(%s) AS ?%s)" % (f, "*" if a == "*" else "?" + a, AGGREGATE_ALIASES[f, a])
+                                  for f, a in self.functions)
         count = "(COUNT(DISTINCT ?o1) AS ?n)" if self.distinct_count else "(COUNT(*) AS ?n)"
-        return "%s%s (SUM(?v1) AS ?total) (MAX(?v1) AS ?top)" % ("?k " if self.by_key else "", count)
+        return "%s%s (SUM(?v1) AS ?total) (MAX(?v1) AS ?top)" % (key, count)
 
     def tail(self) -> str:
         text = " GROUP BY ?k" if self.by_key else ""
@@ -421,6 +568,7 @@ class Query:
     from_graphs: tuple = ()                     # FROM ex:<name>: the default graph outside windows
     from_named: tuple = ()                      # FROM NAMED ex:<name>: the graphs GRAPH ranges over there
     union_default: bool = False                 # option window_default_graph = union
+    entailment: bool = False                    # option entailment = rdfs
 
     # -- the engine's text ----------------------------------------------------------------------
     def text(self) -> str:
@@ -436,19 +584,10 @@ class Query:
             register += " COMPUTED EVERY %s" % duration_text(self.every)
         if register:
             register += " AS\n"
-        lines = [self._prologue(ctx), register + head]
+        lines = [prologue(ctx), register + head]
         lines += [d.text() for d in self.declarations]
         lines += ["FROM ex:%s" % g for g in self.from_graphs] + ["FROM NAMED ex:%s" % g for g in self.from_named]
         lines.append("WHERE { %s }%s" % (where, self._tail()))
-        return "\n".join(lines)
-
-    def _prologue(self, ctx: "Context") -> str:
-        lines = ["PREFIX ex: <%s>" % EX, "PREFIX rspu: <%s>" % RSPU, "PREFIX prov: <%s>" % PROV,
-                 "PREFIX xsd: <%s>" % XSD]
-        if "other" in ctx.spellings:
-            lines.append("PREFIX unc: <%s>" % RSPU)
-        if "base" in ctx.spellings:
-            lines.append("BASE <http://w3id.org/rsp/>")
         return "\n".join(lines)
 
     def _head(self, keyword: bool = True) -> str:
@@ -475,7 +614,19 @@ class Query:
         found = {"report": self.report()} if self.policy else {}
         if self.union_default:
             found["window_default_graph"] = "union"
+        if self.entailment:
+            found["entailment"] = "rdfs"
         return found
+
+    def spellings(self) -> set:
+        """How the query writes its rspu: IRIs (SPELLINGS)."""
+        ctx = Context()
+        for item in self.where:
+            item.render(ctx)
+        return ctx.spellings
+
+    def streams(self) -> list[int]:
+        return sorted({d.stream for d in self.declarations})
 
     def dataset_graphs(self, background_graphs: list[str]) -> tuple[list[str] | None, list[str]]:
         """(the default graph outside windows: None for the background's, else the FROM graphs;
@@ -489,13 +640,160 @@ class Query:
     def reference_text(self, dataset: "Dataset") -> str:
         ctx = Context(dataset=dataset)
         where = " ".join(i.render(ctx) for i in self.where)
-        return "%s\n%s\nWHERE { %s }%s" % (self._prologue(ctx), self._head(keyword=False), where, self._tail())
+        return "%s\n%s\nWHERE { %s }%s" % (prologue(ctx), self._head(keyword=False), where, self._tail())
 
     def with_r2s(self, r2s: str) -> "Query":
         """The same query under another R2S operator (written after the form unless the
         query registers an output stream)."""
         written = "register" if self.r2s_written == "register" else "keyword"
         return dataclasses.replace(self, r2s=r2s, r2s_written=written)
+
+
+# -- EP-SPARQL (spec 6.12) -------------------------------------------------------------------------
+EVENT_OPERATORS = ("SEQ", "EQUALS", "OPTIONALSEQ", "EQUALSOPTIONAL", "AND", "OR")
+
+
+@dataclass(frozen=True)
+class PairTriple:
+    """?p<n> ex:key ?k: another observation of the pattern's key (an event of its own, from any
+    element of the stream)."""
+
+    def render(self, ctx: "Context") -> str:
+        return "?p%d ex:key ?k ." % ctx.block
+
+
+@dataclass(frozen=True)
+class EventPattern:
+    """STREAM <s<stream>> { triple patterns, FILTERs }: every triple pattern matches one event
+    (an annotated one with its annotation); variables numbered by the pattern's position, as
+    window blocks' are."""
+    stream: int
+    items: tuple                      # KeyTriple, ValueTriple (none | annotated), PairTriple, Filter
+
+    def render(self, ctx: "Context") -> str:
+        ctx.blocks += 1
+        ctx.block = ctx.blocks
+        return "STREAM <%ss%d> { %s }" % (EX, self.stream, " ".join(i.render(ctx) for i in self.items))
+
+    def reference_text(self, ctx: "Context") -> str:
+        """The pattern's matches as SPARQL over a store whose named graphs are the stream's
+        elements: each event pattern in a GRAPH of its own (?__e<n>: the element it comes from)."""
+        ctx.blocks += 1
+        ctx.block = ctx.blocks
+        parts = []
+        for item in self.items:
+            if isinstance(item, Filter):
+                parts.append(item.render(ctx))
+            else:
+                parts.append("GRAPH ?__e%d { %s }" % (len(parts), item.render(ctx)))
+        return "SELECT * WHERE { %s }" % " ".join(parts)
+
+
+@dataclass(frozen=True)
+class EventGroup:
+    """Operands (EventPattern, EventGroup) with the operators written between them, as written:
+    precedence is the reader's (spec 6.12)."""
+    operands: tuple
+    operators: tuple
+
+    def render(self, ctx: "Context", top: bool = False) -> str:
+        parts = [self.operands[0].render(ctx)]
+        for operator, operand in zip(self.operators, self.operands[1:]):
+            parts += [operator, operand.render(ctx)]
+        return " ".join(parts) if top else "{ %s }" % " ".join(parts)
+
+    def patterns(self) -> list:
+        return [p for o in self.operands for p in (o.patterns() if isinstance(o, EventGroup) else [o])]
+
+
+# What a projection's names stand for besides variables.
+EVENT_FUNCTIONS = {"duration": "getDURATION()", "start": "getSTARTTIME()", "end": "getENDTIME()"}
+
+
+@dataclass(frozen=True)
+class EventQuery:
+    """An EP-SPARQL query: event patterns joined by SEQ, EQUALS, OPTIONALSEQ, EQUALSOPTIONAL, AND
+    and OR, bounded by FILTER(getDURATION() < bound) (or <=, or written the other way round,
+    after another condition), the FILTER after WHERE's braces or inside them after the last
+    event."""
+    where: EventGroup
+    bound: int                        # ms
+    inclusive: bool = False
+    reversed_bound: bool = False
+    extra: object | None = None       # an expression the FILTER asks too
+    inside: bool = False
+    form: str = "SELECT"              # SELECT | CONSTRUCT
+    projection: tuple | None = ("k",)   # variable names and EVENT_FUNCTIONS' names; None: *
+    distinct: bool = False
+    template: tuple = ()
+
+    # What the differential test reads of any query.
+    declarations = ()
+    policy = ()
+    every = None
+    r2s = "RSTREAM"
+    union_default = False
+    entailment = False
+
+    def options(self) -> dict:
+        return {}
+
+    def report(self) -> None:
+        return None
+
+    def streams(self) -> list[int]:
+        return sorted({p.stream for p in self.where.patterns()})
+
+    def spellings(self) -> set:
+        ctx = Context()
+        self.where.render(ctx, top=True)
+        return ctx.spellings
+
+    def condition(self, ctx: "Context") -> str:
+        """The FILTER's expression, getDURATION() as written."""
+        bound = duration_text(self.bound)
+        op = "<=" if self.inclusive else "<"
+        if self.reversed_bound:
+            text = '"%s"^^xsd:dayTimeDuration %s getDURATION()' % (bound, {"<": ">", "<=": ">="}[op])
+        else:
+            text = 'getDURATION() %s "%s"^^xsd:duration' % (op, bound)
+        return text if self.extra is None else "%s && (%s)" % (self.extra.render(ctx), text)
+
+    def head(self) -> str:
+        if self.form == "CONSTRUCT":
+            return "CONSTRUCT { %s }" % " ".join("?%s ex:%s ?%s ." % t for t in self.template)
+        if self.projection is None:
+            return "SELECT %s*" % ("DISTINCT " if self.distinct else "")
+        names = " ".join("(%s AS ?%s)" % (EVENT_FUNCTIONS[n], n) if n in EVENT_FUNCTIONS else "?" + n
+                         for n in self.projection)
+        return "SELECT %s%s" % ("DISTINCT " if self.distinct else "", names)
+
+    def text(self) -> str:
+        ctx = Context()
+        body = self.where.render(ctx, top=True)
+        ctx.block = 0
+        condition = "FILTER(%s)" % self.condition(ctx)
+        if self.inside:
+            return "%s\n%s\nWHERE { %s\n  %s }" % (prologue(ctx), self.head(), body, condition)
+        return "%s\n%s\nWHERE { %s }\n%s" % (prologue(ctx), self.head(), body, condition)
+
+    def reference_text(self, variables: list[str], rows: str) -> str:
+        """The query's form and FILTER over the matches found (rows: a VALUES table of
+        `variables` and each match's ?__start and ?__end), the functions written out as the
+        spec defines them: getDURATION() is end − start, getSTARTTIME() and getENDTIME() its ends."""
+        ctx = Context()
+        self.where.render(ctx, top=True)
+        ctx.block = 0
+        condition = self.condition(ctx)
+        head = self.head()
+        if self.projection is None and self.form == "SELECT":
+            head = head.replace("*", " ".join("?" + v for v in variables) or "*")
+        functions = {"getDURATION()": "(?__end - ?__start)", "getSTARTTIME()": "?__start", "getENDTIME()": "?__end"}
+        for written, meant in functions.items():
+            condition, head = condition.replace(written, meant), head.replace(written, meant)
+        columns = " ".join("?" + v for v in variables + ["__start", "__end"])
+        return "%s\n%s WHERE { VALUES (%s) { %s } FILTER(%s) }" % (
+            prologue(ctx), head, columns, rows, condition)
 
 
 @dataclass
@@ -549,8 +847,10 @@ class Element:
     stream: int
     at: int                           # ms from T0
     key: int
-    value: int
+    value: int | str                  # an integer, or a literal as Turtle writes it: 2.5, "x"
     uncertainty: str | None = None    # N(0,1), U(0,2): the value annotated
+    tags: tuple = ()                  # ex:tag ex:t<n>: a second key, with none, one or two values
+    move: tuple | None = None         # ("enter" | "leave", room): ex:enter ex:r<room>
 
     def instant(self) -> int:
         return T0 + self.at * MS
@@ -563,11 +863,16 @@ def element_iri(n: int) -> str:
 def element_content(n: int, element: Element) -> str:
     """The element's graph content as Turtle 1.2 (prefixes ex:, rspu: declared elsewhere)."""
     annotation = ' {| rspu:uncertainty "%s"^^rspu:distribution |}' % element.uncertainty if element.uncertainty else ""
-    return "ex:o%d ex:key ex:k%d ; ex:v %d%s ." % (n, element.key, element.value, annotation)
+    more = ""
+    if element.tags:
+        more += " ; ex:tag %s" % ", ".join("ex:t%d" % t for t in element.tags)
+    if element.move is not None:
+        more += " ; ex:%s ex:r%d" % element.move
+    return "ex:o%d ex:key ex:k%d ; ex:v %s%s%s ." % (n, element.key, element.value, annotation, more)
 
 
 PREFIXES = ("@prefix ex: <%s> .\n@prefix rspu: <%s> .\n@prefix prov: <%s> .\n@prefix xsd: <%s> .\n"
-            % (EX, RSPU, PROV, XSD))
+            "@prefix rdfs: <%s> .\n" % (EX, RSPU, PROV, XSD, RDFS))
 
 
 def stream_file(elements: list[Element], stream: int) -> str:
@@ -586,9 +891,10 @@ class BackgroundData:
     distributions: tuple              # per key 1..3: its rspu:uncertainty literal, or None
     sensor: str | None                # ex:Sensor rspu:uncertainty
     labels: tuple                     # keys labelled in the named graph ex:bg (others in ex:bg2)
+    schema: tuple = ()                # (subject, rdfs: property, object) in the default graph
 
     def trig(self) -> str:
-        lines = [PREFIXES]
+        lines = [PREFIXES] + ["%s rdfs:%s %s ." % triple for triple in self.schema]
         for k, limit in enumerate(self.limits, 1):
             if limit is not None:
                 lines.append("ex:k%d ex:limit %d ." % (k, limit))
@@ -616,13 +922,13 @@ class Case:
     end: int = 24_000                 # ms
 
     def streams(self) -> list[int]:
-        return sorted({d.stream for d in self.query.declarations})
+        return self.query.streams()
 
     def __repr__(self) -> str:
         """What a failing example prints: the query as registered, its policy, the input."""
-        return "\n".join(["", self.query.text(), "report = %s" % self.query.report(), "elements (stream, ms, key, "
-                          "value, uncertainty): %s" % [(e.stream, e.at, e.key, e.value, e.uncertainty)
-                                                      for e in self.elements],
+        return "\n".join(["", self.query.text(), "options = %s" % self.query.options(), "elements (stream, ms, key, "
+                          "value, uncertainty, tags, move): %s" % [
+                              (e.stream, e.at, e.key, e.value, e.uncertainty, e.tags, e.move) for e in self.elements],
                           "background:", self.background.trig(), "evaluated in (T0, T0 + %d ms]" % self.end])
 
     def _repr_pretty_(self, printer, cycle) -> None:     # hypothesis prints a failing example so

@@ -26,6 +26,7 @@ from rspstar.endpoint.engine.errors import EndpointError
 from rspstar.endpoint.engine.replay import Replay, ReplayInput
 from rspstar.endpoint.engine.runner import EngineConfig, Runner
 from rspstar.store.codec import Payload
+from rspstar.store.isolation import EvaluationWorkers
 from rspstar.store.partitions import KeptStores, PlanRunner, keyed_elements
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator import rewrite
@@ -34,7 +35,7 @@ from rspstar.translator.partition import PartitionError, PartitionKey
 from rspstar.translator.policy import PolicyError
 from test_partitions import play     # the micro-batches as Spark runs them (tests/test_partitions.py)
 
-from .model import EX, MS, T0, Case, Context, Query, stream_file, with_other_constants
+from .model import EX, MS, T0, Case, EventQuery, Query, stream_file, with_other_constants
 
 OFF = {"rspu_cache": "false", "lazy_bind": "false", "h4": "false", "fuse_rspu": "false", "incremental": "false",
        "share_constants": "false"}
@@ -44,7 +45,11 @@ FAST_PATHS = (
     "incremental ranges", "shared ranges", "constant groups", "rspu cache", "lazy binding", "H4 deferred",
     "H4 in place", "fused calls", "evaluated without the rspu table", "evaluated with the rspu table",
     "rspu IRI prefixed", "rspu IRI full", "rspu IRI base-relative", "rspu IRI other prefix", "joined windows",
+    "landmark rows", "landmark aggregates", "incremental ranges under entailment",
+    "constant groups under entailment", "joined windows under entailment",
 )
+# The fast paths that stay on under `entailment = rdfs`, counted apart when a query has it.
+UNDER_ENTAILMENT = ("incremental ranges", "constant groups", "joined windows")
 _SPELLING = {"rspu": "rspu IRI prefixed", "full": "rspu IRI full", "base": "rspu IRI base-relative",
              "other": "rspu IRI other prefix"}
 
@@ -54,7 +59,10 @@ class Refused(Exception):
 
 
 class Reached(collections.Counter):
-    """Fast path -> how many times it was taken."""
+    """Fast path -> how many times it was taken (`entailment`: whether the run counted now is
+    of a query under entailment)."""
+
+    entailment = False
 
     @contextlib.contextmanager
     def counting(self):
@@ -74,13 +82,22 @@ class Reached(collections.Counter):
             def after(result, *args):
                 if when(result, *args):
                     self[path] += 1
+                    if self.entailment and path in UNDER_ENTAILMENT:
+                        self[path + " under entailment"] += 1
             return after
+
+        def landmark(result, ranges, contents):
+            # Close by close when the rows kept reach the window's close (else it was evaluated whole).
+            content = contents.get(ranges.plan.window)
+            if content is not None and ranges.through == content.closes:
+                self["landmark aggregates" if ranges.aggregating else "landmark rows"] += 1
 
         wrap(r2r.RangeRows, "rows", taken("incremental ranges"))
         wrap(sharing.RangeResults, "get", taken("shared ranges", lambda r, *a: r is not None))
         wrap(sharing._ConstantGroup, "rows", taken("constant groups", lambda r, *a: r is not None))
         wrap(sharing._ConstantGroup, "unread", taken("constant groups", lambda r, *a: r is not None))
         wrap(r2r, "_join_all", taken("joined windows"))
+        wrap(r2r.LandmarkRanges, "relation", landmark)
         wrap(rewrite._Rewriter, "lazy_skips", taken("lazy binding", lambda r, *a: r))
         wrap(r2r.FilterPlacement, "next", lambda deferred, *a: self.update(["H4 deferred" if deferred else "H4 in place"]))
 
@@ -98,10 +115,7 @@ class Reached(collections.Counter):
     def spellings(self, query: Query, before: int) -> None:
         """The query's rspu: IRIs reached the function table when evaluations used it."""
         if self["evaluated with the rspu table"] > before:
-            ctx = Context()
-            for item in query.where:
-                item.render(ctx)
-            for spelling in ctx.spellings:
+            for spelling in query.spellings():
                 self[_SPELLING[spelling]] += 1
 
 
@@ -116,35 +130,65 @@ def write_input(case: Case, directory: Path) -> tuple[list[tuple[str, Path]], Pa
     return streams, background
 
 
-def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reached: Reached | None = None):
+def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reached: Reached | None = None,
+           isolated: EvaluationWorkers | None = None):
     """{query id: its records} of a replay of the case's input with these queries registered
-    together; Refused when the engine refuses one; AssertionError when one fails."""
+    together; Refused when the engine refuses one; AssertionError when one fails. `isolated`:
+    over an on-disk store, every evaluation in these worker processes."""
     options = dict(options, **next(iter(queries.values())).options())
     with tempfile.TemporaryDirectory() as tmp:
         streams, background = write_input(case, Path(tmp))
         spec = ReplayInput({qid: q.text() for qid, q in queries.items()}, streams, T0, T0 + case.end * MS,
                            background, options)
         try:
-            run = Replay(spec)
+            run = Replay(spec) if isolated is None else IsolatedReplay(spec, Path(tmp), isolated)
         except (TranslatorError, EndpointError) as e:
             raise Refused("%s: %s" % (type(e).__name__, e)) from e
-        records: dict[str, list] = {qid: [] for qid in queries}
-        for qid, record in run.run():
-            records[qid].append(record)
-        failures = run.failures()
-        assert not failures, "the engine failed: %s" % (failures,)
-        if reached is not None:
-            for registered in run.registered.values():
-                counts = registered.evaluator.functions.counts
-                if counts.calls > counts.computed:
-                    reached["rspu cache"] += 1
-        return records
+        try:
+            records: dict[str, list] = {qid: [] for qid in queries}
+            for qid, record in run.run():
+                records[qid].append(record)
+            failures = run.failures()
+            assert not failures, "the engine failed: %s" % (failures,)
+            if reached is not None:
+                for registered in run.registered.values():
+                    counts = registered.evaluator.functions.counts
+                    if counts.calls > counts.computed:
+                        reached["rspu cache"] += 1
+            return records
+        finally:
+            if isolated is not None:
+                run.engine.close()
+                run.store.close()
 
 
-def optimised_queries(query: Query) -> dict[str, Query]:
-    """The drawn query and the queries registered beside it in the optimised run."""
+class IsolatedReplay(Replay):
+    """A replay over an on-disk store whose every evaluation runs in a worker process
+    (`isolate_evaluations = always`, store/isolation.py): a second way of computing the same
+    records."""
+
+    timeout = 120 * 1_000_000          # µs an evaluation may take in its worker
+
+    def __init__(self, spec: ReplayInput, directory: Path, workers: EvaluationWorkers):
+        self.directory, self.workers, self.stores = directory, workers, 0
+        super().__init__(spec)
+
+    def _new_store(self) -> StreamStore:
+        self.stores += 1
+        return StreamStore(str(self.directory / ("store%d" % self.stores)), compact_after=2**62, remove_evicted=False)
+
+    def _runner(self) -> Runner:
+        config = EngineConfig(max_delay=0, max_range=2**62, max_reports_per_second=float("inf"), history=0,
+                              federation_allowed=None, landmark_elements=2**62, evaluation_timeout=self.timeout,
+                              isolate_evaluations="always")
+        return Runner(self.store, self.clock, config, workers=self.workers)
+
+
+def optimised_queries(query: Query | EventQuery) -> dict[str, Query]:
+    """The drawn query and the queries registered beside it in the optimised run (an EP-SPARQL
+    query has no R2S keyword of its own: none under another operator)."""
     found = {"q": query}
-    if query.form != "ASK":
+    if query.form != "ASK" and not isinstance(query, EventQuery):
         found["copy"] = query.with_r2s({"RSTREAM": "ISTREAM", "ISTREAM": "DSTREAM", "DSTREAM": "RSTREAM"}[query.r2s])
     found["constants"] = with_other_constants(query, 1)
     return found

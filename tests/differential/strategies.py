@@ -1,24 +1,36 @@
 """Hypothesis strategies drawing whole RSP-QL* queries (model.Query) with their streams and
 background (model.Case), from composable parts so that a failure shrinks to a small query.
 
-Three shapes of WHERE clause are drawn, because the engine's fast paths are reached by shapes:
+Shapes of query are drawn, because the engine's fast paths are reached by shapes:
 - `distributive`: one time window, one WINDOW block with its GRAPH block and row-wise FILTERs
   and BINDs (incremental ranges, shared ranges, constant groups);
 - `joined`: one WINDOW block per declared time window and background triple patterns
   (joined windows);
+- `landmark`: one landmark window (spec 6.10), its rows or COUNT, SUM, MIN, MAX per group
+  (landmark rows, landmark aggregates), and others evaluated whole;
+- `partitioned`: a partitioned window (6.9), alone or joined with another window;
+- `facts`: fact windows (6.13), with and without STEP, joined with element windows;
 - `general`: any nesting of window blocks (also WINDOW ?w), background patterns and graphs,
-  OPTIONAL, UNION, MINUS, groups, FILTER and BIND, over windows of every kind.
+  OPTIONAL, UNION, MINUS, groups, FILTER and BIND, over windows of every kind;
+- `event`: EP-SPARQL queries (6.12): SEQ, EQUALS, OPTIONALSEQ, EQUALSOPTIONAL, AND, OR over
+  STREAM blocks, nested, bounded by getDURATION().
+Every shape but `event` is drawn with `entailment = rdfs` (6.11) now and then, its background
+then holding a schema (subclass and subproperty chains, a cycle, domains and ranges) and its
+patterns asking for what the schema entails.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 from hypothesis import strategies as st
 
 from .model import (
-    Aggregates, Background, BackgroundData, BackgroundGraph, Binary, Bind, Call, Case, CountWindow, Declaration,
-    DistLit, Element, Exists, Filter, KeyTriple, Minus, Num, Optional_, PastWindow, Query, SPELLINGS, Strategy,
-    SubGroup, TimeWindow, Union_, ValueTriple, Values, Var, WindowBlock,
+    AGGREGATE_ALIASES, Aggregates, Background, BackgroundData, BackgroundGraph, Binary, Bind, Call, Case,
+    CountWindow, Declaration, DistLit, EVENT_FUNCTIONS, EVENT_OPERATORS, Element, EventGroup, EventPattern,
+    EventQuery, Exists, FACT_RECIPES, FactBlock, FactWindow, Filter, KeyTriple, LandmarkWindow, Minus, Num,
+    Optional_, PairTriple, PartitionedWindow, PastWindow, Query, SPELLINGS, Strategy, SubGroup, TimeWindow,
+    TypeTriple, Union_, ValueTriple, Values, Var, WindowBlock,
 )
 
 SECOND = 1000
@@ -37,7 +49,20 @@ def past_window(draw):
     return PastWindow(width, lag, draw(durations), draw(starts))
 
 
-any_window = st.one_of(time_window, time_window, count_window, past_window())
+landmark_window = st.builds(LandmarkWindow, step=durations, start=starts)
+partitioned_window = st.builds(PartitionedWindow, size=st.integers(1, 3),
+                               keys=st.sampled_from([("key",), ("tag",), ("key", "tag")]))
+
+
+@st.composite
+def fact_window(draw):
+    step = draw(st.none() | durations)
+    return FactWindow(draw(st.sampled_from(sorted(FACT_RECIPES))), step, draw(starts) if step else None)
+
+
+any_window = st.one_of(time_window, time_window, count_window, past_window(), landmark_window, partitioned_window)
+# Windows closing at their elements (no progression of closes).
+CLOSING_AT_ELEMENTS = (CountWindow, PartitionedWindow)
 
 
 def declarations(spec, min_size=1, max_size=3):
@@ -118,10 +143,10 @@ def binds(where):
 
 
 @functools.cache
-def row_wise(where="local"):
-    """FILTERs and BINDs, and a BIND with a FILTER reading it."""
+def row_wise(where="local", most=2):
+    """FILTERs and BINDs, and a BIND with a FILTER reading it (at most `most` of them)."""
     pair = st.builds(lambda p, f: (Bind(p), Filter(Binary(">", Var("b"), f))), probability(where), fraction)
-    return st.lists(st.one_of(filters(where), binds(where), pair), max_size=2).map(
+    return st.lists(st.one_of(filters(where), binds(where), pair), max_size=most).map(
         lambda items: tuple(x for i in items for x in (i if isinstance(i, tuple) else (i,))))
 
 
@@ -130,53 +155,117 @@ value_triple = st.builds(ValueTriple, st.sampled_from(["none", "annotated", "ann
 key_triple = st.builds(KeyTriple, st.none() | st.integers(1, 3))
 
 
+# What a schema entails in an element's graph (spec 6.11): the observation's and its key's
+# classes, ex:v's super-properties (an inferred triple has no annotation), ex:key's.
+entailed_item = st.one_of(
+    st.builds(TypeTriple, st.just("o"), st.sampled_from(["Obs", "Thing", "Measured", "Entity"])),
+    st.builds(TypeTriple, st.just("k"), st.sampled_from(["Key", "Thing"])),
+    st.builds(ValueTriple, st.sampled_from(["none", "annotated"]), st.sampled_from(["measure", "reading"])),
+    st.just(KeyTriple(None, "ref")))
+
+
 @st.composite
-def graph_block(draw, local=True):
+def graph_block(draw, local=True, entailed=False, most=2):
     """The content of a GRAPH ?g block: an observation's key and value (optionally annotated),
-    an OPTIONAL annotation, FILTERs and BINDs."""
+    an OPTIONAL annotation, FILTERs and BINDs; under entailment, what the schema entails."""
     items = []
     if draw(st.booleans()) or not local:
         items.append(draw(key_triple))
     items.append(draw(value_triple))
+    if entailed:
+        items += draw(st.lists(entailed_item, min_size=1, max_size=2))
     if draw(st.integers(0, 3)) == 0:
         items.append(Optional_((ValueTriple("annotated"),)))
-    items += draw(row_wise())
+    items += draw(row_wise(most=most))
     return tuple(items)
 
 
 GRAPH_BLOCK = graph_block()
+GRAPH_BLOCK_ENTAILED = graph_block(entailed=True)
 
 
 @functools.cache
-def window_block(window, timestamp=st.booleans()):
-    return st.builds(WindowBlock, st.just(window), GRAPH_BLOCK, timestamp, row_wise())
+def window_block(window, timestamp=st.booleans(), entailed=False, light=False):
+    """WINDOW ex:w<window> { GRAPH ?g { ... } ... }; `light`: with one FILTER or BIND at most
+    inside and none beside (for shapes joining several blocks, whose FILTERs all must hold)."""
+    if light:
+        return st.builds(WindowBlock, st.just(window), graph_block(entailed=entailed, most=1), timestamp)
+    return st.builds(WindowBlock, st.just(window), GRAPH_BLOCK_ENTAILED if entailed else GRAPH_BLOCK, timestamp,
+                     row_wise())
+
+
+def background_items(entailed):
+    kinds = ["limit", "dist"] + (["bound", "limited", "thing"] if entailed else [])
+    return st.lists(st.sampled_from(kinds).map(Background), max_size=2, unique=True)
 
 
 # -- the three shapes ---------------------------------------------------------------------------
 @st.composite
-def distributive(draw):
+def distributive(draw, entailed=False):
     decls = draw(declarations(time_window, max_size=1))
-    block = draw(window_block(1, timestamp=st.just(False)))
+    block = draw(window_block(1, timestamp=st.just(False), entailed=entailed))
+    return decls, (block,) + draw(row_wise())
+
+
+def _keyed(block: WindowBlock) -> WindowBlock:
+    """The block with its observation keyed by ?k (what joins blocks)."""
+    if any(isinstance(i, KeyTriple) and i.constant is None and i.predicate == "key" for i in block.inner):
+        return block
+    return WindowBlock(block.window, (KeyTriple(),) + block.inner, block.timestamp, block.side)
+
+
+@st.composite
+def joined(draw, entailed=False):
+    decls = draw(declarations(time_window, min_size=2, max_size=3))
+    blocks = [_keyed(draw(window_block(d.index, timestamp=st.just(False), entailed=entailed, light=True)))
+              for d in decls]
+    order = draw(st.permutations(blocks + draw(background_items(entailed))))
+    return decls, tuple(order)
+
+
+@st.composite
+def landmark(draw, entailed=False):
+    decls = draw(declarations(landmark_window, max_size=1))
+    block = draw(window_block(1, timestamp=st.just(False), entailed=entailed))
     return decls, (block,) + draw(row_wise())
 
 
 @st.composite
-def joined(draw):
-    decls = draw(declarations(time_window, min_size=2, max_size=3))
-    blocks = [draw(window_block(d.index, timestamp=st.just(False))) for d in decls]
-    # Each block keys its observation (?k joins them).
-    blocks = [b if any(isinstance(i, KeyTriple) and i.constant is None for i in b.inner)
-              else WindowBlock(b.window, (KeyTriple(),) + b.inner, b.timestamp, b.side) for b in blocks]
-    background = draw(st.lists(st.sampled_from([Background("limit"), Background("dist")]), max_size=2, unique=True))
-    order = draw(st.permutations(blocks + background))
-    return decls, tuple(order)
+def partitioned(draw, entailed=False):
+    decls = draw(declarations(partitioned_window, max_size=1))
+    if draw(st.booleans()):
+        decls += draw(declarations(any_window, max_size=1).map(lambda ds: tuple(
+            Declaration(2, d.stream, d.spec) for d in ds)))
+    blocks = [_keyed(draw(window_block(d.index, entailed=entailed, light=True))) for d in decls]
+    return decls, tuple(draw(st.permutations(blocks + draw(background_items(entailed)))))
+
+
+@st.composite
+def facts(draw, entailed=False):
+    """One or two fact windows, their facts read alone or joined (on ?k) with an element
+    window and the background."""
+    decls = draw(declarations(fact_window(), max_size=2))
+    items = []
+    for d in decls:
+        recipe = FACT_RECIPES[d.spec.recipe]
+        pattern = draw(st.sampled_from(recipe.template))
+        block = FactBlock(0 if draw(st.integers(0, 4)) == 0 else d.index, pattern, draw(st.booleans()))
+        items.append(Optional_((block,)) if items and draw(st.integers(0, 3)) == 0 else block)
+    if draw(st.booleans()):
+        other = Declaration(len(decls) + 1, draw(st.sampled_from([1, 2])),
+                            draw(st.one_of(time_window, count_window, landmark_window, partitioned_window)))
+        decls += (other,)
+        items.append(_keyed(draw(window_block(other.index, entailed=entailed, light=True))))
+    items += draw(background_items(entailed))
+    return decls, tuple(draw(st.permutations(items)))
 
 
 @functools.cache
-def where_clauses(windows: tuple):
+def where_clauses(windows: tuple, entailed: bool = False):
     """WHERE clauses over windows with these indexes: window blocks (WINDOW ?w too), background
     patterns and graphs, FILTER and BIND, nested in OPTIONAL, UNION, MINUS and groups."""
-    block, side = _short(GRAPH_BLOCK), _short(row_wise())
+    block, side = _short(GRAPH_BLOCK_ENTAILED if entailed else GRAPH_BLOCK), _short(row_wise())
+    background = ["limit", "dist", "sensor"] + (["bound", "limited", "thing"] if entailed else [])
     # Triple patterns over a window's default graph (timestamps, and content under union).
     default = st.lists(st.sampled_from([ValueTriple("none"), KeyTriple(), ValueTriple("annotated")]), max_size=1)
     leaf = st.one_of(
@@ -184,7 +273,7 @@ def where_clauses(windows: tuple):
         st.builds(WindowBlock, st.sampled_from(windows), block, st.booleans(), side),
         st.builds(WindowBlock, st.sampled_from(windows + (0,)), block, st.booleans(), side,
                   graph=st.none() | st.integers(0, 5), default=default.map(tuple)),
-        st.sampled_from([Background("limit"), Background("dist"), Background("sensor")]),
+        st.sampled_from(background).map(Background),
         st.builds(BackgroundGraph, st.booleans()),
         st.builds(Values, st.lists(st.integers(1, 3), min_size=1, max_size=2, unique=True).map(tuple)),
         _short(filters("anywhere")), _short(binds("anywhere")))
@@ -200,13 +289,17 @@ def where_clauses(windows: tuple):
 
 
 @st.composite
-def general(draw):
+def general(draw, entailed=False):
     decls = draw(declarations(any_window))
     windows = tuple(d.index for d in decls)
-    where = draw(where_clauses(windows))
+    where = draw(where_clauses(windows, entailed))
     if not any(_holds_window(i) for i in where):
-        where = (draw(window_block(windows[0])),) + where
+        where = (draw(window_block(windows[0], entailed=entailed)),) + where
     return decls, where
+
+
+SHAPES = {"distributive": distributive, "joined": joined, "landmark": landmark, "partitioned": partitioned,
+          "facts": facts, "general": general}
 
 
 def _short(strategy):
@@ -225,14 +318,16 @@ def _holds_window(item) -> bool:
 
 
 # -- the query -------------------------------------------------------------------------------------
-VARIABLES = ["k", "v1", "v2", "u1", "u2", "t1", "g1", "o1", "l", "d", "mu", "lab", "w", "b1", "b2", "bg"]
+VARIABLES = ["k", "v1", "v2", "u1", "u2", "t1", "g1", "o1", "l", "d", "mu", "lab", "w", "b1", "b2", "bg", "r", "s1",
+             "s2"]
 
 
 @st.composite
 def policy(draw, decls, every):
     windows = [d.index for d in decls]
     window = st.sampled_from(windows)
-    has_count = any(isinstance(d.spec, CountWindow) for d in decls)
+    has_count = any(isinstance(d.spec, CLOSING_AT_ELEMENTS) or (isinstance(d.spec, FactWindow) and not d.spec.step)
+                    for d in decls)
     choices = [
         st.just(()),
         st.just((Strategy("non-empty"),)),
@@ -251,11 +346,42 @@ def policy(draw, decls, every):
     return draw(st.one_of(choices))
 
 
+# COUNT, SUM, MIN and MAX are combined close by close over a landmark; AVG is not.
+COMBINED = [("COUNT", "*"), ("COUNT", "v1"), ("SUM", "v1"), ("MIN", "v1"), ("MAX", "v1")]
+landmark_aggregates = st.builds(
+    Aggregates, st.booleans(), st.none() | st.none() | st.integers(1, 2), st.just(False),
+    st.lists(st.sampled_from(COMBINED + [("AVG", "v1")]), min_size=1, max_size=4, unique=True).map(tuple))
+# A schema in which every pattern `entailed_item` draws can match (chains of subproperties and
+# subclasses, domains and ranges), and more: a cycle of subclasses, a range over literals (which
+# types nothing), ranges and subclasses that add nothing a pattern asks for.
+CORE_SCHEMA = [
+    ("ex:v", "subPropertyOf", "ex:measure"), ("ex:measure", "subPropertyOf", "ex:reading"),
+    ("ex:key", "subPropertyOf", "ex:ref"), ("ex:key", "domain", "ex:Obs"), ("ex:measure", "domain", "ex:Measured"),
+    ("ex:key", "range", "ex:Key"), ("ex:Obs", "subClassOf", "ex:Thing"), ("ex:Key", "subClassOf", "ex:Thing"),
+    ("ex:Thing", "subClassOf", "ex:Entity"), ("ex:limit", "subPropertyOf", "ex:bound"),
+    ("ex:limit", "domain", "ex:Limited")]
+MORE_SCHEMA = [
+    ("ex:ref", "range", "ex:Thing"), ("ex:v", "range", "ex:Value"), ("ex:tag", "range", "ex:Key"),
+    ("ex:Measured", "subClassOf", "ex:Obs"), ("ex:Entity", "subClassOf", "ex:Thing"),
+    ("ex:Limited", "subClassOf", "ex:Thing")]
+SCHEMA = CORE_SCHEMA + MORE_SCHEMA
+# A query under entailment: most of the core, some of the rest.
+entailment_schemas = st.tuples(st.lists(st.sampled_from(CORE_SCHEMA), max_size=2, unique=True),
+                               st.lists(st.sampled_from(MORE_SCHEMA), max_size=4, unique=True)).map(
+    lambda drawn: tuple(t for t in CORE_SCHEMA if t not in drawn[0]) + tuple(drawn[1]))
+schemas = st.lists(st.sampled_from(SCHEMA), max_size=9, unique=True).map(tuple)
+
+
 @st.composite
 def queries(draw, shape=None):
-    shape = shape or draw(st.sampled_from(["distributive", "joined", "general", "general"]))
-    decls, where = draw({"distributive": distributive, "joined": joined, "general": general}[shape]())
-    form = "SELECT" if shape != "general" else draw(st.sampled_from(["SELECT", "SELECT", "SELECT", "CONSTRUCT", "ASK"]))
+    shape = shape or draw(st.sampled_from(["distributive", "joined", "general", "general", "landmark", "partitioned",
+                                           "facts", "event"]))
+    if shape == "event":
+        return draw(event_queries())
+    entailed = draw(st.integers(0, 3)) == 0
+    decls, where = draw(SHAPES[shape](entailed))
+    form = draw(st.sampled_from(["SELECT", "SELECT", "SELECT", "CONSTRUCT", "ASK"])) \
+        if shape in ("general", "partitioned", "facts") else "SELECT"
     every = draw(st.none() | durations) if draw(st.integers(0, 3)) == 0 else None
     r2s = draw(st.sampled_from(["RSTREAM", "ISTREAM", "DSTREAM"])) if form != "ASK" else "RSTREAM"
     written = "none" if r2s == "RSTREAM" and draw(st.booleans()) else \
@@ -264,17 +390,21 @@ def queries(draw, shape=None):
         written = "none"
     projection, distinct, aggregates, template = ("k",), False, None, ()
     if form == "SELECT":
-        if shape == "general" and draw(st.integers(0, 3)) == 0:
+        if shape == "landmark" and draw(st.integers(0, 2)) > 0:
+            aggregates = draw(landmark_aggregates)
+        elif shape in ("general", "partitioned") and draw(st.integers(0, 3)) == 0:
             aggregates = draw(st.builds(Aggregates, st.booleans(), st.none() | st.integers(1, 3), st.booleans()))
+        elif shape == "facts" and draw(st.integers(0, 3)) == 0:
+            aggregates = Aggregates(draw(st.booleans()), functions=(("COUNT", "*"),))
         else:
             projection = tuple(draw(st.lists(st.sampled_from(VARIABLES), min_size=1, max_size=5, unique=True)))
-            if shape == "general":
+            if shape != "distributive":
                 projection = draw(st.just(projection) | st.none())
                 distinct = projection is not None and draw(st.booleans())
     elif form == "CONSTRUCT":
         template = tuple(draw(st.lists(st.tuples(st.sampled_from(["k", "o1", "g1", "o2"]),
                                                  st.sampled_from(["saw", "had"]),
-                                                 st.sampled_from(["v1", "u1", "v2", "l", "b1", "t1"])),
+                                                 st.sampled_from(["v1", "u1", "v2", "l", "b1", "t1", "r", "s1"])),
                                        min_size=1, max_size=2, unique=True)))
     if shape == "distributive":
         chosen_policy = draw(st.sampled_from([(), (Strategy("non-empty"),)]) |
@@ -282,26 +412,109 @@ def queries(draw, shape=None):
     else:
         chosen_policy = draw(policy(decls, every))
     from_graphs, from_named, union = (), (), False
-    if shape == "general":
+    if shape in ("general", "facts"):
         if draw(st.integers(0, 5)) == 0:
             from_graphs = tuple(draw(st.lists(st.sampled_from(["bg", "bg2", "nothing"]), max_size=2, unique=True)))
             from_named = tuple(draw(st.lists(st.sampled_from(["bg", "bg2"]), max_size=2, unique=True)))
         union = draw(st.integers(0, 4)) == 0
     return Query(form, decls, where, r2s, written, every, projection, distinct, aggregates, template, chosen_policy,
-                 from_graphs, from_named, union)
+                 from_graphs, from_named, union, entailed)
 
 
+# -- EP-SPARQL (spec 6.12) ----------------------------------------------------------------------------
+@st.composite
+def event_pattern(draw):
+    """STREAM <s> { ... }: the observation's key (a variable, a constant, or none), its value
+    (annotated or not), another observation of the key, a FILTER over the value."""
+    items = []
+    key = draw(st.sampled_from(["variable", "variable", "constant", "none"]))
+    if key != "none":
+        items.append(KeyTriple(None if key == "variable" else draw(st.integers(1, 3))))
+    value = draw(st.sampled_from(["none", "annotated", "absent"] if key != "none" else ["none", "annotated"]))
+    if value != "absent":
+        items.append(ValueTriple(value))
+        if draw(st.integers(0, 2)) == 0:
+            items.append(draw(filters("local")) if value == "annotated" else
+                         Filter(Binary(draw(comparison), Var("v"), draw(small))))
+    if key == "variable" and draw(st.integers(0, 4)) == 0:
+        items.append(PairTriple())
+    return EventPattern(draw(st.sampled_from([1, 2])), tuple(items))
+
+
+operator = st.sampled_from(EVENT_OPERATORS)
+event_groups = st.recursive(
+    event_pattern(),
+    lambda inner: st.lists(inner, min_size=2, max_size=3).flatmap(
+        lambda operands: st.lists(operator, min_size=len(operands) - 1, max_size=len(operands) - 1).map(
+            lambda operators: EventGroup(tuple(operands), tuple(operators)))),
+    max_leaves=4)
+
+
+def _event_variables(group: EventGroup) -> list[str]:
+    found = []
+    for j, pattern in enumerate(group.patterns(), 1):
+        for item in pattern.items:
+            if isinstance(item, KeyTriple):
+                found += ["o%d" % j] + (["k"] if item.constant is None else [])
+            elif isinstance(item, ValueTriple):
+                found += ["o%d" % j, "v%d" % j] + (["u%d" % j] if item.annotation == "annotated" else [])
+            elif isinstance(item, PairTriple):
+                found.append("p%d" % j)
+    return list(dict.fromkeys(found))
+
+
+@st.composite
+def event_queries(draw):
+    where = draw(event_groups)
+    if not isinstance(where, EventGroup):
+        where = EventGroup((where,), ())
+    names = _event_variables(where)
+    extra = None
+    if draw(st.integers(0, 3)) == 0:
+        values = [n for n in names if n.startswith("v")]
+        if len(values) >= 2:
+            extra = Binary(draw(st.sampled_from(["!=", "<"])), Var("v", int(values[0][1:])), Var("v", int(values[1][1:])))
+        elif values:
+            extra = Binary(">", Var("v", int(values[0][1:])), draw(small))
+    form = draw(st.sampled_from(["SELECT", "SELECT", "SELECT", "CONSTRUCT"]))
+    projection, distinct, template = None, False, ()
+    if form == "SELECT":
+        chosen = draw(st.lists(st.sampled_from(names + list(EVENT_FUNCTIONS)), min_size=1, max_size=4, unique=True))
+        projection = draw(st.just(tuple(chosen)) | st.none())
+        distinct = draw(st.booleans())
+    else:
+        subjects = [n for n in names if n == "k" or n.startswith("o")]
+        template = tuple(draw(st.lists(st.tuples(st.sampled_from(subjects), st.sampled_from(["saw", "had"]),
+                                                 st.sampled_from(names)), min_size=1, max_size=2, unique=True)))
+    return EventQuery(where, draw(durations), draw(st.booleans()), draw(st.booleans()), extra, draw(st.booleans()),
+                      form, projection, distinct, template)
+
+
+# -- the input ---------------------------------------------------------------------------------------
+value = st.one_of(st.integers(0, 9), st.integers(0, 9), st.integers(0, 9), st.sampled_from(["2.5", "0.25", "-3", '"x"']))
 element = st.builds(Element, stream=st.sampled_from([1, 2]),
                     at=st.integers(0, 20).map(lambda s: s * SECOND) | st.integers(0, 40).map(lambda h: h * 500),
-                    key=st.integers(1, 3), value=st.integers(0, 9),
-                    uncertainty=st.sampled_from([None, "N(0,1)", "N(1,4)", "U(-1,1)", "N(-2,0.5)", "N(3,1)"]))
+                    key=st.integers(1, 3), value=value,
+                    uncertainty=st.sampled_from([None, "N(0,1)", "N(1,4)", "U(-1,1)", "N(-2,0.5)", "N(3,1)"]),
+                    tags=st.lists(st.integers(1, 3), max_size=2, unique=True).map(tuple),
+                    move=st.none() | st.tuples(st.sampled_from(["enter", "leave"]), st.integers(1, 2)))
 background = st.builds(
     BackgroundData,
     limits=st.tuples(*[st.none() | st.integers(0, 9)] * 3),
     distributions=st.tuples(*[st.none() | st.sampled_from(["N(0,1)", "N(2,2)", "U(0,3)"])] * 3),
     sensor=st.none() | st.sampled_from(["N(0,1)", "U(-2,2)"]),
-    labels=st.lists(st.integers(1, 3), unique=True).map(tuple))
+    labels=st.lists(st.integers(1, 3), unique=True).map(tuple),
+    schema=st.just(()) | schemas)
 
 
-def cases(shape=None):
-    return st.builds(Case, queries(shape), st.lists(element, max_size=12).map(tuple), background)
+# Streams: empty now and then, else 2 to 12 elements (an empty list is what lists draw most).
+streams = st.integers(0, 9).flatmap(lambda z: st.just(()) if z == 0 else st.lists(element, min_size=2, max_size=12).map(tuple))
+
+
+@st.composite
+def cases(draw, shape=None):
+    query = draw(queries(shape))
+    data = draw(background)
+    if query.entailment:
+        data = dataclasses.replace(data, schema=draw(entailment_schemas))
+    return Case(query, draw(streams), data)
