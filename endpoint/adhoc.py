@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-import multiprocessing
 import queue
-import signal
-import threading
 import time
 from dataclasses import dataclass
 
@@ -22,6 +19,7 @@ import pyoxigraph as ox
 
 from rspstar.store.errors import QueryTimeout, StoreError
 from rspstar.store.stream_store import StreamStore
+from rspstar.store.workers import WORKER_START_SECONDS, WorkerPool
 from rspstar.translator.uncertainty import FunctionLibrary
 from rspstar.translator.errors import QuerySyntaxError
 from rspstar.translator.validate import compile_query, oxigraph_syntax_error, unknown_function
@@ -29,7 +27,6 @@ from rspstar.translator.validate import compile_query, oxigraph_syntax_error, un
 from .engine.errors import EndpointError
 
 log = logging.getLogger(__name__)
-WORKER_START_SECONDS = 120.0
 READ_ONLY_ATTEMPTS = 3
 # A request waits this much longer than the time limit for a free worker: stopping a runaway
 # query costs its worker, and the replacement takes a moment to start.
@@ -151,20 +148,6 @@ def evaluate(query, job: Job) -> tuple[bytes, str]:
         del result
 
 
-def _worker_main(connection) -> None:
-    """A worker process: say it is ready, then evaluate jobs over the store at the path each
-    names, until the engine closes the connection. Ctrl-C reaches the whole process group: the
-    engine stops its workers itself, so a worker ignores it (no traceback of its own)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    connection.send("ready")
-    while True:
-        try:
-            path, job = connection.recv()
-        except (EOFError, OSError):
-            return
-        connection.send(_evaluate_read_only(path, job))
-
-
 def _evaluate_read_only(path: str, job: Job) -> tuple:
     """The outcome of `job` over a read-only view of the store at `path`. The engine may
     compact files away while the view opens or reads them; a fresh view then reads the
@@ -184,30 +167,6 @@ def _evaluate_read_only(path: str, job: Job) -> tuple:
             store = None
 
 
-class _Worker:
-    def __init__(self, context):
-        self.connection, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child,), daemon=True, name="rspstar-sparql")
-        self.process.start()
-        child.close()
-        self._killed = threading.Lock()
-
-    def ready(self, timeout: float) -> bool:
-        """Whether the process started and said so (its start-up must not count against
-        the first query it gets)."""
-        try:
-            return self.connection.poll(timeout) and self.connection.recv() == "ready"
-        except (EOFError, OSError):
-            return False
-
-    def kill(self) -> None:
-        if not self._killed.acquire(blocking=False):
-            return
-        self.process.kill()
-        self.process.join(timeout=10)
-        self.connection.close()
-
-
 class AdhocQueries:
     """Evaluates `/sparql` queries within `timeout` seconds, `workers` at a time."""
 
@@ -215,44 +174,17 @@ class AdhocQueries:
         self.store = store
         self.timeout = timeout
         self.workers = workers
-        self._closed = False
-        self._lock = threading.Lock()
-        self._idle: queue.Queue[_Worker] = queue.Queue()
-        self._all: set[_Worker] = set()
         self._threads: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: WorkerPool | None = None
         if store.generation_path() is None:
             self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sparql")
         else:
-            self._context = multiprocessing.get_context("spawn")
-            for _ in range(workers):
-                self._add_worker()
+            self._pool = WorkerPool(workers, _evaluate_read_only, "rspstar-sparql")
+            self._pool.start()
 
-    def _add_worker(self) -> None:
-        """Start a worker; it joins the idle ones once it is ready (on a thread of its own,
-        so a request that had to stop a worker does not wait for the new one)."""
-        worker = _Worker(self._context)
-        with self._lock:
-            if self._closed:
-                worker.kill()
-                return
-            self._all.add(worker)
-
-        def when_ready():
-            if worker.ready(WORKER_START_SECONDS):
-                self._idle.put(worker)
-            elif not self._closed:
-                log.error("a query worker did not start (exit %s)", worker.process.exitcode)
-                self._retire(worker)
-
-        threading.Thread(target=when_ready, daemon=True, name="rspstar-sparql-start").start()
-
-    def _retire(self, worker: _Worker) -> None:
-        with self._lock:
-            self._all.discard(worker)
-            closed = self._closed
-        worker.kill()
-        if not closed:
-            self._add_worker()
+    def processes(self) -> list:
+        """The worker processes alive now (none when queries run on threads)."""
+        return self._pool.processes() if self._pool is not None else []
 
     def run(self, job: Job) -> tuple[bytes, str]:
         """(body, media type); QueryRefused, QueryTimeout or QueryCrashed otherwise."""
@@ -264,7 +196,7 @@ class AdhocQueries:
                 # A thread cannot be stopped: it finishes on its own, the client is told now.
                 raise QueryTimeout("the query ran past its time limit of %g s" % self.timeout) from None
         try:
-            worker = self._idle.get(timeout=self.timeout + WORKER_WAIT_GRACE_SECONDS)
+            worker = self._pool.take(self.timeout + WORKER_WAIT_GRACE_SECONDS)
         except queue.Empty:
             raise QueryTimeout("all %d query workers stayed busy for %g s"
                                % (self.workers, self.timeout + WORKER_WAIT_GRACE_SECONDS)) from None
@@ -274,16 +206,16 @@ class AdhocQueries:
             worker.connection.send((self.store.generation_path(), job))
             if not worker.connection.poll(self.timeout):
                 log.warning("an ad-hoc query ran past %g s; its worker is stopped", self.timeout)
-                self._retire(worker)
+                self._pool.retire(worker)
                 raise QueryTimeout("the query ran past its time limit of %g s and was stopped" % self.timeout)
             outcome = worker.connection.recv()
         except (EOFError, OSError):
-            if self._closed:
+            if self._pool.closed:
                 raise QueryTimeout("the engine is stopping") from None
             code = worker.process.exitcode
-            self._retire(worker)
+            self._pool.retire(worker)
             raise QueryCrashed("the query could not be evaluated: its worker process ended (exit %s)" % code) from None
-        self._idle.put(worker)
+        self._pool.give_back(worker)
         if outcome[0] == "ok":
             return outcome[1], outcome[2]
         if outcome[0] == "refused":
@@ -293,7 +225,7 @@ class AdhocQueries:
     def wait_ready(self, timeout: float = WORKER_START_SECONDS) -> bool:
         """Wait until every worker has started (True), or `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        while self._threads is None and self._idle.qsize() < self.workers:
+        while self._pool is not None and self._pool.idle() < self.workers:
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.05)
@@ -301,12 +233,7 @@ class AdhocQueries:
 
     def close(self) -> None:
         """Stop every worker at once, busy or not; requests waiting for one are told so."""
-        with self._lock:
-            self._closed = True
-            workers, self._all = list(self._all), set()
-        for worker in workers:
-            worker.kill()
-        for _ in range(self.workers):
-            self._idle.put(None)
+        if self._pool is not None:
+            self._pool.close()
         if self._threads is not None:
             self._threads.shutdown(wait=False, cancel_futures=True)

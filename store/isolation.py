@@ -11,11 +11,7 @@ ingestion keep their CPU beside a runaway.
 """
 from __future__ import annotations
 
-import logging
-import multiprocessing
-import os
 import queue
-import signal
 import threading
 from dataclasses import dataclass
 
@@ -24,10 +20,9 @@ import pyoxigraph as ox
 from rspstar.translator.uncertainty import FunctionLibrary
 
 from .errors import EvaluationCancelled, EvaluationStopped, StoreError
+from .workers import WorkerPool, WorkerProcess
 
-log = logging.getLogger(__name__)
 WORKERS = 2
-WORKER_START_SECONDS = 120.0
 # Times a call is sent again when the view could not read the store (a rebuild replaced it).
 READ_ONLY_ATTEMPTS = 3
 # How often a waiting evaluation looks at its time limit and its query's removal.
@@ -111,45 +106,6 @@ def evaluate_read_only(path: str, call: IsolatedCall) -> tuple:
     return outcome + ((counts.calls, counts.computed) if counts is not None else (0, 0))
 
 
-def _worker_main(connection) -> None:
-    """A worker process: say it is ready, then evaluate calls until the engine closes the
-    connection. Ctrl-C reaches the whole process group: the engine stops its workers itself."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        os.nice(NICENESS)
-    except OSError:
-        pass
-    connection.send("ready")
-    while True:
-        try:
-            path, call = connection.recv()
-        except (EOFError, OSError):
-            return
-        connection.send(evaluate_read_only(path, call))
-
-
-class _Worker:
-    def __init__(self, context):
-        self.connection, child = context.Pipe()
-        self.process = context.Process(target=_worker_main, args=(child,), daemon=True, name="rspstar-evaluation")
-        self.process.start()
-        child.close()
-        self._killed = threading.Lock()
-
-    def ready(self, timeout: float) -> bool:
-        try:
-            return self.connection.poll(timeout) and self.connection.recv() == "ready"
-        except (EOFError, OSError):
-            return False
-
-    def kill(self) -> None:
-        if not self._killed.acquire(blocking=False):
-            return
-        self.process.kill()
-        self.process.join(timeout=10)
-        self.connection.close()
-
-
 class EvaluationWorkers:
     """`size` worker processes, started at the first call."""
 
@@ -157,66 +113,27 @@ class EvaluationWorkers:
         self.size = size
         self.calls = 0                  # calls evaluated in a worker (stopped ones too)
         self.killed = 0                 # workers killed at a time limit or a removal
-        self._context = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
-        self._idle: queue.Queue[_Worker | None] = queue.Queue()
-        self._all: set[_Worker] = set()
-        self._started = False
-        self._closed = False
+        self._pool = WorkerPool(size, evaluate_read_only, "rspstar-evaluation", NICENESS)
 
     def processes(self) -> list:
         """The worker processes alive now (for the status and the tests)."""
-        with self._lock:
-            return [w.process for w in self._all]
+        return self._pool.processes()
 
-    def _start(self) -> None:
-        with self._lock:
-            if self._started:
-                return
-            self._started = True
-        for _ in range(self.size):
-            self._add_worker()
-
-    def _add_worker(self) -> None:
-        worker = _Worker(self._context)
-        with self._lock:
-            if self._closed:
-                worker.kill()
-                return
-            self._all.add(worker)
-
-        def when_ready():
-            if worker.ready(WORKER_START_SECONDS):
-                self._idle.put(worker)
-            elif not self._closed:
-                log.error("an evaluation worker did not start (exit %s)", worker.process.exitcode)
-                self._retire(worker)
-
-        threading.Thread(target=when_ready, daemon=True, name="rspstar-evaluation-start").start()
-
-    def _retire(self, worker: _Worker) -> None:
-        with self._lock:
-            self._all.discard(worker)
-            closed = self._closed
-        worker.kill()
-        if not closed:
-            self._add_worker()
-
-    def _take(self, budget) -> _Worker:
+    def _take(self, budget) -> WorkerProcess:
         """An idle worker; the wait is not the evaluation's time (budget.waited), but a removal
         of its query ends it."""
-        self._start()
+        self._pool.start()
         started = budget.monotonic()
         try:
             while True:
                 try:
-                    worker = self._idle.get(timeout=POLL_SECONDS)
+                    worker = self._pool.take(POLL_SECONDS)
                 except queue.Empty:
                     if budget.cancelled:
                         raise EvaluationCancelled("the query was removed") from None
                     continue
                 if worker is None:
-                    self._idle.put(None)        # for the next waiter
                     raise StoreError("the engine is stopping")
                 return worker
         finally:
@@ -237,25 +154,20 @@ class EvaluationWorkers:
                 except EvaluationStopped:
                     with self._lock:
                         self.killed += 1
-                    self._retire(worker)
+                    self._pool.retire(worker)
                     raise
             outcome = worker.connection.recv()
         except (EOFError, OSError):
-            if self._closed:
+            if self._pool.closed:
                 raise StoreError("the engine is stopping") from None
             code = worker.process.exitcode
-            self._retire(worker)
+            self._pool.retire(worker)
             raise StoreError("the worker process evaluating the query ended (exit %s)" % code) from None
         finally:
             budget.isolated_seconds += budget.monotonic() - started
-        self._idle.put(worker)
+        self._pool.give_back(worker)
         return outcome
 
     def close(self) -> None:
         """Stop every worker at once, busy or not."""
-        with self._lock:
-            self._closed = True
-            workers, self._all = list(self._all), set()
-        for worker in workers:
-            worker.kill()
-        self._idle.put(None)
+        self._pool.close()

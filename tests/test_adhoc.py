@@ -47,7 +47,7 @@ def alive(pid: int) -> bool:
 
 
 def test_a_query_past_its_limit_is_stopped_and_others_are_served(adhoc):
-    pids = {w.process.pid for w in adhoc._all}
+    pids = {p.pid for p in adhoc.processes()}
     started = time.monotonic()
     with pytest.raises(QueryTimeout, match="was stopped"):
         adhoc.run(job(SLOW))
@@ -55,9 +55,9 @@ def test_a_query_past_its_limit_is_stopped_and_others_are_served(adhoc):
     body, media = adhoc.run(job("ASK { GRAPH ?g { ?s ?p ?o } }"))
     assert media == "application/sparql-results+json" and b"true" in body
     assert adhoc.wait_ready()
-    stopped = pids - {w.process.pid for w in adhoc._all}
+    stopped = pids - {p.pid for p in adhoc.processes()}
     assert len(stopped) == 1 and not alive(stopped.pop())     # no CPU spent on it any more
-    assert len(adhoc._all) == 2
+    assert len(adhoc.processes()) == 2
 
 
 def test_while_slow_queries_run_out_their_time_a_third_client_waits_at_most_the_limit(adhoc):
@@ -92,7 +92,7 @@ def test_syntax_errors_keep_their_position_and_writes_are_visible(adhoc, store):
 def test_closing_stops_busy_workers_at_once(store):
     adhoc = AdhocQueries(store, timeout=60.0, workers=1)
     assert adhoc.wait_ready()
-    pid = next(iter(adhoc._all)).process.pid
+    pid = adhoc.processes()[0].pid
     runner = threading.Thread(target=lambda: pytest.raises(Exception, adhoc.run, job(SLOW)), daemon=True)
     runner.start()
     time.sleep(0.5)
@@ -107,9 +107,9 @@ def test_ctrl_c_to_the_process_group_leaves_the_workers_to_the_engine(adhoc, sto
     # A terminal's Ctrl-C reaches every process of the group: a worker must not die of it with
     # a traceback of its own (the engine stops its workers when it stops).
     import signal
-    for worker in list(adhoc._all):
-        os.kill(worker.process.pid, signal.SIGINT)
-    for worker in list(adhoc._all):
-        worker.process.join(timeout=0.5)
-        assert worker.process.is_alive()
+    for process in adhoc.processes():
+        os.kill(process.pid, signal.SIGINT)
+    for process in adhoc.processes():
+        process.join(timeout=0.5)
+        assert process.is_alive()
     assert b"results" in adhoc.run(job("SELECT * WHERE { GRAPH ?g { ?s ?p ?o } } LIMIT 1"))[0]

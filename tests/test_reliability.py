@@ -89,7 +89,7 @@ def test_slow_queries_are_stopped_and_do_not_starve_other_clients(tmp_path):
         started = time.monotonic()
         assert client.get("/sparql", query_string={"query": "ASK {}"}).status_code == 200
         assert time.monotonic() - started < 15
-        assert all(w.process.is_alive() for w in adhoc._all) and len(adhoc._all) == 2
+        assert all(p.is_alive() for p in adhoc.processes()) and len(adhoc.processes()) == 2
     finally:
         adhoc.close()
         store.close()
