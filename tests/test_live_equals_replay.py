@@ -3,6 +3,7 @@ runs queries for a few windows (an RSP-QL* one; an EP-SPARQL one over both of th
 streams, evaluated at every arrival; one that reads, under RDFS entailment, a background graph
 the engine reloads every second); then `rspstar replay` over what the simulator recorded (and
 the same graph) gives the same result at every evaluation."""
+import contextlib
 import json
 import os
 import signal
@@ -10,6 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import requests
@@ -76,6 +79,48 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
+@contextlib.contextmanager
+def serving(tmp_path, data):
+    """`rspstar serve` on tmp_path/engine.toml, its log in serve.log; stopped with Ctrl-C at
+    the end, after which it must exit 0."""
+    log = (tmp_path / "serve.log").open("w")
+    process = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config", str(tmp_path / "engine.toml"),
+                                "--port", str(port := free_port()), "--data", str(data)], cwd=REPO, stdout=log,
+                               stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        yield Served("http://127.0.0.1:%d" % port, process, tmp_path / "serve.log")
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+    assert process.returncode == 0, (tmp_path / "serve.log").read_text()[-3000:]
+
+
+@dataclass
+class Served:
+    base: str                   # the server's URL
+    process: subprocess.Popen
+    log: Path
+
+
+def live_results(served: Served, names, enough: int) -> dict:
+    """Each query's records (compact) once every one has more than `enough` evaluations with
+    data, or what they have at DEADLINE."""
+    live = {}
+    deadline = time.monotonic() + DEADLINE
+    while time.monotonic() < deadline:
+        assert served.process.poll() is None, served.log.read_text()[-3000:]
+        try:
+            live = {name: [json.loads(line) for line in requests.get(
+                served.base + "/queries/%s/results" % name, params={"format": "compact"}, timeout=5).text.splitlines()]
+                    for name in names}
+        except requests.ConnectionError:
+            live = {}
+        if live and all(len([r for r in records if r["bindings"]]) > enough for records in live.values()):
+            break
+        time.sleep(0.5)     # polling a live server process for its windows to pass
+    return live
+
+
 
 def test_live_results_equal_a_replay_of_the_recorded_input(tmp_path):
     (tmp_path / "q.rq").write_text(QUERY)
@@ -112,33 +157,11 @@ graph = "http://rspstar.example/tunnel"
 source = "tunnel.ttl"
 refresh = "PT1S"
 """)
-    port = free_port()
     data = tmp_path / "data"
-    log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config", str(tmp_path / "engine.toml"),
-                                "--port", str(port), "--data", str(data)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    base = "http://127.0.0.1:%d" % port
-    live = {}
-    try:
-        deadline = time.monotonic() + DEADLINE
-        while time.monotonic() < deadline:
-            assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                live = {q: [json.loads(line) for line in requests.get(
-                    base + "/queries/%s/results" % q, params={"format": "compact"}, timeout=5).text.splitlines()]
-                        for q in STREAMS}
-            except requests.ConnectionError:
-                live = {}
-            if live and all(len([r for r in records if r["bindings"]]) > WANTED for records in live.values()):
-                break
-            time.sleep(0.5)     # polling a live server process for its windows to pass
-        streams = requests.get(base + "/streams", timeout=5).json()
-        health = requests.get(base + "/health", timeout=5).json()
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=60)
-    assert process.returncode == 0
+    with serving(tmp_path, data) as served:
+        live = live_results(served, STREAMS, WANTED)
+        streams = requests.get(served.base + "/streams", timeout=5).json()
+        health = requests.get(served.base + "/health", timeout=5).json()
     assert "stopped cleanly" in (tmp_path / "serve.log").read_text()
     for stream in STREAMS["ep"]:
         assert any(s["stream"] == stream and s["quarantined"] == 0 for s in streams["streams"])
@@ -231,31 +254,10 @@ trigger_seconds = 0.5
         (tmp_path / (name + ".rq")).write_text(text)
         config += '[[queries]]\nid = "%s"\nfile = "%s.rq"\n' % (name, name)
     (tmp_path / "engine.toml").write_text(config)
-    port = free_port()
     data = tmp_path / "data"
-    log = (tmp_path / "serve.log").open("w")
-    process = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config", str(tmp_path / "engine.toml"),
-                                "--port", str(port), "--data", str(data)], cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    base = "http://127.0.0.1:%d" % port
-    live = {}
-    try:
-        deadline = time.monotonic() + DEADLINE
-        while time.monotonic() < deadline:
-            assert process.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
-            try:
-                live = {name: [json.loads(line) for line in requests.get(
-                    base + "/queries/%s/results" % name, params={"format": "compact"}, timeout=5).text.splitlines()] for name in WINDOWS_QUERIES}
-            except requests.ConnectionError:
-                live = {}
-            if live and all(len([r for r in records if r["bindings"]]) > WANTED + 3 for records in live.values()):
-                break
-            time.sleep(0.5)     # polling a live server process for its windows to pass
-        statuses = {name: requests.get(base + "/queries/" + name, timeout=5).json()["status"] for name in WINDOWS_QUERIES}
-    finally:
-        process.send_signal(signal.SIGINT)
-        process.wait(timeout=60)
-    assert process.returncode == 0
+    with serving(tmp_path, data) as served:
+        live = live_results(served, WINDOWS_QUERIES, WANTED + 3)
+        statuses = {name: requests.get(served.base + "/queries/" + name, timeout=5).json()["status"] for name in WINDOWS_QUERIES}
     assert all(s["state"] == "running" for s in statuses.values()), statuses
     recording = recording_path(data / "recording", "http://rspstar.example/stream/tvs/oxygen")
     for name, records in live.items():
