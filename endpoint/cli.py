@@ -21,6 +21,7 @@ from rspstar.translator.rewrite import compile_template
 from rspstar.translator.validate import compile_query
 
 from .allocator import use_jemalloc
+from .launch import UNDER_JEMALLOC
 from rspstar.config import schema
 
 from .config import DEFAULT_CONFIG, load_config
@@ -302,14 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# The commands a program run executes again under jemalloc (endpoint/allocator.py); a call
-# with arguments (a test, a library) runs in its caller's process as it is.
-_UNDER_JEMALLOC = {"serve", "replay"}
-
-
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, program: bool = False) -> int:
+    """The command line: `argv` (sys.argv's when None). As `python -m rspstar.endpoint.cli`
+    (argv None) or from the `rspstar` command (endpoint/launch.py, which has done it already:
+    `program`), serve and replay run under jemalloc."""
     args = build_parser().parse_args(argv)
-    if argv is None and args.command in _UNDER_JEMALLOC:
+    if argv is None and not program and args.command in UNDER_JEMALLOC:
         use_jemalloc()
     try:
         return args.handler(args)

@@ -252,6 +252,26 @@ def test_a_program_run_of_replay_runs_again_under_jemalloc_and_a_call_does_not(w
     assert executed == [True]                       # check is quick: not worth a second start
 
 
+def test_the_rspstar_command_runs_again_under_jemalloc_before_importing_the_engine(write, tmp_path):
+    # The console script's launcher decides from the command's name alone, so the second start
+    # does not import the command line and the engine a second time; it then runs the command
+    # as given, and does not ask again.
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    out = tmp_path / "o"
+    code = ("import sys; import rspstar.endpoint.allocator as allocator; "
+            "allocator.use_jemalloc = lambda: print('again', sorted(m for m in sys.modules "
+            "if m.startswith('rspstar.endpoint.') or m.startswith('rspstar.translator')), file=sys.stderr); "
+            "from rspstar.endpoint import launch; sys.exit(launch.main())")
+    for command, again in ((["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)], True),
+                           (["check", str(q)], False)):
+        done = subprocess.run([sys.executable, "-c", code, *command], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        asked = [line for line in done.stderr.splitlines() if line.startswith("again")]
+        assert asked == (["again ['rspstar.endpoint.allocator', 'rspstar.endpoint.launch']"] if again else []), done.stderr
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(tmp_path / "p")]) == 0
+    assert out.read_text() == (tmp_path / "p").read_text() != ""
+
+
 # Joins the window's elements with value 2 to a SERVICE that cannot be reached: the first
 # evaluations (no such element) answer, the one at 08:00:04 (e1) fails.
 FAILS_AT_4 = """PREFIX ex: <http://example.org/>
