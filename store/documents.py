@@ -98,7 +98,7 @@ class Documents:
             return self._stage_parts(stream, itertools.chain((first, second), parts), fmt, source,
                                      timestamp_predicate)
         try:
-            check_rdf_nesting(data, source)     # before Oxigraph's parser, which runs below at once
+            check_rdf_nesting(data, source, fmt)     # before Oxigraph's parser, which runs below at once
         except RdfInputError as e:
             raise OptimisticLoadFailed(str(e)) from e
         failure: list[BaseException] = []
@@ -113,7 +113,7 @@ class Documents:
             writer = threading.Thread(target=write, name="oxigraph-load")
             writer.start()
             try:
-                scan = scan_document(data, fmt, source, timestamp_predicate)
+                scan = scan_document(data, fmt, source, timestamp_predicate, nesting_checked=True)
                 # Reading the timestamps also runs beside the write
                 # (bench/out/NOTES.md#timestamps-beside-the-write).
                 staged = None if scan.needs_rewriting else _staged_from(scan, source, timestamp_predicate)
@@ -159,7 +159,7 @@ class Documents:
                     # Written as soon as it is cut (and checked: a part starts and ends outside
                     # any nesting), read meanwhile, then let go of here: a part is held until
                     # both are done, not the whole document twice.
-                    check_rdf_nesting(part, source)
+                    check_rdf_nesting(part, source, fmt)
                     write = PartWrite()
                     to_write.put((part, write))
                     read.add(part, write)
@@ -191,7 +191,8 @@ class _PartsScan:
         self.holder: dict = {}
 
     def add(self, part: bytes, write: PartWrite) -> None:
-        scan = scan_document(part, self.fmt, self.source, self.timestamp_predicate)
+        # Its nesting was checked before it went to the writer (_stage_parts).
+        scan = scan_document(part, self.fmt, self.source, self.timestamp_predicate, nesting_checked=True)
         stamps = self.stamps
         if any(stamps[graph] != scan.stamps[graph] for graph in stamps.keys() & scan.stamps.keys()):
             raise RdfInputError("a graph has two timestamps", self.source)

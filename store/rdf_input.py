@@ -97,15 +97,18 @@ def _record_timestamp(stamps: dict, quad: ox.Quad, ts_predicate: ox.NamedNode, s
 
 
 def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
-                  timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> DocumentScan:
-    """One pass: the timestamps and graph names of a document, with syntax errors located."""
+                  timestamp_predicate: str = PROV_GENERATED_AT_TIME, nesting_checked: bool = False) -> DocumentScan:
+    """One pass: the timestamps and graph names of a document, with syntax errors located.
+    `nesting_checked`: the caller ran check_rdf_nesting on these very bytes before handing
+    them to a writer, which must not wait for the scan."""
     ts_predicate = ox.NamedNode(timestamp_predicate)
     stamps: dict = {}
     graphs: dict = {}
     other = 0
     last = None
     default = ox.DefaultGraph
-    check_rdf_nesting(data, source, fmt)
+    if not nesting_checked:
+        check_rdf_nesting(data, source, fmt)
     try:
         for quad in ox.parse(data, format=fmt, rename_blank_nodes=True):
             graph = quad.graph_name

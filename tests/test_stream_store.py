@@ -216,6 +216,34 @@ def test_optimistic_document_load_matches_the_careful_one_or_asks_for_a_rebuild(
         StreamStore().documents.stage_optimistically("http://s", b"<http://g> { <http://a> }", ox.RdfFormat.TRIG, "x")
 
 
+@pytest.mark.parametrize("part_bytes", [None, 200])
+def test_optimistic_staging_checks_each_parts_nesting_once_before_its_write(part_bytes, monkeypatch):
+    from rspstar.store import documents, rdf_input
+    from rspstar.store.documents import OptimisticLoadFailed
+    checked, written = [], []
+    check, load = rdf_input.check_rdf_nesting, documents.Documents._load_document
+    monkeypatch.setattr(documents, "check_rdf_nesting", lambda data, *a: (checked.append(bytes(data)), check(data, *a)))
+    monkeypatch.setattr(rdf_input, "check_rdf_nesting", lambda data, *a: (checked.append(bytes(data)), check(data, *a)))
+    monkeypatch.setattr(documents.Documents, "_load_document",
+                        lambda self, stream, data, fmt: (written.append(bytes(data)), load(self, stream, data, fmt)))
+    data = b"@prefix prov: <http://www.w3.org/ns/prov#> .\n" + b"".join(
+        b'<http://g%d> prov:generatedAtTime "2026-03-01T08:00:0%dZ" . <http://g%d> { <http://a> <http://b> %d . }\n'
+        % (k, k, k, k) for k in range(6))
+    staged = StreamStore().documents.stage_optimistically("http://s", data, ox.RdfFormat.TRIG, "x.trig", part_bytes=part_bytes)
+    assert len(staged.staged) == 6
+    for element in staged.staged:
+        if element.written is not None:
+            element.written.wait()
+    # Every byte written was checked first, once (the scan beside the write does not check again).
+    assert checked == written and (written == [data] if part_bytes is None else len(written) > 1)
+    deep = data + b"<http://g9> { <http://a> <http://b> " + b"(" * 200 + b")" * 200 + b" . }\n"
+    checked.clear(), written.clear()
+    store = StreamStore()
+    with pytest.raises(OptimisticLoadFailed, match="nested deeper than 128"):
+        store.documents.stage_optimistically("http://s", deep, ox.RdfFormat.TRIG, "x.trig", part_bytes=part_bytes)
+    assert checked and not any(b"(((" in part for part in written)
+
+
 def test_compaction_keeps_live_content_and_frees_the_rest(tmp_path):
     for path in (None, str(tmp_path / "db")):
         store = StreamStore(path, compact_after=2)
