@@ -557,3 +557,21 @@ def test_what_oxigraph_parses_of_a_registered_query_its_rewrite_is_checked_too(m
     with pytest.raises(QuerySyntaxError, match="once its windows are rewritten: nested and chained") as e:
         validate.compile_query(text)
     assert e.value.line == 3
+
+
+# The token pattern as first written, with character classes among its alternatives: the one
+# the check uses lists every single character apart so that the engine can skip what starts no
+# token; both must cut every text into the same tokens.
+_CLASSES_PATTERN = (r'''"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^'\\]|\\.|'(?!''))*\'\'\''''
+                    r'''|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'|#[^\r\n]*|<[^<>"{}|^`\\\s]*>'''
+                    r'''|<<\(|<<|\{\||[({\[]|\)>>|>>|\|\}|[)}\]]''')
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet='"\'#<>(){}[]|\\\n\r a^`', max_size=60))
+def test_the_rdf_check_cuts_every_text_into_the_tokens_the_plain_pattern_does(text):
+    from rspstar.translator import nesting
+    plain = re.compile(_CLASSES_PATTERN, re.S)
+    assert [m.span() for m in nesting._TOKEN.finditer(text)] == [m.span() for m in plain.finditer(text)]
+    data = text.encode()
+    assert nesting._TOKEN_BYTES.findall(data) == re.compile(_CLASSES_PATTERN.encode(), re.S).findall(data)
