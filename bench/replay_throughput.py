@@ -286,7 +286,13 @@ def main() -> None:
     parser.add_argument("--sensors", type=int, metavar="RUNS",
                         help="only the table of queries each watching one sensor (1, 50 and 1,000 of them), this "
                              "many runs, into bench/out/replay_sensors.md")
+    parser.add_argument("--sliding", action="store_true",
+                        help="only the table of sliding windows against raw per-window evaluation, in-process and as "
+                             "commands, into bench/out/replay_sliding.md")
     args = parser.parse_args()
+    if args.sliding:
+        publish("replay_sliding", "Machine: %s\n\n%s" % (machine(), run_sliding(args.elements).markdown()))
+        return
     if args.sensors:
         publish("replay_sensors", "Machine: %s\n\n%s" % (machine(), "\n".join(
             "Run %d\n\n%s" % (k + 1, run_sensors(args.elements // 5, 20).markdown()) for k in range(args.sensors))))
