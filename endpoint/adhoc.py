@@ -19,7 +19,7 @@ import pyoxigraph as ox
 
 from rspstar.store.errors import QueryTimeout, StoreError
 from rspstar.store.stream_store import StreamStore
-from rspstar.store.workers import WORKER_START_SECONDS, WorkerPool
+from rspstar.store.workers import WORKER_START_SECONDS, WorkerLost, WorkerPool
 from rspstar.translator.uncertainty import FunctionLibrary
 from rspstar.translator.errors import QuerySyntaxError
 from rspstar.translator.validate import compile_query, oxigraph_syntax_error, unknown_function
@@ -202,20 +202,18 @@ class AdhocQueries:
                                % (self.workers, self.timeout + WORKER_WAIT_GRACE_SECONDS)) from None
         if worker is None:
             raise QueryTimeout("the engine is stopping")
-        try:
-            worker.connection.send((self.store.generation_path(), job))
-            if not worker.connection.poll(self.timeout):
+        def wait(connection) -> None:
+            if not connection.poll(self.timeout):
                 log.warning("an ad-hoc query ran past %g s; its worker is stopped", self.timeout)
-                self._pool.retire(worker)
                 raise QueryTimeout("the query ran past its time limit of %g s and was stopped" % self.timeout)
-            outcome = worker.connection.recv()
-        except (EOFError, OSError):
-            if self._pool.closed:
+
+        try:
+            outcome = self._pool.ask(worker, (self.store.generation_path(), job), wait)
+        except WorkerLost as lost:
+            if lost.closed:
                 raise QueryTimeout("the engine is stopping") from None
-            code = worker.process.exitcode
-            self._pool.retire(worker)
-            raise QueryCrashed("the query could not be evaluated: its worker process ended (exit %s)" % code) from None
-        self._pool.give_back(worker)
+            raise QueryCrashed("the query could not be evaluated: its worker process ended (exit %s)"
+                               % lost.exitcode) from None
         if outcome[0] == "ok":
             return outcome[1], outcome[2]
         if outcome[0] == "refused":

@@ -20,7 +20,7 @@ import pyoxigraph as ox
 from rspstar.translator.uncertainty import FunctionLibrary
 
 from .errors import EvaluationCancelled, EvaluationStopped, StoreError
-from .workers import WorkerPool, WorkerProcess
+from .workers import WorkerLost, WorkerPool, WorkerProcess
 
 WORKERS = 2
 # Times a call is sent again when the view could not read the store (a rebuild replaced it).
@@ -146,27 +146,24 @@ class EvaluationWorkers:
         started = budget.monotonic()
         with self._lock:
             self.calls += 1
-        try:
-            worker.connection.send((path, call))
-            while not worker.connection.poll(POLL_SECONDS):
+
+        def wait(connection) -> None:
+            while not connection.poll(POLL_SECONDS):
                 try:
                     budget.check()
                 except EvaluationStopped:
                     with self._lock:
                         self.killed += 1
-                    self._pool.retire(worker)
                     raise
-            outcome = worker.connection.recv()
-        except (EOFError, OSError):
-            if self._pool.closed:
+
+        try:
+            return self._pool.ask(worker, (path, call), wait)
+        except WorkerLost as lost:
+            if lost.closed:
                 raise StoreError("the engine is stopping") from None
-            code = worker.process.exitcode
-            self._pool.retire(worker)
-            raise StoreError("the worker process evaluating the query ended (exit %s)" % code) from None
+            raise StoreError("the worker process evaluating the query ended (exit %s)" % lost.exitcode) from None
         finally:
             budget.isolated_seconds += budget.monotonic() - started
-        self._pool.give_back(worker)
-        return outcome
 
     def close(self) -> None:
         """Stop every worker at once, busy or not."""

@@ -67,6 +67,15 @@ class WorkerProcess:
         self.connection.close()
 
 
+class WorkerLost(Exception):
+    """The worker's process ended before it answered (`exitcode`), or the pool was closed
+    (`closed`)."""
+
+    def __init__(self, exitcode: int | None, closed: bool):
+        super().__init__("exit %s" % exitcode)
+        self.exitcode, self.closed = exitcode, closed
+
+
 class WorkerPool:
     """`size` workers answering with `handler` (a module-level function: it is sent to each
     spawned process by name), started by `start()`."""
@@ -108,6 +117,26 @@ class WorkerPool:
 
     def give_back(self, worker: WorkerProcess) -> None:
         self._idle.put(worker)
+
+    def ask(self, worker: WorkerProcess, message: tuple, wait: Callable) -> object:
+        """`worker`'s answer to `message`, the worker given back. `wait(connection)` returns
+        once the answer is there, or raises to stop the worker: it is killed and replaced, and
+        the exception goes on. WorkerLost when the worker's process ended or the pool closed."""
+        try:
+            worker.connection.send(message)
+            wait(worker.connection)
+            answer = worker.connection.recv()
+        except (EOFError, OSError):
+            if self.closed:
+                raise WorkerLost(None, closed=True) from None
+            code = worker.process.exitcode
+            self.retire(worker)
+            raise WorkerLost(code, closed=False) from None
+        except BaseException:
+            self.retire(worker)
+            raise
+        self.give_back(worker)
+        return answer
 
     def retire(self, worker: WorkerProcess) -> None:
         """Kill `worker` (stopped at a limit, or its process ended) and start another."""
