@@ -70,6 +70,20 @@ ex:OxygenSensor rdfs:subClassOf ex:GasSensor .
 STREAMS = {"oxygen": ["http://rspstar.example/stream/tvs/oxygen"],
            "ep": ["http://rspstar.example/stream/tvs/oxygen", "http://rspstar.example/stream/tvs/temperature"],
            "entailed": ["http://rspstar.example/stream/tvs/oxygen"]}
+# The engine both tests serve: the TVS simulator through Spark, evaluating on the watermark only.
+SIMULATED = """
+[engine]
+max_delay = "PT60S"   # evaluate on the watermark only: complete input, as a replay sees it
+[spark]
+master = "local[2]"
+[[sources]]
+name = "tvs"
+kind = "simulator"
+scenario = "tvs"
+size = 3
+rate = 12
+trigger_seconds = 0.5
+"""
 WANTED = 5          # evaluations to compare
 DEADLINE = 150      # seconds for Spark to start and the windows to pass
 
@@ -130,19 +144,7 @@ def test_live_results_equal_a_replay_of_the_recorded_input(tmp_path):
     prefixes, _, triples = TUNNEL.rpartition("@prefix ex: <http://rspstar.example/> .\n")
     (tmp_path / "tunnel.trig").write_text("%s@prefix ex: <http://rspstar.example/> .\n<http://rspstar.example/tunnel> {\n%s}\n"
                                           % (prefixes, triples))     # the same graph, for the replay
-    (tmp_path / "engine.toml").write_text("""
-[engine]
-max_delay = "PT60S"   # evaluate on the watermark only: complete input, as a replay sees it
-[spark]
-master = "local[2]"
-[[sources]]
-name = "tvs"
-kind = "simulator"
-scenario = "tvs"
-size = 3
-rate = 12
-trigger_seconds = 0.5
-[[queries]]
+    (tmp_path / "engine.toml").write_text(SIMULATED + """[[queries]]
 id = "oxygen"
 file = "q.rq"
 [[queries]]
@@ -237,19 +239,7 @@ WHERE { WINDOW ex:high { ?sector ex:high true } }
 
 
 def test_partitioned_landmark_and_fact_windows_live_equal_a_replay(tmp_path):
-    config = """
-[engine]
-max_delay = "PT60S"   # evaluate on the watermark only: complete input, as a replay sees it
-[spark]
-master = "local[2]"
-[[sources]]
-name = "tvs"
-kind = "simulator"
-scenario = "tvs"
-size = 3
-rate = 12
-trigger_seconds = 0.5
-"""
+    config = SIMULATED
     for name, text in WINDOWS_QUERIES.items():
         (tmp_path / (name + ".rq")).write_text(text)
         config += '[[queries]]\nid = "%s"\nfile = "%s.rq"\n' % (name, name)
