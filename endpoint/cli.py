@@ -303,12 +303,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None, program: bool = False) -> int:
-    """The command line: `argv` (sys.argv's when None). As `python -m rspstar.endpoint.cli`
-    (argv None) or from the `rspstar` command (endpoint/launch.py, which has done it already:
-    `program`), serve and replay run under jemalloc."""
+def main(argv: list[str] | None = None) -> int:
+    """The command line: `argv`, or sys.argv's when None (`python -m rspstar.endpoint.cli`),
+    which runs serve and replay under jemalloc; the `rspstar` command (endpoint/launch.py) has
+    done that before it passes its arguments."""
     args = build_parser().parse_args(argv)
-    if argv is None and not program and args.command in UNDER_JEMALLOC:
+    if argv is None and args.command in UNDER_JEMALLOC:
         use_jemalloc()
     try:
         return args.handler(args)

@@ -16,4 +16,4 @@ def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] in UNDER_JEMALLOC:
         use_jemalloc()
     from .cli import main as run
-    return run(sys.argv[1:], program=True)
+    return run(sys.argv[1:])
