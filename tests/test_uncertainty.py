@@ -214,20 +214,36 @@ def test_errors_in_a_query_leave_bind_unbound_and_drop_filter_rows():
     assert [r["s"].value for r in rows] == ["http://b"]
 
 
-def test_cache_answers_repeated_calls_within_an_evaluation_only():
+def test_cache_answers_repeated_calls_and_keeps_the_previous_evaluations_answers():
     library = FunctionLibrary()
     add = library.table[ox.NamedNode(RSPU + "add")]
     for _ in range(3):
         add(dist("N(0, 1)"), num(1))
     assert (library.counts.calls, library.counts.computed) == (3, 1)
+    # The next window meets the same element again: answered from the evaluation before.
+    library.begin_evaluation()
+    assert add(dist("N(0, 1)"), num(1)) == ox.Literal("N(1.0, 1.0)", datatype=ox.NamedNode(RSPU + "distribution"))
+    assert library.counts.computed == 1
+    # Asked in no evaluation of two in a row: dropped, computed again.
+    library.begin_evaluation()
     library.begin_evaluation()
     add(dist("N(0, 1)"), num(1))
     assert library.counts.computed == 2
+    # Kept only while asked: a call of the evaluation before the previous one is gone.
+    add(dist("N(0, 1)"), num(2))
+    library.begin_evaluation()
+    add(dist("N(0, 1)"), num(1))
+    library.begin_evaluation()
+    library.begin_evaluation()
+    add(dist("N(0, 1)"), num(2))
+    assert library.counts.computed == 4
     uncached = FunctionLibrary(cache=False)
     add = uncached.table[ox.NamedNode(RSPU + "add")]
     for _ in range(3):
         add(dist("N(0, 1)"), num(1))
-    assert uncached.counts.computed == 3
+    uncached.begin_evaluation()
+    add(dist("N(0, 1)"), num(1))
+    assert uncached.counts.computed == 4
 
 
 def test_a_bad_literal_raises_a_fresh_error_each_time():
