@@ -340,10 +340,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("sources", "retained", Flag(), False,
             "take the broker's retained messages too (by default ignored: they are old readings)", "mqtt"),
     Setting("sources", "trigger_seconds", Number(), 1.0, "micro-batch interval"),
-    Setting("sources", "decode", Text(("driver", "executors")), "driver",
+    Setting("sources", "decode", Text(("auto", "driver", "executors")), "auto",
             "where a micro-batch's input is parsed: in the engine's process (driver), or on Spark's executors, "
             "which hand the driver N-Quads it stores in one call, outside Python's lock (pays from thousands of "
-            "elements a second: docs/spark.md)"),
+            "elements a second); auto: on the executors when the batch before brought 2,000 elements or more "
+            "(docs/spark.md)"),
     Setting("sources", "allowed_lateness", Duration(zero=True), "PT0S",
             "how far below the newest event time an element may arrive and still be on time"),
     Setting("sources", "options", Table(), {}, "Spark reader options of the source (e.g. maxFilesPerTrigger)"),

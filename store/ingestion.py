@@ -57,7 +57,7 @@ from pyspark.sql.streaming.state import GroupStateTimeout
 from rspstar.config.schema import Source, default
 
 from . import formats
-from .batches import BatchWriter
+from .batches import BatchReport, BatchWriter
 from .codec import ENCODED_SCHEMA, EncodeBatches, Payload
 from .partitions import (
     EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, Emitted, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
@@ -131,6 +131,10 @@ KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:
               "matching your Spark version, with its kafka-clients dependency). Put the jars in a folder and "
               "set spark.jars to them in [spark] of the configuration, or set spark.jars.packages where the "
               "machine can reach a Maven repository.")
+# decode = "auto": a micro-batch is parsed on Spark's executors when the batch before it, of the
+# same streaming query, brought at least this many elements; below, in the engine's process,
+# where a batch costs no Python task on the executors (bench/out/NOTES.md#executor-decoding).
+DECODE_ON_EXECUTORS_FROM = 2000
 RESTART_FIRST_SECONDS = 1.0
 RESTART_MAX_SECONDS = 60.0
 PARTITIONED_PREFIX = "partitioned-"
@@ -392,7 +396,8 @@ class SparkIngestion:
 
     def __init__(self, spark: SparkSession, store: StreamStore, sources: list[SourceConfig],
                  checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None,
-                 quarantine_max_bytes: int = default("quarantine.max_bytes"), landed: LandedFiles | None = None):
+                 quarantine_max_bytes: int = default("quarantine.max_bytes"), landed: LandedFiles | None = None,
+                 executors_from: int = DECODE_ON_EXECUTORS_FROM):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise IngestionError("source names must be unique, got %s" % names)
@@ -414,6 +419,10 @@ class SparkIngestion:
         self.quarantine_max_bytes = quarantine_max_bytes
         self.batches: dict[str, int] = {s.name: 0 for s in sources}
         self.health: dict[str, SourceHealth] = {name: SourceHealth() for name in self.groups}
+        # decode = "auto": the elements each streaming query's latest micro-batch brought.
+        self.executors_from = executors_from
+        self._last_batch_elements: dict[str, int] = {name: 0 for name in self.groups}
+        self.decoded_on_executors: dict[str, int] = {name: 0 for name in self.groups}   # batches, per query
         self._supervised = False     # live runs restart stopped queries; available-now runs end
         # MQTT subscribers (live runs only), built now so that bad settings fail before Spark runs.
         self.mqtt: dict[str, MqttSource] = {}
@@ -435,8 +444,12 @@ class SparkIngestion:
         return kind.frame(self.spark, source)
 
     # -- micro-batches --------------------------------------------------------------------------
-    def _batch_function(self, group: list[SourceConfig]):
+    def _batch_function(self, name: str, group: list[SourceConfig]):
         def write(frame: DataFrame, batch_id: int) -> None:
+            encoded = self._on_executors(name, group)
+            if encoded:
+                frame = self._encoded(frame, group)
+                self.decoded_on_executors[name] += 1
             # Through Arrow: about half the driver's time of collect()'s pickled rows.
             rows = frame.toArrow().to_pylist()
             by_source: dict[str, list] = {}
@@ -444,17 +457,40 @@ class SparkIngestion:
                 by_source.setdefault(row["source"], []).append(row)
             # Each source's share is written with its own marker: a replayed micro-batch skips
             # the shares already stored and writes the rest.
+            elements = 0
             for source in group:
                 if source.name in by_source:
-                    self._write(source, batch_id, by_source[source.name])
+                    report = self._write(source, batch_id, by_source[source.name], encoded)
+                    elements += sum(report.stored.values()) + sum(report.quarantined.values())
+            self._last_batch_elements[name] = elements
 
         return write
 
-    def _write(self, source: SourceConfig, batch_id: int, rows: list) -> None:
+    def _on_executors(self, name: str, group: list[SourceConfig]) -> bool:
+        """Whether this micro-batch of the streaming query `name` is parsed on the executors: as its
+        sources' `decode` says, or under "auto" when the batch before brought executors_from
+        elements or more (a group shares one `decode`: _query_groups)."""
+        decode = group[0].decode
+        if decode == "auto":
+            return self._last_batch_elements[name] >= self.executors_from
+        return decode == "executors"
+
+    def _encoded(self, frame: DataFrame, group: list[SourceConfig]) -> DataFrame:
+        """A micro-batch's rows decoded where they are (codec.encode's rows, each source's own
+        payloads), tagged with their source: the driver stores them without parsing."""
+        if len(group) == 1:
+            frames = [(group[0], frame.drop("source"))]
+        else:
+            frames = [(source, frame.where(F.col("source") == source.name).drop("source")) for source in group]
+        encoded = [rows.mapInArrow(EncodeBatches(functools.partial(payloads_of, source)), ENCODED_SCHEMA)
+                   .withColumn("source", F.lit(source.name)) for source, rows in frames]
+        return functools.reduce(DataFrame.unionByName, encoded)
+
+    def _write(self, source: SourceConfig, batch_id: int, rows: list, encoded: bool) -> BatchReport:
         writer = self.writers[source.name]
         health = self.health[self.query_of[source.name]]
         try:
-            report = writer.write_encoded(batch_id, rows) if source.decode == "executors" else \
+            report = writer.write_encoded(batch_id, rows) if encoded else \
                 writer.write(batch_id, payloads_of(source, rows))
         except (OSError, StoreError) as e:
             # Not written (one transaction: nothing of it is): Spark runs the batch again once
@@ -471,6 +507,7 @@ class SparkIngestion:
         if report.stored or report.quarantined:
             log.debug("%s batch %d: stored %s, late %s, quarantined %s", source.name, batch_id,
                       report.stored, report.late, report.quarantined)
+        return report
 
     def start(self, available_now: bool = False) -> None:
         self._supervised = not available_now
@@ -480,21 +517,11 @@ class SparkIngestion:
             for subscriber in self.mqtt.values():
                 subscriber.start()
 
-    def _decoded(self, source: SourceConfig) -> DataFrame:
-        """The source's rows, or with `decode = "executors"` its micro-batches decoded where
-        they are read (codec.encode's rows: the driver stores them without parsing)."""
-        frame = self._frame(source)
-        if source.decode != "executors":
-            return frame
-        return frame.mapInArrow(EncodeBatches(functools.partial(payloads_of, source)), ENCODED_SCHEMA)
-
     def _start_query(self, name: str, available_now: bool = False) -> None:
         group = self.groups[name]
-        frames = [self._decoded(source).withColumn("source", F.lit(source.name)) for source in group]
-        frame = frames[0]
-        for other in frames[1:]:
-            frame = frame.unionByName(other)
-        writer = (frame.writeStream.foreachBatch(self._batch_function(group))
+        frames = [self._frame(source).withColumn("source", F.lit(source.name)) for source in group]
+        frame = functools.reduce(DataFrame.unionByName, frames)
+        writer = (frame.writeStream.foreachBatch(self._batch_function(name, group))
                   .option("checkpointLocation", str(self.checkpoint_dir / name))
                   .queryName("rspstar-" + name))
         writer = writer.trigger(availableNow=True) if available_now else \
@@ -674,7 +701,7 @@ def _query_groups(sources: list[SourceConfig]) -> dict[str, list[SourceConfig]]:
     groups: dict[str, list[SourceConfig]] = {}
     for source in sources:
         if SOURCE_KINDS[source.kind].shares_a_query:
-            # Rows decoded on the executors and rows still to decode are not one frame.
+            # One `decode` per streaming query: its micro-batches are parsed in one place.
             simulators.setdefault((source.trigger_seconds, source.decode), []).append(source)
         else:
             groups[source.name] = [source]

@@ -212,6 +212,39 @@ def test_restart_after_a_crash_between_store_write_and_commit_stores_nothing_twi
     run(spark, store, tmp_path, [source])
     assert len(store.oxigraph) == count
 
+def test_auto_decoding_parses_a_batch_on_the_executors_when_the_batch_before_was_large(spark, tmp_path):
+    # The default: a trickle is parsed in the engine's process, where a batch costs no Python
+    # task on the executors; thousands of elements a batch are parsed on the executors, off the
+    # engine's lock. The same elements and recordings either way.
+    land = tmp_path / "landing"
+    store = StreamStore()
+    source = dataclasses.replace(files_source(tmp_path), trigger_seconds=0.2)
+    assert source.decode == "auto"
+    ingestion = SparkIngestion(spark, store, [source], tmp_path / "checkpoints", tmp_path / "quarantine",
+                               Recordings(tmp_path / "recorded"), executors_from=3)
+    ingestion.start()
+    try:
+        on_executors = []
+        for name, seconds, total in (("a.trig", (0, 1, 2, 3), 4), ("b.trig", (4,), 5), ("c.trig", (5,), 6)):
+            drop(land, name, trig(*seconds))
+            wait_for(lambda: store.streams().get(STREAM) and store.streams()[STREAM].ingested == total)
+            on_executors.append(ingestion.decoded_on_executors["landing"])
+    finally:
+        ingestion.stop()
+    # The first batch has none before it; the second follows four elements, the third one.
+    assert on_executors == [0, 1, 1]
+    assert sorted(store.elements_in(STREAM, T0, T0 + 10 * S)) == ["http://example.org/e%d" % k for k in range(6)]
+    assert len(list(store.oxigraph.quads_for_pattern(None, REIFIES, None, None))) == 6
+    assert_recording_replays_what_was_stored(tmp_path / "recorded", store)
+
+
+def test_the_auto_decoding_threshold_is_the_one_the_configuration_documents():
+    from rspstar.config.schema import SETTINGS
+    from rspstar.store.ingestion import DECODE_ON_EXECUTORS_FROM
+    [setting] = [s for s in SETTINGS if (s.table, s.key) == ("sources", "decode")]
+    assert "%s elements" % format(DECODE_ON_EXECUTORS_FROM, ",") in setting.help
+
+
 def test_late_files_are_stored_and_counted(spark, tmp_path):
     land = tmp_path / "landing"
     store = StreamStore()
@@ -284,9 +317,9 @@ def test_a_replayed_group_batch_writes_only_the_shares_not_yet_stored(spark, tmp
     assert sorted({r["source"] for r in rows}) == ["care", "tvs"] and len(rows) == 9
     store = StreamStore()
     ingestion = SparkIngestion(spark, store, sources, tmp_path / "c", tmp_path / "q")
-    ingestion._write(sources[0], 0, [r for r in rows if r["source"] == "tvs"])      # stored before the crash
+    ingestion._write(sources[0], 0, [r for r in rows if r["source"] == "tvs"], False)   # stored before the crash
     assert sum(v.ingested for v in store.streams().values()) == 4
-    write = ingestion._batch_function(sources)
+    write = ingestion._batch_function("care+tvs", sources)
     for _ in range(2):                                                              # replayed, and again
         write(spark.createDataFrame(rows), 0)
     assert sum(v.ingested for v in store.streams().values()) == 9

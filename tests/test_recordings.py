@@ -106,6 +106,6 @@ def test_a_batch_that_cannot_be_recorded_is_still_stored(tmp_path, caplog):
     ingestion = SparkIngestion(None, store, [source], tmp_path / "c", tmp_path / "q", FullDisk(tmp_path / "r"))
     text = canonical(elements(1)).decode()
     ingestion._write(source, 0, [{"origin": "file://%s/x.nq" % (tmp_path / "landing"), "stream": A, "text": text,
-                                  "ingest_time": 0}])
+                                  "ingest_time": 0}], False)
     assert store.streams()[A].ingested == 1
     assert "stored but not recorded: [Errno 28] No space left on device" in caplog.text
