@@ -12,7 +12,9 @@ micro-batch. Variants, in one run:
 - `spark-checkpoints`: Spark's own checkpoint writing (FileContext over the checksummed local
   file system), the rest as the engine;
 - `spark-partitions`: the rate source in one partition per core, the rest as the engine;
-- `before`: both of Spark's own.
+- `before`: both of Spark's own;
+- `c2`: the engine's settings with the JVM's optimising compiler on (the engine's JVM stops at
+  the first tier, which starts faster); give it a long warm-up, the second tier compiles late.
 
 Run by hand: python bench/spark_batch_cost.py [--measure 90] [--warmup 40] [--rounds 1]
 """
@@ -35,7 +37,7 @@ SPARK_CHECKPOINTS = {
     "spark.hadoop.fs.AbstractFileSystem.file.impl": "org.apache.hadoop.fs.local.LocalFs",
 }
 VARIANTS = {"engine": ({}, False), "spark-checkpoints": (SPARK_CHECKPOINTS, False),
-            "spark-partitions": ({}, True), "before": (SPARK_CHECKPOINTS, True)}
+            "spark-partitions": ({}, True), "before": (SPARK_CHECKPOINTS, True), "c2": ({}, False)}
 
 
 def measure(variant: str, warmup: float, seconds: float) -> tuple[float, float, float]:
@@ -50,9 +52,13 @@ def measure(variant: str, warmup: float, seconds: float) -> tuple[float, float, 
 
 
 def child(variant: str, warmup: float, seconds: float) -> None:
+    from rspstar.store import ingestion as module
     from rspstar.store.ingestion import SourceConfig, SparkIngestion, spark_session, stop_session
     from rspstar.store.stream_store import StreamStore
     settings, partition_per_core = VARIANTS[variant]
+    if variant == "c2":
+        module._FAST_JVM = module._FAST_JVM.replace("-XX:TieredStopAtLevel=1 ", "")
+        assert "TieredStopAtLevel" not in module._FAST_JVM, "the c2 variant found no first-tier option to drop"
     work = Path(tempfile.mkdtemp(prefix="rspstar-batch-cost-"))
     spark = spark_session("local[2]", settings)
     options = {"numPartitions": "2"} if partition_per_core else {}
@@ -80,6 +86,7 @@ def main() -> None:
     parser.add_argument("--measure", type=float, default=90)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--child", choices=VARIANTS)
+    parser.add_argument("--variants", nargs="+", choices=VARIANTS, default=list(VARIANTS))
     args = parser.parse_args()
     if args.child:
         child(args.child, args.warmup, args.measure)
@@ -88,7 +95,7 @@ def main() -> None:
                   % (args.rounds, args.measure, machine()),
                   ["variant", "round", "micro-batches/s", "JVM ms per batch", "driver Python ms per batch"])
     for round_ in range(1, args.rounds + 1):
-        for variant in VARIANTS:
+        for variant in args.variants:
             rate, java, python = measure(variant, args.warmup, args.measure)
             table.add(variant, str(round_), "%.2f" % rate, "%.0f" % java, "%.1f" % python)
             print(table.rows[-1], flush=True)
