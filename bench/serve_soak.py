@@ -5,15 +5,18 @@ slope of each after the warm-up (least squares, MiB per minute): flat within noi
 
 Also prints the CPU time the process tree used per 1,000 elements ingested after the warm-up.
 
-Run by hand: python bench/serve_soak.py [--minutes 30] [--warmup 10] [--scale 1] [--spark KEY=VALUE ...]
-(`--scale` multiplies the simulators' rates: 1 is the defaults' 55 elements/s; `--spark` adds a
-setting to the configuration's [spark] table, to compare one against the defaults).
+Run by hand: python bench/serve_soak.py [--minutes 30] [--warmup 10] [--scale 1] [--trigger S]
+[--landing-trigger S] [--spark KEY=VALUE ...] (`--scale` multiplies the simulators' rates: 1 is the
+defaults' 55 elements/s; `--trigger` sets the simulators' micro-batch interval, `--landing-trigger`
+the landing directory's; `--spark` adds a setting to the configuration's [spark] table,
+to compare one against the defaults; a run with any of them writes a table of its own).
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -55,9 +58,11 @@ def slope(points: list[tuple[float, float]]) -> float:
     return sum((x - mx) * (y - my) for x, y in points) / var if var else 0.0
 
 
-def config(scale: float, directory: Path, spark: list[str]) -> Path:
-    """The embedded defaults with the simulators' rates scaled, `spark` settings added (and
-    paths kept absolute)."""
+def config(scale: float, directory: Path, spark: list[str], trigger: float | None = None,
+           landing_trigger: float | None = None) -> Path:
+    """The embedded defaults with the simulators' rates scaled (and their micro-batch interval
+    `trigger`; the landing directory's `landing_trigger`), `spark` settings added (and paths
+    kept absolute)."""
     text = DEFAULTS.read_text()
     settings = dict(setting.split("=", 1) for setting in spark)
     if settings:
@@ -69,6 +74,16 @@ def config(scale: float, directory: Path, spark: list[str]) -> Path:
     for source in raw.get("sources", []):
         if source.get("kind") == "simulator":
             text = text.replace("rate = %d" % source["rate"], "rate = %d" % round(source["rate"] * scale), 1)
+    if trigger is not None:
+        # The simulators set their interval (the landing directory takes the default's).
+        text = re.sub(r"(?m)^trigger_seconds = [0-9.]+", "trigger_seconds = %g" % trigger, text)
+    if landing_trigger is not None:
+        text = text.replace('path = "landing"', 'trigger_seconds = %g\npath = "landing"' % landing_trigger, 1)
+    sources = tomllib.loads(text).get("sources", [])
+    if trigger is not None and any(s.get("trigger_seconds") != trigger for s in sources if s.get("kind") == "simulator"):
+        raise SystemExit("the trigger did not reach the simulators' configuration")
+    if landing_trigger is not None and [s.get("trigger_seconds") for s in sources if s.get("kind") == "files"] != [landing_trigger]:
+        raise SystemExit("the trigger did not reach the landing directory's configuration")
     text = text.replace('"background/', '"%s/background/' % DEFAULTS.parent).replace(
         '"queries/', '"%s/queries/' % DEFAULTS.parent)
     path = directory / "soak.toml"
@@ -81,7 +96,8 @@ def ingested(port: int) -> int:
         return sum(s["ingested"] for s in json.load(response)["streams"])
 
 
-def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
+def run(minutes: float, warmup: float, scale: float, spark: list[str], trigger: float | None = None,
+        landing_trigger: float | None = None) -> Table:
     # What `rspstar serve` will run under: it runs itself again under jemalloc when this says so.
     allocator = "jemalloc" if allocator_environment(dict(os.environ), "") is not None else "glibc malloc"
     work = Path(tempfile.mkdtemp(prefix="rspstar-soak-"))
@@ -89,7 +105,7 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = (work / "serve.log").open("w")
-    server = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config", str(config(scale, work, spark)),
+    server = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config", str(config(scale, work, spark, trigger, landing_trigger)),
                                "--port", str(port), "--data", str(work / "data")], cwd=REPO, stdout=log,
                               stderr=subprocess.STDOUT, start_new_session=True)
     samples = []
@@ -117,7 +133,9 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str]) -> Table:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=120)
         log.close()
-    return report(samples, minutes, warmup, scale, spark, allocator)
+    variant = ([] if trigger is None else ["simulators' trigger %g s" % trigger]) + \
+        ([] if landing_trigger is None else ["landing directory's trigger %g s" % landing_trigger])
+    return report(samples, minutes, warmup, scale, spark + variant, allocator)
 
 
 def report(samples: list[tuple], minutes: float, warmup: float, scale: float, spark: list[str], allocator: str) -> Table:
@@ -154,10 +172,14 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=30)
     parser.add_argument("--warmup", type=float, default=10)
     parser.add_argument("--scale", type=float, default=1)
+    parser.add_argument("--trigger", type=float, help="the simulators' micro-batch interval, seconds")
+    parser.add_argument("--landing-trigger", type=float, help="the landing directory's micro-batch interval, seconds")
     parser.add_argument("--spark", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
-    table = run(args.minutes, args.warmup, args.scale, args.spark)
-    publish("serve_soak", table.markdown())
+    table = run(args.minutes, args.warmup, args.scale, args.spark, args.trigger, args.landing_trigger)
+    variant = ("" if args.trigger is None else "_trigger%g" % args.trigger) + \
+        ("" if args.landing_trigger is None else "_landing%g" % args.landing_trigger) + ("_spark" if args.spark else "")
+    publish("serve_soak" + variant, table.markdown())
 
 
 if __name__ == "__main__":

@@ -288,18 +288,21 @@ def test_simulator_releases_rate_times_trigger_rows_stamped_at_the_batch_time(sp
     assert store.watermark("http://rspstar.example/stream/sensors") == stats.latest
     assert len(store.elements_in("http://rspstar.example/stream/sensors", stats.latest, stats.latest + 1)) == 10
 
-def fixed_clock_simulator(name, scenario, rows=10):
-    return SourceConfig(name, "simulator", scenario=scenario, size=2,
+def fixed_clock_simulator(name, scenario, rows=10, decode="auto"):
+    return SourceConfig(name, "simulator", scenario=scenario, size=2, decode=decode,
                         options={"rowsPerBatch": str(rows), "startTimestamp": str(T0 // 1000),
                                  "advanceMillisPerBatch": "1000"})
 
-def test_simulators_share_one_streaming_query_each_with_its_own_batch_markers(spark, tmp_path):
+@pytest.mark.parametrize("decode", ["auto", "executors"])
+def test_simulators_share_one_streaming_query_each_with_its_own_batch_markers(spark, tmp_path, decode):
     # A micro-batch costs the JVM about the same whatever its size: the main job's two
-    # simulators run as one query, and each source's share of a batch lands exactly once.
+    # simulators run as one query, and each source's share of a batch lands exactly once,
+    # parsed in the engine's process (a first batch under "auto") or each on the executors.
     store = StreamStore()
-    sources = [fixed_clock_simulator("tvs", "tvs"), fixed_clock_simulator("care", "homecare"),
+    sources = [fixed_clock_simulator("tvs", "tvs", decode=decode), fixed_clock_simulator("care", "homecare", decode=decode),
                files_source(tmp_path)]
     ingestion = run(spark, store, tmp_path, sources)
+    assert ingestion.decoded_on_executors["care+tvs"] == (1 if decode == "executors" else 0)
     assert sorted(ingestion.queries) == ["care+tvs", "landing"]
     status = ingestion.status()
     assert (status["tvs"]["query"], status["care"]["query"], status["landing"]["query"]) == (

@@ -121,3 +121,15 @@ def test_the_server_reports_its_port_as_a_number():
         assert isinstance(server.port, int) and server.port > 0     # logged as %d at the start
     finally:
         server.shutdown()
+
+
+def test_the_packaged_simulators_are_one_streaming_query_of_one_batch_every_two_seconds(tmp_path):
+    # A micro-batch costs Spark's JVM about the same whatever its size: the two simulators share
+    # a query (one trigger interval) and its batches come every 2 s (bench/out/NOTES.md#simulator-trigger).
+    from rspstar.endpoint.serve import source_configs
+    from rspstar.store.ingestion import _query_groups
+    config = load_config(DEFAULT_CONFIG, tmp_path / "engine")
+    groups = _query_groups(source_configs(config, tmp_path / "data"))
+    assert sorted(groups) == ["homecare+tvs", "landing"]
+    assert {source.trigger_seconds for source in groups["homecare+tvs"]} == {2}
+    assert [source.trigger_seconds for source in groups["landing"]] == [1]
