@@ -15,6 +15,7 @@ Times are milliseconds from T0 (durations and offsets) and microseconds since th
 from __future__ import annotations
 
 import calendar
+import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass, field
@@ -412,10 +413,7 @@ class FactBlock:
     side: tuple = ()
 
     def render(self, ctx: "Context") -> str:
-        outer = ctx.block
-        ctx.blocks += 1
-        ctx.block = ctx.blocks
-        try:
+        with ctx.numbered_block():
             triple = " ".join(self.pattern)
             if self.annotated:
                 triple += " {| rspstar:since ?s%d |}" % ctx.block
@@ -423,18 +421,11 @@ class FactBlock:
                 body = " ".join([triple + " ."] + [s.render(ctx) for s in self.side])
                 return "WINDOW %s { %s }" % ("?w" if not self.window else "ex:w%d" % self.window, body)
             # The window's default graph: the facts that hold (reference.py writes them there).
-            binds = ctx.binds
 
-            def body_in(index):
-                ctx.binds = binds
-                return "{ GRAPH <%s%d> { %s . } %s }" % (REFERENCE_DEFAULT, index, triple,
-                                                        " ".join(s.render(ctx) for s in self.side))
-            if self.window:
-                return body_in(self.window)
-            branches = ["{ BIND(<%sw%d> AS ?w) %s }" % (EX, index, body_in(index)) for index in ctx.dataset.windows]
-            return "{ %s }" % " UNION ".join(branches)
-        finally:
-            ctx.block = outer
+            def body(index):
+                return "GRAPH <%s%d> { %s . } %s" % (REFERENCE_DEFAULT, index, triple,
+                                                     " ".join(s.render(ctx) for s in self.side))
+            return "{ %s }" % body(self.window) if self.window else _over_windows(ctx, body)
 
 
 @dataclass(frozen=True)
@@ -452,24 +443,12 @@ class WindowBlock:
     default: tuple = ()
 
     def render(self, ctx: "Context") -> str:
-        outer = ctx.block
-        ctx.blocks += 1
-        ctx.block = ctx.blocks
-        try:
+        with ctx.numbered_block():
             if ctx.dataset is None:
                 return "WINDOW %s { %s }" % ("?w" if not self.window else "ex:w%d" % self.window, self._body(ctx, None))
             if self.window:
                 return "{ %s }" % self._body(ctx, self.window)
-            # WINDOW ?w { P }: the union over the declared windows, ?w bound to each (spec section
-            # 3); P written once per window from the same counts, as it is one pattern.
-            binds = ctx.binds
-            branches = []
-            for index in ctx.dataset.windows:
-                ctx.binds = binds
-                branches.append("{ BIND(<%sw%d> AS ?w) { %s } }" % (EX, index, self._body(ctx, index)))
-            return "{ %s }" % (" UNION ".join(branches) if branches else "FILTER(false)")
-        finally:
-            ctx.block = outer
+            return _over_windows(ctx, lambda index: self._body(ctx, index))
 
     def _body(self, ctx: "Context", window: int | None) -> str:
         j = ctx.block
@@ -488,6 +467,18 @@ class WindowBlock:
                 parts.append("GRAPH <%s%d> { %s }" % (REFERENCE_DEFAULT, window, default))
         parts += [s.render(ctx) for s in self.side]
         return " ".join(parts)
+
+
+def _over_windows(ctx: "Context", body: Callable[[int], str]) -> str:
+    """WINDOW ?w { P } for the reference: the union over the declared windows, ?w bound to each
+    (spec section 3); P (`body` of a window's index) written once per window from the same
+    counts, as it is one pattern."""
+    binds = ctx.binds
+    branches = []
+    for index in ctx.dataset.windows:
+        ctx.binds = binds
+        branches.append("{ BIND(<%sw%d> AS ?w) { %s } }" % (EX, index, body(index)))
+    return "{ %s }" % (" UNION ".join(branches) if branches else "FILTER(false)")
 
 
 def _iris(iris) -> str:
@@ -803,6 +794,18 @@ class Context:
     blocks: int = 0                   # window blocks written so far
     binds: int = 0                    # BINDs written so far
     spellings: set = field(default_factory=set)
+
+    @contextlib.contextmanager
+    def numbered_block(self):
+        """A window block's variables numbered by its position among the blocks written; the
+        enclosing block's numbering again after it."""
+        outer = self.block
+        self.blocks += 1
+        self.block = self.blocks
+        try:
+            yield
+        finally:
+            self.block = outer
 
 
 @dataclass
