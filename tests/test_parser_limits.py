@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -192,31 +193,43 @@ for line in sys.stdin:
 """ % str(TESTS)
 
 
-class Parser:
-    """Oxigraph in a process of its own, parsing each text on a fresh thread of a given stack."""
+class JsonLinesProcess:
+    """A script in a process of its own, asked one JSON line at a time: whatever kills it shows
+    here as a failure (`died` says of what, given the process), not as the test run's crash."""
 
-    def __init__(self):
+    def __init__(self, script: str):
+        self.script = script
         self.start()
 
     def start(self):
-        self.process = subprocess.Popen([sys.executable, "-c", _PARSER], stdin=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-c", self.script], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def parse(self, text: str, route: str, stack: int) -> list[str]:
-        if self.process.poll() is not None:         # an overflow before: the next text gets a new one
-            self.start()
-        self.process.stdin.write(json.dumps([text, route, stack]) + "\n")
+    def ask(self, message, died: Callable[[subprocess.Popen], str]):
+        self.process.stdin.write(json.dumps(message) + "\n")
         self.process.stdin.flush()
         answer = self.process.stdout.readline()
         if not answer:
             self.process.wait()
-            raise AssertionError("Oxigraph overflowed a %d KiB stack (exit %s) on %s text of %d characters"
-                                 % (stack >> 10, self.process.returncode, route, len(text)))
+            raise AssertionError(died(self.process))
         return json.loads(answer)
 
     def close(self):
         self.process.stdin.close()
         self.process.wait(timeout=30)
+
+
+class Parser(JsonLinesProcess):
+    """Oxigraph in a process of its own, parsing each text on a fresh thread of a given stack."""
+
+    def __init__(self):
+        super().__init__(_PARSER)
+
+    def parse(self, text: str, route: str, stack: int) -> list[str]:
+        if self.process.poll() is not None:         # an overflow before: the next text gets a new one
+            self.start()
+        return self.ask([text, route, stack], lambda process: "Oxigraph overflowed a %d KiB stack (exit %s) on %s "
+                        "text of %d characters" % (stack >> 10, process.returncode, route, len(text)))
 
 
 @pytest.fixture(scope="module")
@@ -325,27 +338,16 @@ for line in sys.stdin:
 """
 
 
-class Server:
+class Server(JsonLinesProcess):
     """The app in a process of its own: a request that crashed it shows as a failure here."""
 
     def __init__(self):
-        self.process = subprocess.Popen([sys.executable, "-c", _SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True)
+        super().__init__(_SERVER)
         self.initial = json.loads(self.process.stdout.readline())
 
     def send(self, method: str, path: str, content_type: str, body: str):
-        self.process.stdin.write(json.dumps([method, path, content_type, body]) + "\n")
-        self.process.stdin.flush()
-        answer = self.process.stdout.readline()
-        if not answer:
-            self.process.wait()
-            raise AssertionError("the server process died (exit %s) on %s %s: %s" % (
-                self.process.returncode, method, path, self.process.stderr.read()[-2000:]))
-        return json.loads(answer)
-
-    def close(self):
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
+        return self.ask([method, path, content_type, body], lambda process: "the server process died (exit %s) on "
+                        "%s %s: %s" % (process.returncode, method, path, process.stderr.read()[-2000:]))
 
 
 @pytest.fixture(scope="module")
