@@ -299,6 +299,10 @@ FAST_PATH_EXAMPLES = {
     # The same rspu: call with the same arguments on several rows of one evaluation.
     "rspu cache": _select((WindowBlock(1, OBSERVATION), Background("sensor"), Filter(_greater(Var("mu"), "-1"))),
                           declarations=(Declaration(1, 1, CountWindow(3)),)),
+    # A window evaluated whole at each close (a count window): an element's rspu: call at one
+    # close is answered at the next from the answers kept.
+    "rspu cache across evaluations": _select((WindowBlock(1, OBSERVATION, side=(Filter(_greater(Var("u"), "2")),)),),
+                                             declarations=(Declaration(1, 1, CountWindow(3)),)),
     # A BIND of an rspu: call whose variable nothing reads.
     "lazy binding": _select((WindowBlock(1, OBSERVATION + (Bind(Call("add", (Var("u"), Var("v")))),)),)),
     # An rspu: FILTER that may run after the joins (in a query evaluated whole: a count window):

@@ -42,7 +42,8 @@ OFF = {"rspu_cache": "false", "lazy_bind": "false", "h4": "false", "fuse_rspu": 
 
 # The fast paths the differential test must reach (docs/design.md, "Fast paths").
 FAST_PATHS = (
-    "incremental ranges", "shared ranges", "constant groups", "rspu cache", "lazy binding", "H4 deferred",
+    "incremental ranges", "shared ranges", "constant groups", "rspu cache", "rspu cache across evaluations",
+    "lazy binding", "H4 deferred",
     "H4 in place", "fused calls", "evaluated without the rspu table", "evaluated with the rspu table",
     "rspu IRI prefixed", "rspu IRI full", "rspu IRI base-relative", "rspu IRI other prefix", "joined windows",
     "landmark rows", "landmark aggregates", "incremental ranges under entailment",
@@ -155,6 +156,8 @@ def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reach
                     counts = registered.evaluator.functions.counts
                     if counts.calls > counts.computed:
                         reached["rspu cache"] += 1
+                    if counts.kept:
+                        reached["rspu cache across evaluations"] += 1
             return records
         finally:
             if isolated is not None:

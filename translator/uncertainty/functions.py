@@ -41,6 +41,7 @@ Value = float | Distribution
 class CallCounts:
     calls: int = 0        # invocations by the query engine
     computed: int = 0     # invocations that were not answered from the cache
+    kept: int = 0         # invocations answered from the previous evaluation's answers
 
 
 class FunctionLibrary:
@@ -122,6 +123,7 @@ class FunctionLibrary:
                     return cached
                 cached = generations[1].get(key, _MISS)
                 if cached is not _MISS:
+                    counts.kept += calls
                     current[key] = cached
                     return cached
             counts.computed += calls
