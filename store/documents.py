@@ -6,6 +6,7 @@ background while the windows over the parts already written are evaluated
 from __future__ import annotations
 
 import itertools
+import operator
 import queue
 import threading
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ class Documents:
             result = read_elements(data, source, fmt, timestamp_predicate, processing_time)
             staged = self.store.stage_elements(stream, result.elements, timestamp_predicate)
             return DocumentResult(staged, result.untimed_graphs, result.ignored_default_triples)
-        staged = _staged_from(scan, source, timestamp_predicate)
+        staged = _staged_from(scan, source, timestamp_predicate, keep_stamps=self.store.remove_evicted)
         with self.store.lock:
             self.store.check_new(s.graph for s in staged)
             try:
@@ -116,7 +117,8 @@ class Documents:
                 scan = scan_document(data, fmt, source, timestamp_predicate, nesting_checked=True)
                 # Reading the timestamps also runs beside the write
                 # (bench/out/NOTES.md#timestamps-beside-the-write).
-                staged = None if scan.needs_rewriting else _staged_from(scan, source, timestamp_predicate)
+                staged = None if scan.needs_rewriting else _staged_from(
+                    scan, source, timestamp_predicate, keep_stamps=self.store.remove_evicted)
             finally:
                 writer.join()
             if failure:
@@ -153,7 +155,7 @@ class Documents:
 
         with self.store.lock:
             threading.Thread(target=write_parts, name="oxigraph-load-parts", daemon=True).start()
-            read = _PartsScan(fmt, source, timestamp_predicate)
+            read = _PartsScan(fmt, source, timestamp_predicate, keep_stamps=self.store.remove_evicted)
             try:
                 for part in parts:
                     # Written as soon as it is cut (and checked: a part starts and ends outside
@@ -183,8 +185,9 @@ class _PartsScan:
     """The elements of a document cut into parts, read part by part, each with the last part
     it is in (its timestamp and its content may be in different parts)."""
 
-    def __init__(self, fmt: ox.RdfFormat, source: str, timestamp_predicate: str):
+    def __init__(self, fmt: ox.RdfFormat, source: str, timestamp_predicate: str, keep_stamps: bool = True):
         self.fmt, self.source, self.timestamp_predicate = fmt, source, timestamp_predicate
+        self.keep_stamps = keep_stamps
         self.stamps: dict = {}
         self.graphs: dict = {}
         self.other = 0
@@ -206,22 +209,35 @@ class _PartsScan:
         scan = DocumentScan(self.stamps, self.graphs, self.other)
         if scan.needs_rewriting:
             raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % self.source)
-        return _staged_from(scan, self.source, self.timestamp_predicate, self.holder)
+        return _staged_from(scan, self.source, self.timestamp_predicate, self.holder, self.keep_stamps)
 
 
-def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | None = None) -> list[StagedElement]:
+def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | None = None,
+                 keep_stamps: bool = True) -> list[StagedElement]:
     """The elements a scanned document holds, in time order; `holder` gives the part being
-    written that holds each (by graph term)."""
-    ts_predicate = ox.NamedNode(timestamp_predicate)
+    written that holds each (by graph term). Without `keep_stamps` (a store that never removes
+    evicted elements) an element carries no stamp: the index would keep a literal and a tuple
+    per element, each walked by every full collection of Python's cycle collector for as long
+    as the element is held (bench/out/NOTES.md#replay-collections)."""
     stamps = scan.stamps
+    literals = list(stamps.values())
     try:
-        instants = parse_instants([literal.value for literal in stamps.values()])
+        instants = parse_instants([literal.value for literal in literals])
     except (AttributeError, TemporalValueError):
         # Name the element whose timestamp is wrong.
         instants = [instant_of(literal, graph, source) for graph, literal in stamps.items()]
-    holder = holder or {}
-    shared = Stamps()
-    staged = [StagedElement(g.value, instant, shared(ts_predicate, lit), holder.get(g))
-              for (g, lit), instant in zip(stamps.items(), instants)]
-    staged.sort(key=lambda s: s.timestamp)
+    if keep_stamps:
+        shared = Stamps()
+        ts_predicate = ox.NamedNode(timestamp_predicate)
+        kept = [shared(ts_predicate, literal) for literal in literals]
+    else:
+        kept = itertools.repeat(None)
+    writes = map(holder.get, stamps) if holder else itertools.repeat(None)
+    # Made in C (tuple.__new__ over the columns): a replay stages every element of its files at once.
+    staged = list(map(tuple.__new__, itertools.repeat(StagedElement),
+                      zip([graph.value for graph in stamps], instants, kept, writes)))
+    staged.sort(key=_timestamp)
     return staged
+
+
+_timestamp = operator.itemgetter(1)

@@ -368,6 +368,8 @@ class Entailment:
             dataset.read = False
             if dataset.idle > IDLE_EVICTIONS:
                 dataset.eager = False
+        if not self._closures:      # nothing closed (no entailment): a replay evicts 100,000s at a time
+            return
         for element in elements:
             for graph in self._closures.pop(element, {}).values():
                 self.store.write("remove_graph", ox.NamedNode(graph))

@@ -15,6 +15,9 @@ from .staged import StagedElement
 class StoreWriting(Protocol):
     lock: threading.RLock
     background: object      # the store's background data (background.Background), which entailment reads
+    # Whether evicted elements are removed from Oxigraph: only then is each element's stamp (its
+    # timestamp triple as stored) kept until eviction.
+    remove_evicted: bool
 
     @property
     def oxigraph(self) -> ox.Store:

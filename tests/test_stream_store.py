@@ -445,6 +445,32 @@ def test_a_store_that_keeps_evicted_quads_still_shows_them_to_no_window():
     assert len(store.oxigraph) == quads and store.elements_in("http://s", 0, 2**62) == []
 
 
+@pytest.mark.parametrize("part_bytes", [None, 600])
+@pytest.mark.parametrize("stage", ["stage", "stage_optimistically"])
+def test_an_element_keeps_its_timestamp_triple_only_for_a_store_that_removes_it_at_eviction(stage, part_bytes):
+    # The stamp is what eviction removes from the timestamps graph; a store that never removes
+    # evicted quads (a replay's) keeps none, so it holds no literal per element.
+    data = _stream_document(50)
+    options = {} if part_bytes is None or stage == "stage" else {"part_bytes": part_bytes}
+    removing, keeping = StreamStore(), StreamStore(remove_evicted=False)
+    for store in (removing, keeping):
+        staged = getattr(store.documents, stage)("http://s", data, ox.RdfFormat.TRIG, "hr.trig", **options).staged
+        assert [s.graph for s in staged] == ["http://example.org/g%d" % k for k in range(50)]
+        assert [s.timestamp for s in staged] == [T0 + k * S for k in range(50)]
+        if store is removing:
+            assert {s.stamp for s in staged} == {(ox.NamedNode("http://www.w3.org/ns/prov#generatedAtTime"), ox.Literal(
+                "2026-03-01T08:00:%02dZ" % k, datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")))
+                for k in range(50)}
+        else:
+            assert {s.stamp for s in staged} == {None}
+        store.publish("http://s", staged)
+        assert store.evict_before("http://s", T0 + 10 * S) == 10
+    ts_graph = ox.NamedNode(timestamps_graph("http://s"))
+    assert len(list(removing.oxigraph.quads_for_pattern(None, None, None, ts_graph))) == 40
+    assert len(list(keeping.oxigraph.quads_for_pattern(None, None, None, ts_graph))) == 50
+    assert keeping.elements_in("http://s", T0, T0 + 60 * S) == removing.elements_in("http://s", T0, T0 + 60 * S)
+
+
 def test_select_rows_keep_the_users_variables_in_n_triples_and_leave_out_unbound_ones():
     from rspstar.store.terms import select_rows
     from rspstar.translator.rewrite import INTERNAL_VARIABLE_PREFIX
