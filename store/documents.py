@@ -191,6 +191,7 @@ class _PartsScan:
         self.stamps: dict = {}
         self.graphs: dict = {}
         self.other = 0
+        self.unnamed = False
         self.holder: dict = {}
 
     def add(self, part: bytes, write: PartWrite) -> None:
@@ -202,11 +203,12 @@ class _PartsScan:
         stamps.update(scan.stamps)
         self.graphs.update(scan.graphs)
         self.other += scan.other_default_triples
+        self.unnamed = self.unnamed or scan.unnamed
         self.holder.update(dict.fromkeys(scan.stamps, write))
         self.holder.update(dict.fromkeys(scan.graphs, write))
 
     def staged(self) -> list[StagedElement]:
-        scan = DocumentScan(self.stamps, self.graphs, self.other)
+        scan = DocumentScan(self.stamps, self.graphs, self.other, self.unnamed)
         if scan.needs_rewriting:
             raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % self.source)
         return _staged_from(scan, self.source, self.timestamp_predicate, self.holder, self.keep_stamps)
@@ -215,7 +217,7 @@ class _PartsScan:
 def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | None = None,
                  keep_stamps: bool = True) -> list[StagedElement]:
     """The elements a scanned document holds, in time order; `holder` gives the part being
-    written that holds each (by graph term). Without `keep_stamps` (a store that never removes
+    written that holds each (by graph name). Without `keep_stamps` (a store that never removes
     evicted elements) an element carries no stamp: the index would keep a literal and a tuple
     per element, each walked by every full collection of Python's cycle collector for as long
     as the element is held (bench/out/NOTES.md#replay-collections)."""
@@ -225,7 +227,7 @@ def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | Non
         instants = parse_instants([literal.value for literal in literals])
     except (AttributeError, TemporalValueError):
         # Name the element whose timestamp is wrong.
-        instants = [instant_of(literal, graph, source) for graph, literal in stamps.items()]
+        instants = [instant_of(literal, ox.NamedNode(graph), source) for graph, literal in stamps.items()]
     if keep_stamps:
         shared = Stamps()
         ts_predicate = ox.NamedNode(timestamp_predicate)
@@ -235,7 +237,7 @@ def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | Non
     writes = map(holder.get, stamps) if holder else itertools.repeat(None)
     # Made in C (tuple.__new__ over the columns): a replay stages every element of its files at once.
     staged = list(map(tuple.__new__, itertools.repeat(StagedElement),
-                      zip([graph.value for graph in stamps], instants, kept, writes)))
+                      zip(stamps, instants, kept, writes)))
     staged.sort(key=_timestamp)
     return staged
 

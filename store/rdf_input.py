@@ -43,19 +43,20 @@ class Element:
 
 @dataclass
 class DocumentScan:
-    """What one pass over a document found, before anything is written."""
+    """What one pass over a document found, before anything is written. Graph names are kept
+    as their IRIs: a term object per element would be one more object for Python's cycle
+    collector to walk while a replay stages its files (bench/out/NOTES.md#replay-collections)."""
 
-    stamps: dict                # graph-name term -> timestamp literal (from the default graph)
-    graphs: dict                # named-graph term -> None, in order of first appearance
+    stamps: dict                # graph name's IRI -> timestamp literal (from the default graph)
+    graphs: dict                # named graph's IRI -> None, in order of first appearance
     other_default_triples: int  # default-graph triples that are not timestamps
+    unnamed: bool = False       # a blank node names a graph or has a timestamp
 
     @property
     def needs_rewriting(self) -> bool:
         """Blank graph names, untimed graphs or other default-graph triples: the document
         cannot be loaded as it is."""
-        return (self.other_default_triples > 0 or any(not isinstance(g, ox.NamedNode) for g in self.graphs)
-                or any(g not in self.stamps for g in self.graphs)
-                or any(not isinstance(s, ox.NamedNode) for s in self.stamps))
+        return self.other_default_triples > 0 or self.unnamed or not self.graphs.keys() <= self.stamps.keys()
 
 
 def _syntax_error(e: SyntaxError, source: str) -> RdfInputError:
@@ -105,21 +106,37 @@ def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
     stamps: dict = {}
     graphs: dict = {}
     other = 0
+    unnamed = False
     last = None
-    default = ox.DefaultGraph
+    default, named, triple = ox.DefaultGraph, ox.NamedNode, ox.Triple
     if not nesting_checked:
         check_rdf_nesting(data, source, fmt)
     try:
         for quad in ox.parse(data, format=fmt, rename_blank_nodes=True):
             graph = quad.graph_name
-            if type(graph) is default:
-                other += not _record_timestamp(stamps, quad, ts_predicate, source)
-            elif graph is not last:
-                graphs[graph] = None
-                last = graph
+            if type(graph) is not default:
+                # A graph block's quads come one after another: its name is read once per block.
+                if graph != last:
+                    last = graph
+                    if type(graph) is named:
+                        graphs[graph.value] = None
+                    else:
+                        unnamed = True
+                continue
+            subject = quad.subject
+            if quad.predicate != ts_predicate or type(subject) is triple:
+                other += 1
+            elif type(subject) is not named:
+                unnamed = True
+            else:
+                value = quad.object
+                previous = stamps.setdefault(subject.value, value)
+                if previous is not value and previous != value:
+                    raise RdfInputError("graph %s has two timestamps (%s and %s)" % (subject, previous, value),
+                                        source)
     except SyntaxError as e:
         raise _syntax_error(e, source) from None
-    return DocumentScan(stamps, graphs, other)
+    return DocumentScan(stamps, graphs, other, unnamed)
 
 
 def instant_of(literal, graph, source: str) -> int:
