@@ -1,5 +1,6 @@
 """`rspstar replay` and `rspstar check` on good and bad input."""
 import json
+import os
 import subprocess
 import sys
 
@@ -270,6 +271,27 @@ def test_the_rspstar_command_runs_again_under_jemalloc_before_importing_the_engi
         assert asked == (["again ['rspstar.endpoint.allocator', 'rspstar.endpoint.launch']"] if again else []), done.stderr
     assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(tmp_path / "p")]) == 0
     assert out.read_text() == (tmp_path / "p").read_text() != ""
+
+
+def test_the_rspstar_command_ends_a_replay_at_once_with_its_records_all_written(write, tmp_path):
+    # The launcher ends a replay's process without tearing it down: the records written to
+    # standard output (a pipe) and to a file must all be there, and the exit code the command's.
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    late = write("late.rq", FAILS_AT_4)
+    expected = tmp_path / "expected"
+    assert main(["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(expected)]) == 0
+    code = "import sys; from rspstar.endpoint import launch; sys.exit(launch.main())"
+    # Standard output to a pipe is block-buffered unless the environment says otherwise.
+    buffered = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
+    done = subprocess.run([sys.executable, "-c", code, "replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE],
+                          capture_output=True, text=True, timeout=120, env=buffered)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == expected.read_text() != ""
+    failing = subprocess.run([sys.executable, "-c", code, "replay", str(late), "--stream", "http://example.org/s=%s" % s,
+                              "--from", "2026-03-01T08:00:00Z", "--to", "2026-03-01T08:00:05Z"],
+                             capture_output=True, text=True, timeout=120, env=buffered)
+    assert failing.returncode == 3
+    assert len(failing.stdout.splitlines()) == 3 and "query late failed at 2026-03-01T08:00:04Z" in failing.stderr
 
 
 # Joins the window's elements with value 2 to a SERVICE that cannot be reached: the first
