@@ -151,3 +151,31 @@ def test_a_recursion_error_anywhere_is_a_client_error_not_a_500(client, monkeypa
     response = client.post("/queries", data="SELECT * WHERE { }", content_type="application/sparql-query",
                            headers=AUTH)
     assert response.status_code == 400 and "nested too deeply" in response.get_json()["message"]
+
+
+# Strings as they were first written: one alternation step per character. The tokenizers write
+# them unrolled (faster on large documents); both must find the same tokens at the same places.
+_PLAIN_STRINGS = (r'''"""(?:[^"\\]|\\.|"(?!""))*"""|\'\'\'(?:[^'\\]|\\.|'(?!''))*\'\'\''''
+                  r'''|"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*' ''').rstrip()
+
+
+def test_unrolled_strings_tokenize_every_text_as_the_plain_alternation_does():
+    import random
+    from rspstar.translator import nesting
+    plain = re.compile(_PLAIN_STRINGS + nesting._PATTERN[len(nesting._STRINGS):], re.S)
+    assert nesting._PATTERN.startswith(nesting._STRINGS) and plain.pattern != nesting._TOKEN.pattern
+    pieces = ['"', "'", "\\", "\n", "\r", "#", "<", ">", "(", ")", "[", "]", "{", "}", "|", "^", "`", " ", "a",
+              '"""', "'''", "<<", ">>", "{|", "|}", "<<(", ")>>", '\\"', "\\'", "é", "ex:a"]
+    draw = random.Random(49)
+    for _ in range(20_000):
+        text = "".join(draw.choice(pieces) for _ in range(draw.randint(0, 40)))
+        spans = [(m.span(), m.group()) for m in plain.finditer(text)]
+        assert [(m.span(), m.group()) for m in nesting._TOKEN.finditer(text)] == spans, text
+        assert nesting._TOKEN_BYTES.findall(text.encode()) == [t.encode() for _, t in spans], text
+    # And the SPARQL tokenizer, token by token and kind by kind.
+    assert nesting._STRINGS in nesting._SPARQL.pattern
+    sparql = re.compile(nesting._SPARQL.pattern.replace(nesting._STRINGS, _PLAIN_STRINGS), nesting._SPARQL.flags)
+    for _ in range(20_000):
+        text = "".join(draw.choice(pieces + ["?x", "FILTER", "1.5", "+2", "!", "||", "."]) for _ in range(draw.randint(0, 40)))
+        expected = [(m.span(), m.lastgroup) for m in sparql.finditer(text)]
+        assert [(m.span(), m.lastgroup) for m in nesting._SPARQL.finditer(text)] == expected, text
