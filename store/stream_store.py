@@ -27,7 +27,7 @@ import pyoxigraph as ox
 from rspstar.translator.model import CountContent
 from rspstar.translator.temporal import parse_instants
 from rspstar.translator.vocabulary import (
-    CLOSURE_PREFIX, PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, is_internal_graph, timestamps_graph,
+    CLOSURE_PREFIX, PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, any_internal_graph, is_internal_graph, timestamps_graph,
 )
 
 from .background import Background
@@ -207,7 +207,7 @@ class StreamStore:
         run in C (staging runs beside the write of its file: bench/out/NOTES.md#new-graphs-as-a-set)."""
         distinct = set(graphs)
         return (len(distinct) == len(graphs) and not self._index.holds_any(distinct) and self._staged.isdisjoint(distinct)
-                and self.background.names.isdisjoint(distinct) and not any(map(is_internal_graph, graphs)))
+                and self.background.names.isdisjoint(distinct) and not any_internal_graph(graphs))
 
     def all_new(self, graphs: Iterable[str]) -> bool:
         """Whether elements of these graph names may all be written (none taken, reserved or repeated)."""

@@ -697,3 +697,14 @@ def test_the_index_keeps_no_collected_object_per_element(tmp_path, path):
         added = collected_objects_added(lambda: add(many_elements(2000, 10), "many.trig"))
         assert len(store.elements_in("http://s", T0, T0 + 10 * S)) == 2010
     assert added < 200
+
+
+def test_a_list_of_graph_names_holds_an_internal_graph_exactly_when_one_of_them_is_one():
+    from rspstar.translator.vocabulary import any_internal_graph, is_internal_graph
+    names = ["http://example.org/g%d" % k for k in range(1000)]
+    cases = [[], names, names + ["urn:rspstar:timestamps:x"], ["URN:RSPSTAR:timestamps:x"] + names, ["URN:RSPSTAR:Timestamps:x"],
+             names + ["urn:rspstar:other"], names + ["urn:RSPSTAR:batches"], names + ["urn:rspstar:batches-not"],
+             names + ["http://example.org/urn:rspstar:timestamps:x"], ["Urn:Rspstar:closure:q"],
+             ["x\nurn:rspstar:facts:q:w"]]
+    assert [any_internal_graph(c) for c in cases] == [any(map(is_internal_graph, c)) for c in cases] == [
+        False, False, True, True, False, False, True, False, False, True, False]

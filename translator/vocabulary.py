@@ -54,5 +54,15 @@ def is_internal_graph(iri: str) -> bool:
     return iri.startswith((TIMESTAMPS_PREFIX, FACTS_PREFIX, CLOSURE_PREFIX)) or iri == BATCHES_GRAPH
 
 
+def any_internal_graph(iris: list[str]) -> bool:
+    """Whether any of these is_internal_graph. Every internal graph is under RESERVED_PREFIX, so
+    a list where no name starts so (in any case) is answered by one search of their joined
+    text, in C: a replay checks each of its elements' names."""
+    joined = "\n" + "\n".join(iris).lower()
+    if "\n" + RESERVED_PREFIX not in joined:
+        return False
+    return any(map(is_internal_graph, iris))
+
+
 def facts_graph(query_id: str, window: str) -> str:
     return FACTS_PREFIX + quote(query_id, safe="") + ":" + quote(window, safe="")
