@@ -120,8 +120,8 @@ ox.Store().bulk_load(path=sys.argv[1], format=ox.RdfFormat.TRIG)
 
 
 def rspstar_command() -> list[str]:
-    """The `rspstar` command installed beside this interpreter, as users run it (it starts
-    again under jemalloc before importing the engine); `python -m` where it is not installed."""
+    """The `rspstar` command installed beside this interpreter, as users run it; `python -m`
+    where it is not installed."""
     installed = Path(sys.executable).with_name("rspstar")
     return [str(installed)] if installed.exists() else [sys.executable, "-m", "rspstar.endpoint.cli"]
 

@@ -1,10 +1,11 @@
-"""The allocator `rspstar serve` and `rspstar replay` run under, where the system has it
-(Debian: libjemalloc2): a program run of either executes itself again under jemalloc.
+"""The allocator `rspstar serve` runs under, where the system has it (Debian: libjemalloc2):
+a program run of it executes itself again under jemalloc.
 
 Oxigraph's and RocksDB's allocations from Spark's callback threads fragment glibc's per-thread
 arenas, so a live engine's memory grew three times as fast under glibc's malloc as under
-jemalloc, which hands freed memory back; a replay, whose Python work makes and drops an object
-per quad read, is faster under it too (bench/out/NOTES.md#jemalloc).
+jemalloc, which hands freed memory back (bench/out/NOTES.md#jemalloc). A replay, one process
+that ends with its store, runs under glibc's malloc: its time is Oxigraph's load of the file,
+which is slower under jemalloc (bench/out/NOTES.md#replay-allocator).
 
 Under glibc's malloc (no jemalloc, or RSPSTAR_ALLOCATOR=system) each thread that allocates at
 once gets an arena of its own, up to eight per core, each keeping what is freed in it: a server

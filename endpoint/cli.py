@@ -305,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line: `argv`, or sys.argv's when None (`python -m rspstar.endpoint.cli`),
-    which runs serve and replay under jemalloc; the `rspstar` command (endpoint/launch.py) has
+    which runs serve under jemalloc; the `rspstar` command (endpoint/launch.py) has
     done that before it passes its arguments."""
     args = build_parser().parse_args(argv)
     if argv is None and args.command in UNDER_JEMALLOC:

@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from rspstar.endpoint.cli import build_parser, main
 from rspstar.endpoint.config import DEFAULT_CONFIG
 
@@ -223,7 +225,7 @@ def test_errors_in_a_stream_file_written_in_parts_name_their_place_in_the_whole_
     assert "graph <http://example.org/e0> is already a stream element" in capsys.readouterr().err
 
 
-def test_serve_and_replay_run_under_jemalloc_where_the_system_has_it(tmp_path, monkeypatch):
+def test_serve_runs_under_jemalloc_where_the_system_has_it(tmp_path, monkeypatch):
     from rspstar.endpoint import allocator
     library = tmp_path / "libjemalloc.so.2"
     library.write_bytes(b"")
@@ -237,20 +239,30 @@ def test_serve_and_replay_run_under_jemalloc_where_the_system_has_it(tmp_path, m
     assert allocator.allocator_environment({}, "libc.so.6") is None
 
 
-def test_a_program_run_of_replay_runs_again_under_jemalloc_and_a_call_does_not(write, tmp_path, monkeypatch):
+def test_a_program_run_of_serve_runs_again_under_jemalloc_and_replay_a_call_or_check_do_not(write, tmp_path,
+                                                                                            monkeypatch):
     import rspstar.endpoint.cli as cli
     q, s = write("q.rq", QUERY), write("s.trig", STREAM)
     arguments = ["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(tmp_path / "o")]
     executed = []
     monkeypatch.setattr(cli, "use_jemalloc", lambda: executed.append(True))
     assert main(arguments) == 0
-    assert executed == []                           # called with arguments: runs as it is
     monkeypatch.setattr(sys, "argv", ["rspstar", *arguments])
     assert main() == 0
-    assert executed == [True]
     monkeypatch.setattr(sys, "argv", ["rspstar", "check", str(q)])
     assert main() == 0
-    assert executed == [True]                       # check is quick: not worth a second start
+    assert executed == []           # a call runs as it is; a replay is faster under glibc; check is quick
+    class Started(Exception):
+        pass
+
+    def again():        # where the program would start again: stop the server before it starts
+        executed.append(True)
+        raise Started
+    monkeypatch.setattr(cli, "use_jemalloc", again)
+    monkeypatch.setattr(sys, "argv", ["rspstar", "serve"])
+    with pytest.raises(Started):
+        main()
+    assert executed == [True]
 
 
 def test_the_rspstar_command_runs_again_under_jemalloc_before_importing_the_engine(write, tmp_path):
@@ -263,7 +275,8 @@ def test_the_rspstar_command_runs_again_under_jemalloc_before_importing_the_engi
             "allocator.use_jemalloc = lambda: print('again', sorted(m for m in sys.modules "
             "if m.startswith('rspstar.endpoint.') or m.startswith('rspstar.translator')), file=sys.stderr); "
             "from rspstar.endpoint import launch; sys.exit(launch.main())")
-    for command, again in ((["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)], True),
+    for command, again in ((["serve", "--help"], True),
+                           (["replay", str(q), "--stream", "http://example.org/s=%s" % s, *RANGE, "--out", str(out)], False),
                            (["check", str(q)], False)):
         done = subprocess.run([sys.executable, "-c", code, *command], capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
