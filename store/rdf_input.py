@@ -91,10 +91,13 @@ def _record_timestamp(stamps: dict, quad: ox.Quad, ts_predicate: ox.NamedNode, s
         return False
     previous = stamps.get(quad.subject)
     if previous is not None and previous != quad.object:
-        raise RdfInputError("graph %s has two timestamps (%s and %s)" % (quad.subject, previous, quad.object),
-                            source)
+        raise _two_timestamps(quad.subject, previous, quad.object, source)
     stamps[quad.subject] = quad.object
     return True
+
+
+def _two_timestamps(graph, first, second, source: str) -> RdfInputError:
+    return RdfInputError("graph %s has two timestamps (%s and %s)" % (graph, first, second), source)
 
 
 def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
@@ -132,8 +135,7 @@ def scan_document(data: bytes | str, fmt: ox.RdfFormat, source: str,
                 value = quad.object
                 previous = stamps.setdefault(subject.value, value)
                 if previous is not value and previous != value:
-                    raise RdfInputError("graph %s has two timestamps (%s and %s)" % (subject, previous, value),
-                                        source)
+                    raise _two_timestamps(subject, previous, value, source)
     except SyntaxError as e:
         raise _syntax_error(e, source) from None
     return DocumentScan(stamps, graphs, other, unnamed)

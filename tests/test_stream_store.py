@@ -708,3 +708,19 @@ def test_a_list_of_graph_names_holds_an_internal_graph_exactly_when_one_of_them_
              ["x\nurn:rspstar:facts:q:w"]]
     assert [any_internal_graph(c) for c in cases] == [any(map(is_internal_graph, c)) for c in cases] == [
         False, False, True, True, False, False, True, False, False, True, False]
+
+
+@pytest.mark.parametrize("how", ["stage", "stage_optimistically", "read_elements"])
+def test_a_graph_with_two_timestamps_is_refused_naming_it_and_both(how):
+    data = _stream_document(3) + (b'ex:g1 prov:generatedAtTime "2026-03-01T09:00:00Z"^^xsd:dateTime .\n')
+    message = ('graph <http://example.org/g1> has two timestamps \\("2026-03-01T08:00:01Z"\\^\\^<[^>]*dateTime> and '
+               '"2026-03-01T09:00:00Z"')
+    store = StreamStore(remove_evicted=False)
+    with pytest.raises(RdfInputError, match=message):
+        if how == "read_elements":
+            read_elements(data, "x.trig")
+        else:
+            getattr(store.documents, how)("http://s", data, ox.RdfFormat.TRIG, "x.trig")
+    # The same timestamp twice is one timestamp.
+    again = _stream_document(3) + b'ex:g1 prov:generatedAtTime "2026-03-01T08:00:01Z"^^xsd:dateTime .\n'
+    assert len(store.documents.stage("http://s", again, ox.RdfFormat.TRIG, "x.trig").staged) == 3
