@@ -42,7 +42,7 @@ REWRITE_ALLOWANCE = 64 << 10
 # `(?:[^"\\]|\\.)*` does, without a step of the engine per character (a replay checks every
 # part of its files before Oxigraph parses it: bench/out/NOTES.md#unrolled-strings).
 _STRINGS = (r'''"""[^"\\]*(?:(?:\\.|"(?!""))[^"\\]*)*"""|\'\'\'[^'\\]*(?:(?:\\.|'(?!''))[^'\\]*)*\'\'\''''
-            r'''|"[^"\\\n]*(?:\\.[^"\\\n]*)*"|'[^'\\\n]*(?:\\.[^'\\\n]*)*''' "'")
+            r'''|"[^"\\\n]*(?:\\.[^"\\\n]*)*"''' r"""|'[^'\\\n]*(?:\\.[^'\\\n]*)*'""")
 _IRI = r'''<[^<>"{}|^`\\\s]*>'''
 # Strings, comments and IRIs are skipped (what is inside them does not nest); what is left of
 # interest is the openers and closers themselves, longest first. Every alternative starts with
