@@ -104,20 +104,26 @@ def iso(t0: float, offset_ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", base) + (".%03dZ" % ms)
 
 
+def oxygen_fraction(rng: random.Random) -> float:
+    """The sensor streams' usual reading: an oxygen fraction drawn from [0.16, 0.21]."""
+    return round(rng.uniform(0.16, 0.21), 3)
+
+
 def sensor_stream(elements: int, sensors: int, seconds: int, seed: int = 1,
-                  uncertainty: bool = True) -> str:
+                  uncertainty: bool = True, value=oxygen_fraction) -> str:
     """A TriG stream: one observation per element, spread evenly over `seconds` of event
-    time, each with a normal measurement uncertainty as an annotation."""
+    time, each with a normal measurement uncertainty as an annotation (unless `uncertainty`
+    is false); `value` draws each reading."""
     rng = random.Random(seed)
     t0 = 1772352000  # 2026-03-01T08:00:00Z
     step_ms = seconds * 1000 / elements
     parts = [PREFIXES]
     for i in range(elements):
         stamp = iso(t0, int(i * step_ms))
-        value = round(rng.uniform(0.16, 0.21), 3)
+        reading = value(rng)
         sensor = i % sensors
         parts.append('ex:e%d prov:generatedAtTime "%s"^^xsd:dateTime .\n' % (i, stamp))
-        body = "ex:o%d sosa:madeBySensor ex:s%d ; sosa:hasSimpleResult %s" % (i, sensor, value)
+        body = "ex:o%d sosa:madeBySensor ex:s%d ; sosa:hasSimpleResult %s" % (i, sensor, reading)
         if uncertainty:
             body += ' {| rspu:uncertainty "N(0, %s)"^^rspu:distribution |}' % round(rng.uniform(2e-5, 1e-4), 6)
         parts.append("ex:e%d { %s . }\n" % (i, body))

@@ -11,7 +11,10 @@ file); three rounds, every round's ratio shown.
 A second table times sliding windows against what a user gets with raw pyoxigraph: the file
 loaded with `Store.load`, then the same SPARQL per window with `VALUES ?g { elements }` from a
 sorted (timestamp, graph) list; ours with incremental evaluation on and off, rows compared, in
-this process and as commands. The last two replay several queries in one pass: differing in a
+this process and as commands (`--sliding`: only it, into bench/out/replay_sliding.md). The same
+over plain readings (`--readings`, into bench/out/replay_sliding_readings.md): one sensor reading
+per element, no annotation, three quads per element instead of five, so a window's SPARQL
+weighs more against the load. The last two replay several queries in one pass: differing in a
 threshold, and each watching one sensor.
 """
 from __future__ import annotations
@@ -27,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import pyoxigraph as ox
 
@@ -87,7 +91,7 @@ def run(elements: int, seconds: int = 100, rounds: int = 3) -> Table:
                 ours = time.perf_counter() - started
                 del replay
                 timings.setdefault(label, []).append(ours)
-                command_seconds, command_rows = replay_command(path, spec_text, start, end, Path(tmp))
+                command_seconds, command_rows = replay_command(path, QUERY % spec_text, start, end, Path(tmp))
                 timings.setdefault(label + " command", []).append(command_seconds)
                 if command_rows != rows:
                     raise SystemExit("%s: the command gave %d rows, the replay in this process %d" % (label, command_rows, rows))
@@ -141,10 +145,10 @@ def timed(command: list[str]) -> float:
     return time.perf_counter() - started
 
 
-def replay_command(path: Path, spec_text: str, start: int, end: int, tmp: Path) -> tuple[float, int]:
+def replay_command(path: Path, query_text: str, start: int, end: int, tmp: Path) -> tuple[float, int]:
     """(seconds, rows) of `rspstar replay` of the query over the file, as a process of its own."""
     query = tmp / "query.rq"
-    query.write_text(QUERY % spec_text)
+    query.write_text(query_text)
     out = tmp / "records.jsonl"
     seconds = timed(rspstar_command() + ["replay", str(query), "--stream", "http://example.org/stream=%s" % path,
                                          "--from", format_instant(start), "--to", format_instant(end), "--out", str(out)])
@@ -157,20 +161,42 @@ SLIDING = [("RANGE 10 s STEP 1 s: each element in 10 windows", "STEP PT1S"),
            ("RANGE 10 s STEP 2 s: each element in 5 windows", "STEP PT2S")]
 
 
-def raw_per_window(data: bytes, spec_text: str, start: int, end: int) -> tuple[float, int]:
+class Workload(NamedTuple):
+    """A stream file, the filter query over it (`%s`: the window's STEP) and the same filter as a
+    user writes it with raw pyoxigraph (`%s`: the window's graphs)."""
+    title: str
+    stream: Callable[[int, int], str]       # (elements, seconds of event time) -> TriG
+    query: str
+    raw_query: str
+
+
+def reading_near_75(rng) -> float:
+    """A reading drawn around 75: about one in fifteen is above 90."""
+    return round(rng.gauss(75, 10), 1)
+
+
+ANNOTATED = Workload("annotated observations", lambda elements, seconds: sensor_stream(elements, 1000, seconds),
+                     QUERY, RAW_QUERY)
+READINGS = Workload("plain readings (one sensor reading per element, no annotation, FILTER(?v > 90))",
+                    lambda elements, seconds: sensor_stream(elements, 1000, seconds, uncertainty=False,
+                                                            value=reading_near_75),
+                    QUERY.replace("?v < 0.165", "?v > 90"), RAW_QUERY.replace("?v < 0.165", "?v > 90"))
+
+
+def raw_per_window(data: bytes, query_text: str, raw_query: str, start: int, end: int) -> tuple[float, int]:
     """(seconds, rows): load, then every window's SPARQL over its elements."""
     started = time.perf_counter()
     store = ox.Store()
     store.load(data, ox.RdfFormat.TRIG)
     stamps = sorted((parse_instant(q.object.value), q.subject.value) for q in store.quads_for_pattern(
         None, ox.NamedNode("http://www.w3.org/ns/prov#generatedAtTime"), None, ox.DefaultGraph()))
-    window = compile_query(QUERY % spec_text).windows["http://example.org/w"]
+    window = compile_query(query_text).windows["http://example.org/w"]
     rows = 0
     for close in window.closes_between(start, end):
         lo, hi = window.bounds_at(close)
         first, last = bisect.bisect_left(stamps, (lo,)), bisect.bisect_left(stamps, (hi,))
         graphs = " ".join("<%s>" % g for _, g in stamps[first:last])
-        rows += sum(1 for _ in store.query(RAW_QUERY % graphs))
+        rows += sum(1 for _ in store.query(raw_query % graphs))
     return time.perf_counter() - started, rows
 
 
@@ -193,14 +219,15 @@ print(rows)
 """
 
 
-def commands(path: Path, spec_text: str, start: int, end: int, tmp: Path) -> tuple[float, int, float, int]:
+def commands(path: Path, query_text: str, raw_query: str, start: int, end: int,
+             tmp: Path) -> tuple[float, int, float, int]:
     """(seconds, rows) of `rspstar replay` and of the raw script, each as a process of its own
     (what a user times: start-up, reading the file, every window, writing the records)."""
-    command_seconds, command_rows = replay_command(path, spec_text, start, end, tmp)
-    window = compile_query(QUERY % spec_text).windows["http://example.org/w"]
+    command_seconds, command_rows = replay_command(path, query_text, start, end, tmp)
+    window = compile_query(query_text).windows["http://example.org/w"]
     windows = [window.bounds_at(close) for close in window.closes_between(start, end)]
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-c", RAW_SCRIPT, str(path), RAW_QUERY, json.dumps(windows)], check=True,
+    done = subprocess.run([sys.executable, "-c", RAW_SCRIPT, str(path), raw_query, json.dumps(windows)], check=True,
                           capture_output=True, text=True)
     raw_seconds = time.perf_counter() - started
     return command_seconds, command_rows, raw_seconds, int(done.stdout)
@@ -214,12 +241,12 @@ def replayed(queries: dict[str, str], path: Path, start: int, end: int, options:
     return time.perf_counter() - started, rows
 
 
-def ours(path: Path, spec_text: str, start: int, end: int, incremental: bool) -> tuple[float, int]:
-    return replayed({"replay": QUERY % spec_text}, path, start, end,
+def ours(path: Path, query_text: str, start: int, end: int, incremental: bool) -> tuple[float, int]:
+    return replayed({"replay": query_text}, path, start, end,
                     {"incremental": "true" if incremental else "false"})
 
 
-def run_sliding(elements: int, seconds: int = 100, rounds: int = 3) -> Table:
+def run_sliding(elements: int, seconds: int = 100, rounds: int = 3, workload: Workload = ANNOTATED) -> Table:
     """Each figure the median of `rounds` rounds, each round timing raw, the load, ours and ours
     from scratch one after the other (the machine's speed drifts: a ratio of one round's two
     figures is fairer than of two rounds'); the ratio's range over the rounds is shown. In the
@@ -227,36 +254,37 @@ def run_sliding(elements: int, seconds: int = 100, rounds: int = 3) -> Table:
     its own, as a user runs them."""
     start = parse_instant("2026-03-01T08:00:00Z")
     end = start + seconds * 1_000_000
-    table = Table("Sliding windows against raw per-window evaluation (%d elements, %d s of event time, "
-                  "medians of %d rounds)" % (elements, seconds, rounds),
+    table = Table("Sliding windows against raw per-window evaluation: %s (%d elements, %d s of event time, "
+                  "medians of %d rounds)" % (workload.title, elements, seconds, rounds),
                   ["window", "raw Store.load + SPARQL per window (s)", "Store.load alone (s)",
                    "rspstar replay, incremental (s)", "rspstar replay, every window from scratch (s)",
                    "ratio to raw: incremental (rounds)", "from scratch", "ceiling: raw / load alone",
                    "commands: raw script / `rspstar replay` (s)", "ratio of the commands (rounds)", "same rows"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.trig"
-        path.write_text(sensor_stream(elements, 1000, seconds))
+        path.write_text(workload.stream(elements, seconds))
         data = path.read_bytes()
-        (Path(tmp) / "query.rq").write_text(QUERY % SLIDING[0][1])
+        (Path(tmp) / "query.rq").write_text(workload.query % SLIDING[0][1])
         cache_bytecode(Path(tmp) / "query.rq")
         for label, spec_text in SLIDING:
+            query_text = workload.query % spec_text
             timings: dict[str, list[float]] = {"raw": [], "load": [], "on": [], "off": [], "raw command": [],
                                                "command": []}
             rows = set()
             for _ in range(rounds):
                 gc.collect()      # each timing in this process from a heap without the last one's garbage
-                raw_seconds, raw_rows = raw_per_window(data, spec_text, start, end)
+                raw_seconds, raw_rows = raw_per_window(data, query_text, workload.raw_query, start, end)
                 # What every system here pays first, and one Oxigraph store cannot go under.
                 gc.collect()
                 started = time.perf_counter()
                 ox.Store().load(data, ox.RdfFormat.TRIG)
                 load_seconds = time.perf_counter() - started
                 gc.collect()
-                on_seconds, on_rows = ours(path, spec_text, start, end, True)
+                on_seconds, on_rows = ours(path, query_text, start, end, True)
                 gc.collect()
-                off_seconds, off_rows = ours(path, spec_text, start, end, False)
+                off_seconds, off_rows = ours(path, query_text, start, end, False)
                 command_seconds, command_rows, raw_command_seconds, raw_command_rows = commands(
-                    path, spec_text, start, end, Path(tmp))
+                    path, query_text, workload.raw_query, start, end, Path(tmp))
                 for key, value in (("raw", raw_seconds), ("load", load_seconds), ("on", on_seconds), ("off", off_seconds),
                                    ("raw command", raw_command_seconds), ("command", command_seconds)):
                     timings[key].append(value)
@@ -361,12 +389,19 @@ def main() -> None:
     parser.add_argument("--sliding", action="store_true",
                         help="only the table of sliding windows against raw per-window evaluation, in-process and as "
                              "commands, into bench/out/replay_sliding.md")
+    parser.add_argument("--readings", action="store_true",
+                        help="only that table over plain readings (one sensor reading per element, no annotation), "
+                             "into bench/out/replay_sliding_readings.md")
     args = parser.parse_args()
     if args.bulk:
         publish("replay_bulk", "Machine: %s\n\n%s" % (machine(), run(args.elements).markdown()))
         return
     if args.sliding:
         publish("replay_sliding", "Machine: %s\n\n%s" % (machine(), run_sliding(args.elements).markdown()))
+        return
+    if args.readings:
+        publish("replay_sliding_readings", "Machine: %s\n\n%s" % (
+            machine(), run_sliding(args.elements, workload=READINGS).markdown()))
         return
     if args.sensors:
         publish("replay_sensors", "Machine: %s\n\n%s" % (machine(), "\n".join(
