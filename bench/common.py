@@ -6,6 +6,7 @@ import platform
 import random
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -144,6 +145,13 @@ class Table:
                  "|" + "---|" * len(self.columns)]
         lines += ["| " + " | ".join(r) + " |" for r in self.rows]
         return "\n".join(lines) + "\n"
+
+
+def free_port() -> int:
+    """A loopback TCP port that nothing listens on now, for a server a benchmark starts."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def start_serve(directory: Path, port: int, config: Path | None = None, timeout: float = 180) -> subprocess.Popen:

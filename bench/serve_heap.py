@@ -14,7 +14,6 @@ import argparse
 import gc
 import os
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -23,7 +22,7 @@ import tracemalloc
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine, publish  # noqa: E402
+from common import free_port, machine, publish  # noqa: E402
 
 FRAMES = 6
 TOP = 12
@@ -73,11 +72,8 @@ def main() -> None:
     from rspstar.endpoint import cli
     started = time.monotonic()
     threading.Thread(target=watch, args=(args.minutes, args.warmup, started), daemon=True).start()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     with tempfile.TemporaryDirectory(prefix="rspstar-heap-") as data:
-        cli.main(["serve", "--data", data, "--port", str(port)])
+        cli.main(["serve", "--data", data, "--port", str(free_port())])
 
 
 if __name__ == "__main__":   # the server's worker processes are spawned: they import this module again

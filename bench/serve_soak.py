@@ -18,7 +18,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Table, machine, process_tree_by_kind, publish  # noqa: E402
+from common import Table, free_port, machine, process_tree_by_kind, publish  # noqa: E402
 from rspstar.config.schema import default  # noqa: E402
 from rspstar.endpoint.allocator import allocator_environment  # noqa: E402
 
@@ -101,9 +100,7 @@ def run(minutes: float, warmup: float, scale: float, spark: list[str], trigger: 
     # What `rspstar serve` will run under: it runs itself again under jemalloc when this says so.
     allocator = "jemalloc" if allocator_environment(dict(os.environ), "") is not None else "glibc malloc"
     work = Path(tempfile.mkdtemp(prefix="rspstar-soak-"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = (work / "serve.log").open("w")
     server = subprocess.Popen([sys.executable, "-m", "rspstar.endpoint.cli", "serve", "--config", str(config(scale, work, spark, trigger, landing_trigger)),
                                "--port", str(port), "--data", str(work / "data")], cwd=REPO, stdout=log,
