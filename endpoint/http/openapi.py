@@ -16,6 +16,7 @@ from rspstar.translator.dialects import DIALECTS
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES
 from ..engine.result_shapes import SHAPES
+from .sparql import FORMAT_NAMES, FORMAT_PARAMETERS
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -116,6 +117,14 @@ RESULT_FORMAT = _param("format", "query", {"type": "string", "enum": list(SHAPES
                                    "(the conformance format)")
 
 
+def _formats() -> list[dict]:
+    """/sparql's format parameters, aliases of the Accept header (SPARQLWrapper sends all three)."""
+    values = list(FORMAT_NAMES) + [m for m in list(RESULT_TYPES) + list(GRAPH_TYPES)]
+    return [_param(name, "query", {"type": "string", "enum": values},
+                   description="the results' or graph's format instead of an Accept header: a short name (json, "
+                               "xml, csv, tsv, turtle, ...) or a media type") for name in FORMAT_PARAMETERS]
+
+
 def _iris(name: str, examples: list[str]) -> dict:
     return _param(name, "query", {"type": "array", "items": {"type": "string", "enum": examples}},
                   description="IRIs (repeatable)") | {"style": "form", "explode": True}
@@ -183,11 +192,13 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                     parameters=[_param("query", "query", {"type": "string", "enum": SPARQL_QUERIES},
                                        description="a SPARQL 1.1/1.2 query; without any parameter a GET answers with "
                                                    "the service description"),
-                                _iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS)]),
+                                _iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS),
+                                *_formats()]),
                 "post": _op("SPARQL query, posted as a form or directly", {
                     "200": {"description": "results (content negotiation)", "content": RESULT_CONTENT},
                     **_errors(400, 406, 413, 415, 503)},
-                    parameters=[_iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS)],
+                    parameters=[_iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS),
+                                *_formats()],
                     body={"application/sparql-query": _text(SPARQL_QUERIES),
                           "application/x-www-form-urlencoded": {"schema": {
                               "type": "object", "required": ["query"], "additionalProperties": False,
