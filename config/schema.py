@@ -271,9 +271,10 @@ SETTINGS: tuple[Setting, ...] = (
                                                        "first byte (slow senders are dropped)"),
     Setting("http", "max_event_streams", Whole(1), 8, "server-sent event streams open at once (503 beyond); "
                                                       "fewer than threads, so requests always find a worker"),
-    Setting("http", "max_event_streams_per_client", Whole(1), 2,
+    Setting("http", "max_event_streams_per_client", Whole(1), 4,
             "event streams one client address holds at once (503 beyond), so that a few clients cannot take every "
-            "slot; behind a proxy every client has the proxy's address: raise it there"),
+            "slot (a terminal's curl -N, a dashboard and a reconnection fit); behind a proxy every client has the "
+            "proxy's address: raise it there"),
     Setting("http", "event_backlog", Whole(1), 256, "records waiting for a slow event-stream client; beyond it the "
                                                     "oldest are dropped and counted"),
     Setting("http", "event_keepalive", Number(), 15.0, "seconds between keep-alive comments on an idle event "

@@ -15,7 +15,7 @@ import json
 from rspstar.translator.dialects import DIALECTS
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES
-from ..engine.result_shapes import SHAPES
+from ..engine.result_shapes import SHAPES, TRIPLE_TERMS
 from .sparql import FORMAT_NAMES, FORMAT_PARAMETERS
 
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -117,6 +117,12 @@ RESULT_FORMAT = _param("format", "query", {"type": "string", "enum": list(SHAPES
                                    "(the conformance format)")
 
 
+TRIPLE_TERMS_PARAM = _param("triple_terms", "query", {"type": "string", "enum": list(TRIPLE_TERMS)},
+                            description="how a triple term is written in SPARQL Query Results JSON (and /sparql's XML): as SPARQL 1.2 "
+                                        "does (triple, the default), or as an IRI urn:rspstar:triple: followed by its "
+                                        "N-Triples text percent-encoded (iri), for SPARQL 1.1 readers such as rdflib 7")
+
+
 def _formats() -> list[dict]:
     """/sparql's format parameters, aliases of the Accept header (SPARQLWrapper sends all three)."""
     values = list(FORMAT_NAMES) + [m for m in list(RESULT_TYPES) + list(GRAPH_TYPES)]
@@ -193,12 +199,12 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                                        description="a SPARQL 1.1/1.2 query; without any parameter a GET answers with "
                                                    "the service description"),
                                 _iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS),
-                                *_formats()]),
+                                *_formats(), TRIPLE_TERMS_PARAM]),
                 "post": _op("SPARQL query, posted as a form or directly", {
                     "200": {"description": "results (content negotiation)", "content": RESULT_CONTENT},
                     **_errors(400, 406, 413, 415, 503)},
                     parameters=[_iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS),
-                                *_formats()],
+                                *_formats(), TRIPLE_TERMS_PARAM],
                     body={"application/sparql-query": _text(SPARQL_QUERIES),
                           "application/x-www-form-urlencoded": {"schema": {
                               "type": "object", "required": ["query"], "additionalProperties": False,
@@ -267,9 +273,11 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                            "or boolean) with time and windows, or with format=compact the conformance format", {
                     "200": {"description": "one JSON line per evaluation", "content": {"application/x-ndjson": {
                         "schema": {"type": "string"}}}}, **_errors(400, 404)},
-                    parameters=[query_id, _param("since", "query", INSTANT, description="evaluations after this instant"),
-                                _param("limit", "query", {"type": "integer", "minimum": 0, "maximum": 1_000_000}),
-                                RESULT_FORMAT],
+                    parameters=[query_id, _param("since", "query", INSTANT,
+                                                 description="the evaluations after this instant (exclusive)"),
+                                _param("limit", "query", {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+                                       description="at most this many: the latest, or with since the first after it"),
+                                RESULT_FORMAT, TRIPLE_TERMS_PARAM],
                     operationId="getResults"),
             },
             "/queries/{id}/events": {
@@ -277,9 +285,16 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                            "event_idle_seconds without a record; at most max_event_streams_per_client for one client",
                            {"200": {"description": "an event stream", "content": {"text/event-stream": {
                                "schema": {"type": "object", "required": ["event", "data"], "properties": {
+                                   "id": {"type": "string", "description": "the evaluation's instant"},
                                    "event": {"type": "string", "enum": ["result", "dropped", "closed"]},
                                    "data": {"type": "string"}}}}}}, **_errors(400, 404, 503)},
-                           parameters=[query_id, RESULT_FORMAT], operationId="getEvents"),
+                           parameters=[query_id, RESULT_FORMAT, TRIPLE_TERMS_PARAM,
+                                       _param("since", "query", INSTANT, description="resume after this instant: "
+                                              "the history's records after it come first"),
+                                       _param("Last-Event-ID", "header", INSTANT,
+                                              description="the id of the last event a reconnecting client had (its "
+                                                          "evaluation's instant): resume after it, as since does")],
+                           operationId="getEvents"),
             },
             "/streams": {
                 "get": _op("what each stream and source holds", {"200": {"description": "streams and sources", "content": {

@@ -14,6 +14,7 @@ from rspstar.translator.validate import check_query_calls, oxigraph_syntax_error
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES, Job, Negotiated, QueryRefused, negotiate, serialize_graph
 from .errors import BadRequest, NotAcceptable, UnsupportedMediaType
+from ..engine.result_shapes import TRIPLE_TERMS, with_triple_iris
 from .service_description import service_description
 from .context import base_iri, require_write, services
 from .protocol import FORM, iris, params, single, text_body
@@ -90,7 +91,10 @@ class SparqlSyntaxError(BadRequest):
 def sparql():
     """The SPARQL 1.1 Protocol's query operation: GET with `query`, POST of a form, or POST of the
     query itself (application/sparql-query) with the dataset parameters in the URL."""
-    found = params(("query", "default-graph-uri", "named-graph-uri") + FORMAT_PARAMETERS)
+    found = params(("query", "default-graph-uri", "named-graph-uri", "triple_terms") + FORMAT_PARAMETERS)
+    triple_terms = single(found, "triple_terms")
+    if triple_terms is not None and triple_terms not in TRIPLE_TERMS:
+        raise BadRequest("triple_terms takes %s, not %r" % (" or ".join(TRIPLE_TERMS), triple_terms[:40]))
     accepted = negotiated(found)
     if request.method == "POST" and request.mimetype == "application/sparql-query":
         if "query" in found:
@@ -117,6 +121,8 @@ def sparql():
         body, media = services().adhoc.run(job)
     except QueryRefused as e:
         raise (SparqlSyntaxError(e.message, e.line, e.column) if e.kind == "syntax" else NotAcceptable(e.message))
+    if triple_terms == "iri":
+        body = with_triple_iris(body, media)
     if not body.endswith(b"\n"):       # Oxigraph's JSON and XML end without one; a terminal shows the next prompt after it
         body += b"\n"
     return Response(body, mimetype=media)
