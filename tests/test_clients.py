@@ -18,6 +18,7 @@ import rdflib.plugins.stores.sparqlstore
 from rdflib.query import Result
 from SPARQLWrapper import SPARQLWrapper
 
+import rspstar
 import served
 from http_app import S, T0, TOKEN
 
@@ -298,3 +299,52 @@ def test_continuous_results_with_a_triple_term_as_each_reader_reads_them(client,
         [(term, value)] = [tuple(row) for row in Result.parse(io.BytesIO(data), format="json")]
         assert str(term).startswith("urn:rspstar:triple:") and value == rdflib.Literal(1)
     assert client.get("/queries/star/results?triple_terms=text").status_code == 400
+
+
+# -- rspstar.Client, the Python client of a running server ---------------------------------------
+def test_the_client_registers_pushes_reads_and_follows_a_query_live(live):
+    base, _ = live
+    server = rspstar.Client(base, token="t")
+    query = server.register("PREFIX ex: <http://example.org/>\nSELECT (COUNT(*) AS ?n) "
+                            "FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S]\n"
+                            "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", id="count")
+    assert query.id == "count" and query.describe()["windows"][0]["stream"] == "http://example.org/s"
+    followed = query.follow()
+    first, second = next(followed), next(followed)
+    assert first["bindings"] == [{"n": '"0"^^<http://www.w3.org/2001/XMLSchema#integer>'}]
+    assert second["time"] > first["time"] and "latency_ms" not in first
+    history = query.results(since=first["time"])
+    assert history.records[0] == second and history.rows()[0]["n"] == 0
+    assert len(query.results(limit=1)) == 1
+    posted = server.push("http://example.org/s", {"time": "2026-03-01T08:00:01Z",
+                                                  "data": "<http://example.org/o> <http://example.org/v> 1 ."})
+    assert posted["elements"] == 1 and posted["stream"] == "http://example.org/s"
+    with pytest.raises(rspstar.StreamNameError, match="'temp' is not an absolute IRI"):
+        server.push("temp", "<http://example.org/o> <http://example.org/v> 1 .")
+    with pytest.raises(rspstar.ServerError) as refused:
+        server.register("SELECT * WHERE { ?s ?p }", id="bad")
+    assert refused.value.status == 400 and refused.value.line == 1
+    with pytest.raises(rspstar.ServerError) as unauthorized:
+        rspstar.Client(base).remove("count")
+    assert unauthorized.value.status == 401
+    query.remove()
+    started = time.monotonic()
+    rest = list(followed)                    # what came meanwhile; then the stream ends with the query
+    assert all(r["time"] > second["time"] for r in rest) and time.monotonic() - started < 5
+    assert "count" not in [q.id for q in server.queries()]
+
+
+def test_follow_resumes_after_its_stream_ends_without_gap_or_repeat(tmp_path):
+    process, base, _ = served.start(token="t", scheduler=True, max_delay=200_000, event_stream_seconds=1.5,
+                                    event_keepalive=0.5)
+    try:
+        records = []
+        for record in rspstar.Client(base).follow("q"):
+            records.append(record)
+            if len(records) == 6:            # the stream is cut every 1.5 s: it was reopened
+                break
+        seconds = [int(r["time"][17:19]) for r in records]
+        assert all((b - a) % 60 == 1 for a, b in zip(seconds, seconds[1:])), seconds
+    finally:
+        process.kill()
+        process.wait()

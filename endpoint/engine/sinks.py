@@ -221,6 +221,13 @@ class Subscription:
                 return self._records.popleft()
             raise FeedClosed
 
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until a record is there to read (True), or `timeout` seconds, or the feed closed
+        with nothing left to read (False); nothing is taken."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._records or self.closed, timeout)
+            return bool(self._records)
+
     def get_nowait(self) -> dict:
         with self._changed:
             if not self._records:
