@@ -124,11 +124,15 @@ TRIPLE_TERMS_PARAM = _param("triple_terms", "query", {"type": "string", "enum": 
 
 
 def _formats() -> list[dict]:
-    """/sparql's format parameters, aliases of the Accept header (SPARQLWrapper sends all three)."""
-    values = list(FORMAT_NAMES) + [m for m in list(RESULT_TYPES) + list(GRAPH_TYPES)]
-    return [_param(name, "query", {"type": "string", "enum": values},
-                   description="the results' or graph's format instead of an Accept header: a short name (json, "
-                               "xml, csv, tsv, turtle, ...) or a media type") for name in FORMAT_PARAMETERS]
+    """/sparql's format parameters, aliases of the Accept header (SPARQLWrapper sends all three).
+    The schema lists the names that fit every query form (a SELECT and a CONSTRUCT alike); the
+    others are taken for the form they fit, and a 406 answers one that fits none of the query's."""
+    return [_param(name, "query", {"type": "string", "enum": ["json", "xml"]},
+                   description="the results' or graph's format instead of an Accept header: json (SPARQL JSON, or "
+                               "JSON-LD for a graph), xml (SPARQL XML, or RDF/XML); also taken, for the query form "
+                               "they fit: %s, or a media type" % ", ".join(n for n in FORMAT_NAMES if n not in
+                                                                           ("json", "xml")))
+            for name in FORMAT_PARAMETERS]
 
 
 def _iris(name: str, examples: list[str]) -> dict:
@@ -290,10 +294,8 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                                    "data": {"type": "string"}}}}}}, **_errors(400, 404, 503)},
                            parameters=[query_id, RESULT_FORMAT, TRIPLE_TERMS_PARAM,
                                        _param("since", "query", INSTANT, description="resume after this instant: "
-                                              "the history's records after it come first"),
-                                       _param("Last-Event-ID", "header", INSTANT,
-                                              description="the id of the last event a reconnecting client had (its "
-                                                          "evaluation's instant): resume after it, as since does")],
+                                              "the history's records after it come first (a reconnecting client's "
+                                              "Last-Event-ID header, the id of the last event it had, does the same)")],
                            operationId="getEvents"),
             },
             "/streams": {

@@ -153,8 +153,8 @@ def _resume_from(found: dict[str, list[str]]) -> int | None:
     reconnecting client sends (the id of the last event it had: its evaluation's instant)."""
     since = single(found, "since")
     given, what = (since, "since") if since is not None else (request.headers.get("Last-Event-ID"), "Last-Event-ID")
-    if not given:
-        return None
+    if given is None or (what == "Last-Event-ID" and not given.strip()):
+        return None            # (an empty Last-Event-ID is what a client that had no event sends)
     try:
         return parse_instant(given.strip())
     except TemporalValueError as e:
