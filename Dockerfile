@@ -17,7 +17,8 @@ COPY config ./config
 COPY translator ./translator
 COPY store ./store
 COPY endpoint ./endpoint
-RUN pip install --no-cache-dir .
+# The library and Spark ingestion (the extra), which `rspstar serve`'s configuration needs.
+RUN pip install --no-cache-dir .[spark]
 
 RUN useradd --create-home rspstar && mkdir -p /data && chown rspstar /data
 USER rspstar

@@ -7,8 +7,9 @@
     engine.advance("2026-03-01T08:00:10Z")
     query.dataframe()
 
-`Engine`, `Query`, `Results` and `replay` are the Python API (`rspstar.endpoint.api`), and the
-errors it raises are importable from here (`rspstar.QuerySyntaxError`, `rspstar.RdfInputError`,
+`Engine`, `Query`, `Results` and `replay` are the Python API (`rspstar.endpoint.api`), `Client`
+the client of a running server (`rspstar.endpoint.client`), and every error they raise is
+importable from here (`rspstar.QuerySyntaxError`, `rspstar.RdfInputError`, `rspstar.UsageError`,
 ...). The repository's top-level folders are the package's parts: `rspstar.translator`
 (language, vocabulary, time), `rspstar.config` (the settings), `rspstar.store` (Oxigraph, Spark
 ingestion) and `rspstar.endpoint` (runner, scheduler, HTTP, CLI).
@@ -21,18 +22,29 @@ __version__ = "0.1.0"
 # `import rspstar.config` stays light.
 _WHERE = {
     "Engine": "endpoint.api", "Query": "endpoint.api", "Results": "endpoint.api", "replay": "endpoint.api",
-    "QueryFailed": "endpoint.api",
-    # The errors, by layer: each is a TranslatorError, StoreError or EndpointError.
-    "TranslatorError": "translator.errors", "QuerySyntaxError": "translator.errors",
-    "TemporalValueError": "translator.errors", "QueryOverLimits": "translator.admission",
-    "QueryNeverEvaluated": "translator.admission",
-    "PolicyError": "translator.policy", "FederationNotAllowed": "translator.federation",
+    "Client": "endpoint.client", "RemoteQuery": "endpoint.client",
+    # Every error a caller can meet, by layer: each is a TranslatorError, StoreError or
+    # EndpointError (ConfigError: a configuration file's), and every usage error a UsageError.
+    "UsageError": "translator.errors",
+    "TranslatorError": "translator.errors", "PositionedError": "translator.errors",
+    "QuerySyntaxError": "translator.errors", "TemporalValueError": "translator.errors",
+    "StreamNameError": "translator.errors", "OptionError": "translator.options",
+    "QueryOverLimits": "translator.admission", "QueryNeverEvaluated": "translator.admission",
+    "LandmarkTooEarly": "translator.admission", "PolicyError": "translator.policy",
+    "FederationNotAllowed": "translator.federation", "PartitionError": "translator.partition",
+    "UncertaintyError": "translator.uncertainty.distributions",
+    "ConfigError": "config.schema",
     "StoreError": "store.errors", "RdfInputError": "store.errors", "DuplicateElementError": "store.errors",
-    "UnknownFormat": "store.formats",
-    "EndpointError": "endpoint.engine.errors", "UsageError": "endpoint.engine.errors",
+    "QueryTimeout": "store.errors", "ReservedGraphError": "store.errors", "GraphNotWritable": "store.errors",
+    "UpdateFailed": "store.errors", "GraphMissing": "store.errors", "GraphExists": "store.errors",
+    "DiskFull": "store.errors", "EvaluationStopped": "store.errors", "EvaluationTimeout": "store.errors",
+    "ResultTooLarge": "store.errors", "EvaluationCancelled": "store.errors",
+    "UnknownFormat": "store.formats", "ClosureTooLarge": "store.entailment",
+    "EndpointError": "endpoint.engine.errors",
     "UnknownQuery": "endpoint.engine.runner", "DuplicateQuery": "endpoint.engine.runner",
     "InvalidQueryId": "endpoint.engine.runner", "EngineAtCapacity": "endpoint.engine.runner",
-    "SinkNotAllowed": "endpoint.engine.sinks",
+    "SinkNotAllowed": "endpoint.engine.sinks", "LandmarkOverLimit": "endpoint.engine.evaluation",
+    "QueryFailed": "endpoint.api", "ServerError": "endpoint.client",
 }
 __all__ = list(_WHERE)
 

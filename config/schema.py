@@ -14,7 +14,8 @@ import tomllib
 from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 
-from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.errors import StreamNameError, TemporalValueError
+from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.temporal import format_duration, parse_duration
 
 
@@ -116,6 +117,21 @@ class Text(Kind):
         return "(unset)" if value is None else '"%s"' % value
 
 
+class StreamIri(Text):
+    """A stream's IRI, checked as every door checks it (translator.syntax.check_stream_iri)."""
+
+    shown = "stream IRI"
+
+    def read(self, value, where):
+        value = super().read(value, where)
+        if value is not None:
+            try:
+                check_stream_iri(value, "the stream")
+            except StreamNameError as e:
+                raise ConfigError("%s: %s" % (where, e)) from None
+        return value
+
+
 class Texts(Kind):
     python = list
     shown = "list of strings"
@@ -152,6 +168,11 @@ class Topics(Kind):
         if isinstance(value, str):
             return value
         if isinstance(value, dict) and value and all(isinstance(v, str) and v for v in value.values()):
+            for topic, stream in value.items():
+                try:
+                    check_stream_iri(stream, "the stream of topic %r" % topic)
+                except StreamNameError as e:
+                    raise ConfigError("%s: %s" % (where, e)) from None
             return {str(k): v for k, v in value.items()}
         raise ConfigError("%s must be a topic, or a table of topic filter = \"stream IRI\" lines, got %r"
                           % (where, value))
@@ -271,9 +292,10 @@ SETTINGS: tuple[Setting, ...] = (
                                                        "first byte (slow senders are dropped)"),
     Setting("http", "max_event_streams", Whole(1), 8, "server-sent event streams open at once (503 beyond); "
                                                       "fewer than threads, so requests always find a worker"),
-    Setting("http", "max_event_streams_per_client", Whole(1), 2,
+    Setting("http", "max_event_streams_per_client", Whole(1), 4,
             "event streams one client address holds at once (503 beyond), so that a few clients cannot take every "
-            "slot; behind a proxy every client has the proxy's address: raise it there"),
+            "slot (a terminal's curl -N, a dashboard and a reconnection fit); behind a proxy every client has the "
+            "proxy's address: raise it there"),
     Setting("http", "event_backlog", Whole(1), 256, "records waiting for a slow event-stream client; beyond it the "
                                                     "oldest are dropped and counted"),
     Setting("http", "event_keepalive", Number(), 15.0, "seconds between keep-alive comments on an idle event "
@@ -311,7 +333,7 @@ SETTINGS: tuple[Setting, ...] = (
     # [[sources]]
     Setting("sources", "name", Text(), None, "unique; names the checkpoint and the batch markers"),
     Setting("sources", "kind", Text(SOURCE_KINDS), None, "what feeds the stream"),
-    Setting("sources", "stream", Text(optional=True), None, "the stream IRI (the simulator names its own streams; "
+    Setting("sources", "stream", StreamIri(optional=True), None, "the stream IRI (the simulator names its own streams; "
                                                             "mqtt: the stream of a single `topic`)",
             "files, socket, kafka, mqtt"),
     Setting("sources", "path", Text(), "landing", "landing directory, under the data directory (POST /streams "

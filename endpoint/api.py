@@ -28,8 +28,11 @@ import html
 import json
 import os
 import re
+import threading
+import time as _time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable, Iterator
 
 import pyoxigraph as ox
 
@@ -37,6 +40,7 @@ from rspstar.store import formats
 from rspstar.store.codec import Payload, decode
 from rspstar.store.errors import RdfInputError
 from rspstar.store.stream_store import StreamStore
+from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.temporal import format_instant, parse_instant
 
 from .engine.clock import VirtualClock
@@ -51,6 +55,10 @@ _RDF_FORMS = ("TriG, Turtle, N-Quads or N-Triples text (a str or bytes), a pathl
               "file, or an rdflib Graph or Dataset")
 # What a file name given where text is expected ends with (a query or RDF text never does).
 _FILE_SUFFIXES = tuple(e for f in formats.FORMATS for e in f.extensions) + (".rq", ".sparql", ".json", ".txt")
+
+
+# How often a `follow` waiting for records looks whether another thread took them in.
+FOLLOW_TURN_SECONDS = 0.1
 
 
 class QueryFailed(EndpointError, RuntimeError):
@@ -203,12 +211,16 @@ class Results:
 
 class Query(Results):
     """A query registered on an `Engine`: its records so far (they grow as the engine
-    advances), its windows, policy and status as `GET /queries/<id>` shows them."""
+    advances), its windows, policy and status as `GET /queries/<id>` shows them. `len(query)` is
+    the number of evaluations so far and `iter(query)` goes over their records; `follow` and
+    `on_result` give the new ones as they come."""
 
     def __init__(self, registered: RegisteredQuery):
         super().__init__([])
         self._registered = registered
         self._feed = registered.feed.subscribe(backlog=0)      # unbounded: drained here
+        self._drain = threading.Lock()
+        self._callbacks: list[list] = []                        # [callback, records given it]
 
     @property
     def id(self) -> str:
@@ -216,14 +228,66 @@ class Query(Results):
 
     @property
     def records(self) -> list[dict]:
-        while not self._feed.empty():
-            record = self._feed.get_nowait()
-            self._records.append({k: v for k, v in record.items() if k not in ("trigger", "latency_ms")})
+        with self._drain:
+            while not self._feed.empty():
+                self._keep(self._feed.get_nowait())
         return self._records
 
     @records.setter
     def records(self, value: list[dict]) -> None:
         self._records = value
+
+    def _keep(self, record: dict) -> None:
+        self._records.append({k: v for k, v in record.items() if k not in ("trigger", "latency_ms")})
+
+    def follow(self, since=None, *, timeout: float | None = 0) -> Iterator[dict]:
+        """The records after `since` (a datetime or xsd:dateTime string, exclusive; None: from
+        the first), then each new one as the engine gives it, in order. It waits `timeout`
+        seconds at most for the next record: 0 (the default) ends once every record there is has
+        been given (a notebook advancing the engine itself), None waits for ever (another
+        thread advances the engine, or the engine is removed: then it ends)."""
+        after = None if since is None else _instant(since)
+        given = 0
+        while True:
+            records = self.records
+            while given < len(records):
+                record = records[given]
+                given += 1
+                if after is None or parse_instant(record["time"]) > after:
+                    yield record
+            if timeout == 0:
+                return
+            # Another thread may drain the feed first (`records`): wait in short turns, each
+            # looking whether the records grew.
+            deadline = None if timeout is None else _time.monotonic() + timeout
+            while len(self.records) == given:
+                if self._registered.removed or (deadline is not None and _time.monotonic() >= deadline):
+                    return
+                self._feed.wait(FOLLOW_TURN_SECONDS if deadline is None else
+                                max(0.0, min(FOLLOW_TURN_SECONDS, deadline - _time.monotonic())))
+
+    def on_result(self, callback: Callable[[dict], object], since=None) -> Callable[[], None]:
+        """Call `callback(record)` for each record after `since` (a datetime or xsd:dateTime
+        string, exclusive; None: each one from now on), in order: at once for those there are,
+        then for each new one before `Engine.advance` returns. Returns a function that stops
+        the calls. An exception the callback raises comes out of the call that made the record
+        (this one, or `advance`), the engine's state kept; the record is not given again."""
+        after = None if since is None else _instant(since)
+        records = self.records
+        start = len(records) if since is None else next(
+            (k for k, r in enumerate(records) if parse_instant(r["time"]) > after), len(records))
+        entry = [callback, start]
+        self._callbacks.append(entry)
+        self._notify()
+        return lambda: self._callbacks.remove(entry) if entry in self._callbacks else None
+
+    def _notify(self) -> None:
+        records = self.records
+        for entry in list(self._callbacks):
+            while entry[1] < len(records) and entry in self._callbacks:
+                record = records[entry[1]]
+                entry[1] += 1
+                entry[0](record)
 
     def describe(self) -> dict:
         return self._registered.describe()
@@ -302,6 +366,7 @@ class Engine:
 
         `time` defaults to the engine's clock. RdfInputError names the line and column of bad
         input; nothing of it is added then."""
+        check_stream_iri(stream, "push: the stream")
         ingest = self.clock.now() if time is None else _instant(time)
         if isinstance(data, dict):
             text, format, source = _envelope_line(data), "jsonl", "the envelope"
@@ -347,7 +412,10 @@ class Engine:
         for stream in self.store.streams():
             self.store.advance_watermark(stream, instant + 1)
         self.clock.set(instant)
-        return self.engine.tick()
+        evaluations = self.engine.tick()
+        for query in list(self.queries.values()):
+            query._notify()
+        return evaluations
 
 
 def _document(data, what: str, format: str | None = None) -> Path | Document:
@@ -367,6 +435,8 @@ def replay(query, streams: dict, start, end, *, background=None, **options) -> R
     text, _, _ = _text_of(query, "the query", "the query's text (a str) or a pathlib.Path of a file holding it")
     if not isinstance(streams, dict):
         raise TypeError("streams is a dict {stream IRI: TriG text or pathlib.Path}, not %s" % type(streams).__name__)
+    for iri in streams:
+        check_stream_iri(iri, "replay: the stream")
     spec = ReplayInput.single(text, [(iri, _document(data, "stream <%s>" % iri)) for iri, data in streams.items()],
                               _instant(start), _instant(end),
                               _document(background, "background") if background is not None else None,

@@ -18,6 +18,7 @@ from rspstar.translator.temporal import parse_instant
 from rspstar.translator.admission import admit
 from rspstar.translator.options import QueryOptions, r2r_plan
 from rspstar.translator.rewrite import compile_template
+from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.validate import compile_query
 
 from .allocator import use_jemalloc
@@ -109,7 +110,7 @@ def cmd_replay(args) -> int:
     streams = []
     for item in args.stream:
         iri, file = _key_value(item, "--stream")
-        streams.append((iri, Path(file)))
+        streams.append((check_stream_iri(iri, "--stream"), Path(file)))
     texts = {}
     bases = {query_id: _file_iri(file) for query_id, file in zip(ids, files)}
     for query_id, file in zip(ids, files):

@@ -194,6 +194,37 @@ def run_partitioned(engine: Runner, ingestion) -> None:
     engine.listeners.append(on_change)
 
 
+# What installs Spark beside the library (pyproject.toml's optional dependencies).
+SPARK_EXTRA = "pip install 'rspstar[spark]'"
+
+
+def spark_module(sources: list, config_path: Path):
+    """The Spark ingestion module (store.ingestion), or None when pyspark is not installed and no
+    source needs it; ConfigError naming the extra when sources need it and it is missing."""
+    try:
+        from rspstar.store import ingestion
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] not in ("pyspark", "py4j"):
+            raise
+        if sources:
+            raise ConfigError("%s configures sources (%s), which Spark ingests, and pyspark is not installed: %s "
+                              "(make run and the Docker image do)" % (config_path, ", ".join(
+                                  "%s (%s)" % (s.name, s.kind) for s in sources), SPARK_EXTRA)) from None
+        return None
+    return ingestion
+
+
+class WithoutSpark:
+    """What partitioned queries start on when the engine runs without Spark: each is marked
+    failed with the reason (it evaluates on Spark's executors)."""
+
+    def start_partitioned(self, plan, accept) -> None:
+        raise RuntimeError("it runs on Spark's executors and pyspark is not installed: %s" % SPARK_EXTRA)
+
+    def stop_partitioned(self, query_id: str, forget: bool = False) -> None:
+        pass
+
+
 def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None = None) -> int:
     """Run the engine from `config_path` with `overrides` ("table.key": value, from the command
     line) until a stop signal."""
@@ -205,12 +236,12 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     for skipped_runs in ("apscheduler.scheduler", "apscheduler.executors.default"):
         logging.getLogger(skipped_runs).setLevel(logging.ERROR)
     configure_process()
-    from rspstar.store.ingestion import SparkIngestion, find_java_home, spark_session, stop_session
-    find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
-
     data_dir.mkdir(parents=True, exist_ok=True)
     config = load_config(config_path, data_dir / "engine", overrides)
     sources = source_configs(config, data_dir)
+    spark = spark_module(sources, config_path)
+    if spark is not None:
+        spark.find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
     recorded = recordings(config, data_dir)
     quarantine_budget = config.settings.quarantine.max_bytes
     host, port = config.settings.http.host, config.settings.http.port
@@ -259,27 +290,33 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
 
     handle_stop_signals()
     http = threading.Thread(target=server.serve_forever, name="http")
-    spark = None
+    session = None
     try:
         http.start()
         log.info("dashboard and API on http://%s:%d/ (data in %s)", host, server.port, data_dir)
         scheduler.start()
-        master = config.settings.spark.master
-        log.info("starting Spark (%s)", master)
-        spark = spark_session(master, config.settings.spark.settings)
-        # Spark's context takes SIGINT for itself (it cancels jobs and raises KeyboardInterrupt
-        # in whatever the main thread is doing): the engine stops in its own order instead.
-        handle_stop_signals()
-        ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                                   recorded, quarantine_budget, landed)
-        if not stopping.is_set():
-            ingestion.start()
-            run_partitioned(engine, ingestion)
-            settle_heap()
-            scheduler.scheduler.add_job(lambda: ingestion.supervise(time.monotonic()), "interval", seconds=1,
-                                        id="ingestion:supervise", max_instances=1, coalesce=True)
+        if spark is None:
+            log.info("no source is configured and pyspark is not installed: the engine runs without Spark "
+                     "(sources and partitioned queries need it: %s)", SPARK_EXTRA)
+            run_partitioned(engine, WithoutSpark())
             readiness.set()
-            log.info("ingestion is up: writes are taken")
+        else:
+            master = config.settings.spark.master
+            log.info("starting Spark (%s)", master)
+            session = spark.spark_session(master, config.settings.spark.settings)
+            # Spark's context takes SIGINT for itself (it cancels jobs and raises KeyboardInterrupt
+            # in whatever the main thread is doing): the engine stops in its own order instead.
+            handle_stop_signals()
+            ingestion = spark.SparkIngestion(session, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
+                                             recorded, quarantine_budget, landed)
+            if not stopping.is_set():
+                ingestion.start()
+                run_partitioned(engine, ingestion)
+                settle_heap()
+                scheduler.scheduler.add_job(lambda: ingestion.supervise(time.monotonic()), "interval", seconds=1,
+                                            id="ingestion:supervise", max_instances=1, coalesce=True)
+                readiness.set()
+                log.info("ingestion is up: writes are taken")
         http.join()
     finally:
         if http.is_alive():
@@ -291,8 +328,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
             engine.close()
             if ingestion is not None:
                 ingestion.stop()
-            if spark is not None:
-                stop_session(spark)
+            if session is not None:
+                spark.stop_session(session)
         finally:
             store.close()
         log.info("stopped cleanly")

@@ -28,6 +28,7 @@ from typing import Iterable
 import pyoxigraph as ox
 
 from rspstar.config.schema import default
+from rspstar.translator.temporal import format_instant
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
 from .codec import IGNORED, REJECTED, Payload, decode_all, stored_to_canonical
@@ -223,8 +224,9 @@ class BatchWriter:
                 late = self.store.late_count(stream) - late_before
                 if late:
                     report.late[stream] = late
-                    log.warning("%s: %d late element(s) on %s (below watermark %d), stored for open windows",
-                                self.source, late, stream, self.store.watermark(stream))
+                    watermark = self.store.watermark(stream)
+                    log.warning("%s: %d late element(s) on %s (below its watermark, %s), stored for open windows",
+                                self.source, late, stream, "none" if watermark is None else format_instant(watermark))
                 if elements:
                     newest = max(e.timestamp for e in elements)
                     self.store.advance_watermark(stream, newest - self.allowed_lateness)

@@ -22,7 +22,8 @@ store = StreamStore()
 store.background.load(b'<http://example.org/s1> <http://example.org/room> <http://example.org/kitchen> .\n'
                       b'<http://example.org/p1> <http://example.org/status> <http://example.org/active> '
                       b'<http://example.org/profile> .\n', ox.RdfFormat.N_QUADS, "background")
-engine = Runner(store, WallClock(), EngineConfig(data_dir=data / "engine", allowed_sinks=["http://localhost:9"]))
+engine = Runner(store, WallClock(), EngineConfig(data_dir=data / "engine", allowed_sinks=["http://localhost:9"],
+                                                **{k: settings[k] for k in ("max_delay",) if k in settings}))
 engine.register("PREFIX ex: <http://example.org/> SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S] "
                 "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "q")
 app_settings = {k: v for k, v in settings.items() if k in HttpSettings.__dataclass_fields__}
@@ -30,6 +31,9 @@ app = create_app(engine, HttpSettings(landing_dir=data / "landing", **app_settin
 server = HttpServer(app, "127.0.0.1", 0, threads=settings.get("threads", 8),
                     connection_limit=settings.get("connections", 4000), idle_timeout=settings.get("idle", 30),
                     request_timeout=settings.get("request", 10), max_body=settings.get("max_body", 1 << 20))
+if settings.get("scheduler"):                 # queries evaluated live, as `rspstar serve` does
+    from rspstar.endpoint.engine.scheduler import LiveScheduler
+    LiveScheduler(engine).start()
 print(server.port, flush=True)
 server.serve_forever()
 """

@@ -7,6 +7,8 @@ import time
 
 import pytest
 
+from rspstar.translator.temporal import format_instant
+
 import pyarrow as pa
 import pyoxigraph as ox
 
@@ -213,12 +215,15 @@ def test_an_unexpected_failure_on_one_payload_quarantines_it_and_the_rest_lands(
     assert reason["reason"] == "unexpected: RuntimeError: something nobody foresaw"
 
 
-def test_late_elements_are_stored_counted_and_reported(tmp_path, writer):
+def test_late_elements_are_stored_counted_and_reported(tmp_path, writer, caplog):
     w = writer(tmp_path, lateness=S)
     w.write(1, [Payload(STREAM, "trig", "a.trig", trig(10), T0)])
     assert w.store.watermark(STREAM) == T0 + 9 * S
     report = w.write(2, [Payload(STREAM, "trig", "b.trig", trig(5, 9, 11), T0)])
     assert report.late == {STREAM: 1}
+    # The log names the watermark as an instant, not as microseconds.
+    [line] = [r.getMessage() for r in caplog.records if "late element" in r.getMessage()]
+    assert "(below its watermark, %s)" % format_instant(T0 + 9 * S) in line and str(T0 + 9 * S) not in line
     assert w.store.streams()[STREAM].late == 1
     assert len(w.store.elements_in(STREAM, T0, T0 + 20 * S)) == 4
 

@@ -43,7 +43,7 @@ def server():
         "http://example.org/s", "\n".join(lines).encode(), ox.RdfFormat.TRIG, "s.trig").staged)
     engine = Runner(store, VirtualClock(T0), EngineConfig(max_delay=0))
     engine.register("PREFIX ex: <http://example.org/> PREFIX rspu: <http://w3id.org/rsp/rspu#> "
-                    "SELECT ?o ?v ?d FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] "
+                    "SELECT ?o ?d ?v FROM NAMED WINDOW ex:w ON ex:s [RANGE PT4S STEP PT2S] "
                     "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v "
                     'BIND(STRDT(CONCAT("N(", STR(?v), ", 0.25)"), rspu:distribution) AS ?d) } } }', "demo")
     engine.register("PREFIX ex: <http://example.org/> SELECT (COUNT(*) AS ?n) FROM NAMED WINDOW ex:c ON ex:s "
@@ -66,6 +66,9 @@ def server():
         "http://example.org/gappy", "\n".join(gappy).encode(), ox.RdfFormat.TRIG, "gappy.trig").staged)
     engine.register("PREFIX ex: <http://example.org/> SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:gappy "
                     "[RANGE PT2S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "gappy")
+    # Its columns come in the SELECT clause's order, not alphabetically.
+    engine.register("PREFIX ex: <http://example.org/> SELECT ?v ?o (?v * 2 AS ?double) FROM NAMED WINDOW ex:w ON ex:gappy "
+                    "[RANGE PT2S STEP PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }", "ordered")
     sources = {name: {"active": True, "last_batch": 3, "quarantined": {}} for name in ("tvs", "homecare", "landing")}
     app = create_app(engine, ingestion_status=lambda: sources)
     app.add_url_rule("/layout-check", "layout_check", lambda: LAYOUT_PAGE.replace("WIDTH", request.args["width"]).replace(
@@ -179,7 +182,7 @@ def test_results_appear_and_the_chart_draws(server, tmp_path):
     assert '<td class="num skips">0.0 <span class="part">(4 skipped)</span></td>' in page   # "freshest": :10 only
     assert "<td>N(μ=13, σ²=0.25)</td>" in page and "rspu#distribution" not in page   # o6: 10 + 42 mod 13
     values = re.search(r'<div id="chart-values"[^>]*>', page).group(0)
-    # ?d comes first among the numeric variables: 2 + 4 + 4 + 4 + 4 distributions, with bands.
+    # ?d comes first among the numeric variables (in the SELECT clause): 2 + 4 + 4 + 4 + 4 distributions, with bands.
     assert 'data-points="18"' in values and 'data-banded="true"' in values and "js-plotly-plot" in values
     assert page.count('class="errorbar"') == 18
     for chart in ("chart-results", "chart-latency"):
@@ -199,7 +202,7 @@ def test_words_stay_whole_and_a_construct_query_shows_its_triples_and_chart(serv
     engine.tick()
     base = url.split("/?")[0]
     report = layout_report(tmp_path, base, 760, "oxygen-warning-constructed")
-    assert report["rows"] == 5 and report["broken"] == [], report
+    assert report["rows"] == 6 and report["broken"] == [], report
     page = chromium(tmp_path, "--dump-dom", base + "/?refresh=poll&query=oxygen-warning-constructed")
     # The header counts sources and the streams they feed; the folded polls column says what it counts.
     assert "3 sources feeding 2 streams" in page
@@ -259,3 +262,13 @@ def test_partitioned_landmark_and_fact_windows_are_shown_as_declared(tmp_path):
     shapes = re.findall(r'<span class="part">([^<]*)</span> <span class="part">on s</span>', page)
     assert sorted(shapes) == ["facts ?u &lt;http://example.org/isIn&gt; ?r/PT3S", "last 1 per madeBySensor",
                               "since 1970-01-01T00:00:00Z/PT3600S"]
+
+
+def test_the_results_table_has_the_select_clauses_order_and_the_numbers_chart_in_it(server, tmp_path):
+    engine, url = server
+    engine.clock.set(T0 + 10 * S)
+    engine.tick()
+    page = chromium(tmp_path, "--dump-dom", url.split("/?")[0] + "/?refresh=poll&query=ordered")
+    head = re.search(r'<table id="results"><thead>(.*?)</thead>', page).group(1)
+    assert re.findall(r"<th>([^<]*)</th>", head) == ["?v", "?o", "?double"]
+    assert re.findall(r"<option[^>]*>([^<]*)</option>", page) == ["v", "double"]

@@ -43,7 +43,8 @@ def test_server_sent_events_carry_each_record(client, engine):
     engine.clock.set(T0 + 2 * S)
     engine.tick()
     event = next(chunks).decode()
-    assert event.startswith("event: result\ndata: ")
+    # Its id is the evaluation's instant, which a client reconnecting sends as Last-Event-ID.
+    assert event.startswith("id: 2026-03-01T08:00:02Z\nevent: result\ndata: ")
     assert json.loads(event.split("data: ", 1)[1])["time"] == "2026-03-01T08:00:02Z"
     response.close()
 
@@ -54,6 +55,22 @@ def test_results_parameters_are_checked(client):
         response = client.get("/queries/q1/results", query_string=params)
         assert response.status_code == 400, params
     assert client.get("/queries/q1/results", query_string={"limit": "1000000"}).status_code == 200
+
+
+def test_limit_gives_the_latest_records_and_since_reads_on_from_an_instant_exclusive(client, engine):
+    client.post("/queries", query_string={"id": "q1"}, data=RSPQL, content_type="application/sparql-query", headers=AUTH)
+    engine.clock.set(T0 + 10 * S)
+    engine.tick()
+
+    def times(**params):
+        body = client.get("/queries/q1/results", query_string=params).get_data(as_text=True)
+        return [json.loads(line)["time"][17:19] for line in body.splitlines()]
+    assert times() == ["02", "04", "06", "08", "10"]
+    assert times(limit="2") == ["08", "10"]                      # the latest two, oldest first
+    assert times(limit="0") == [] and times(limit="9") == ["02", "04", "06", "08", "10"]
+    assert times(since="2026-03-01T08:00:04Z") == ["06", "08", "10"]      # after the instant, not at it
+    assert times(since="2026-03-01T08:00:04Z", limit="2") == ["06", "08"]  # the next two: reading on misses none
+    assert times(since="2026-03-01T08:00:03Z", limit="1") == ["04"]
 
 
 def test_dialect_queries_register_over_http_with_errors_at_their_position(client):

@@ -1,7 +1,10 @@
 """First contact, as a newcomer has it: `pip install` of the repository into a fresh virtual
 environment, then `rspstar serve` with no configuration from an empty directory. The
 embedded defaults start, every example query has results within three minutes, and a stop
-signal sent to the whole process group (as a service manager does) ends it cleanly."""
+signal sent to the whole process group (as a service manager does) ends it cleanly. Without the
+`spark` extra, the library alone: the Python API, a replay and a server without sources run,
+and `rspstar serve` on the default configuration names the extra it needs."""
+import json
 import os
 import re
 import shutil
@@ -124,7 +127,7 @@ def test_the_editable_install_answers_to_rspstar_only(tmp_path):
 def test_pip_install_then_serve_from_an_empty_directory(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(REPO)],
+    installed = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", str(REPO) + "[spark]"],
                                capture_output=True, text=True, timeout=1200)
     assert installed.returncode == 0, installed.stderr[-3000:]
     empty = tmp_path / "empty"
@@ -158,3 +161,84 @@ def test_pip_install_then_serve_from_an_empty_directory(tmp_path):
     output = (tmp_path / "serve.log").read_text()
     assert code == 0 and "stopped cleanly" in output, output[-3000:]
     assert "Traceback" not in output.split("stopping (signal")[0]
+
+
+LIBRARY_USE = r"""
+import sys
+from datetime import datetime, timedelta, timezone
+import rspstar
+assert "pyspark" not in sys.modules
+start = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
+engine = rspstar.Engine(start=start)
+warm = engine.register("PREFIX ex: <http://example.org/> SELECT ?room ?t "
+                       "FROM NAMED WINDOW ex:w ON ex:temperature [RANGE PT10S STEP PT5S] "
+                       "WHERE { WINDOW ex:w { GRAPH ?g { ?room ex:temperature ?t FILTER(?t > 30) } } }")
+engine.push("http://example.org/temperature", "<http://example.org/kitchen> <http://example.org/temperature> 31 .",
+            time=start + timedelta(seconds=2))
+engine.advance(start + timedelta(seconds=10))
+print(warm.dataframe().to_string())
+print(sorted(m for m in sys.modules if m.split(".")[0] in ("pyspark", "py4j", "pyarrow")))
+"""
+
+
+@pytest.mark.slow
+def test_pip_install_without_the_spark_extra_gives_the_library_and_serve_names_the_extra(tmp_path, write):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python, rspstar = str(venv / "bin" / "python"), str(venv / "bin" / "rspstar")
+    installed = subprocess.run([python, "-m", "pip", "install", "--quiet", str(REPO)], capture_output=True, text=True,
+                               timeout=1200)
+    assert installed.returncode == 0, installed.stderr[-3000:]
+    listed = subprocess.run([python, "-m", "pip", "list", "--format=freeze"], capture_output=True, text=True).stdout
+    assert "pyspark" not in listed.lower() and "pyarrow" not in listed.lower(), listed
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    # The Python API.
+    used = subprocess.run([python, "-c", LIBRARY_USE], cwd=empty, capture_output=True, text=True, timeout=300)
+    assert used.returncode == 0, used.stderr[-3000:]
+    assert "http://example.org/kitchen  31" in used.stdout and used.stdout.rstrip().endswith("[]")
+    # A replay.
+    query = write("q.rq", "PREFIX ex: <http://example.org/> SELECT ?v FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] "
+                          "WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } } }")
+    stream = write("s.trig", '@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .\n'
+                             'ex:e1 prov:generatedAtTime "2026-03-01T08:00:01Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .'
+                             '\nex:e1 { ex:o ex:v 7 . }\n')
+    replayed = subprocess.run([rspstar, "replay", str(query), "--stream", "http://example.org/s=%s" % stream, "--from",
+                               "2026-03-01T08:00:00Z", "--to", "2026-03-01T08:00:02Z"], cwd=empty, capture_output=True,
+                              text=True, timeout=300)
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    assert json.loads(replayed.stdout)["bindings"] == [{"v": '"7"^^<http://www.w3.org/2001/XMLSchema#integer>'}]
+    # serve: the default configuration has sources, which need the extra.
+    refused = subprocess.run([rspstar, "serve", "--port", str(free_port()), "--data", str(tmp_path / "data")],
+                             cwd=empty, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "pip install 'rspstar[spark]'" in refused.stderr, refused.stderr[-3000:]
+    assert "Traceback" not in refused.stderr
+    # ... and a configuration without sources is served without Spark.
+    config = write("engine.toml", '[http]\ntoken = ""\n')
+    port = free_port()
+    log = (tmp_path / "serve.log").open("w")
+    server = subprocess.Popen([rspstar, "serve", "--config", str(config), "--port", str(port), "--data",
+                               str(tmp_path / "data2")], cwd=empty, stdout=log, stderr=subprocess.STDOUT,
+                              start_new_session=True)
+    base = "http://127.0.0.1:%d" % port
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()[-3000:]
+            try:
+                if requests.get(base + "/health", timeout=5).status_code == 200:
+                    break
+            except requests.ConnectionError:
+                pass
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()[-3000:]
+            time.sleep(0.5)
+        registered = requests.post(base + "/queries?id=w", data=(REPO / "config" / "queries" / "oxygen-warning.rq")
+                                   .read_text(), headers={"Content-Type": "application/sparql-query"}, timeout=10)
+        assert registered.status_code == 201, registered.text
+        assert requests.get(base + "/sparql", params={"query": "ASK {}"}, timeout=10).json()["boolean"] is True
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        code = server.wait(timeout=120)
+        log.close()
+    output = (tmp_path / "serve.log").read_text()
+    assert code == 0 and "stopped cleanly" in output and "runs without Spark" in output, output[-3000:]

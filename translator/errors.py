@@ -1,9 +1,20 @@
-"""Errors of the language layer. Every one of them is a TranslatorError."""
+"""Errors of the language layer. Every one of them is a TranslatorError; and the base of every
+usage error, whichever layer finds it."""
 from __future__ import annotations
 
 
 class TranslatorError(Exception):
     """Base error of the `translator` package."""
+
+
+class UsageError(Exception):
+    """A call, command line or setting that cannot be honoured as made (an option, an argument, a
+    stream's name), whichever layer finds it: `rspstar.UsageError`. Each layer's own are
+    subclasses (OptionError, StreamNameError here; the engine's UsageError)."""
+
+
+class StreamNameError(TranslatorError, UsageError):
+    """A stream named by something other than an absolute IRI (`check_stream_iri`)."""
 
 
 class PositionedError(TranslatorError):

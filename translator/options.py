@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass, fields
 
 from .dialects import DIALECTS
-from .errors import TemporalValueError, TranslatorError
+from .errors import TemporalValueError, TranslatorError, UsageError
 from .incremental import Join, Landmark, distributive_window, joined_windows, landmark_window
 from .model import ContinuousQuery
 from .policy import PolicyError, ReportPolicy, parse_strategies
@@ -29,7 +29,7 @@ _CHOICES = {"window_default_graph": ("timestamps", "union"), "dialect": DIALECTS
 _VARIABLE = re.compile(r"[?$][A-Za-z_][A-Za-z0-9_]*")
 
 
-class OptionError(TranslatorError):
+class OptionError(TranslatorError, UsageError):
     """An option the engine does not know, or a value it cannot take."""
 
 

@@ -12,6 +12,7 @@ from typing import Sequence, Union
 
 import pyoxigraph as ox
 
+from .errors import StreamNameError
 from .namespaces import RSPU
 from .tokens import IRI, PNAME, SourceText, Token, Tokens
 
@@ -230,6 +231,27 @@ _NOT_IN_IRI = re.compile(r'[<>"{}|^`\\\x00-\x20]')
 def is_absolute_iri(iri: str) -> bool:
     """Whether `iri` starts with a scheme (RFC 3987's absolute IRI: nothing to resolve)."""
     return _SCHEME.match(iri) is not None
+
+
+def check_stream_iri(iri, what: str = "stream") -> str:
+    """`iri` when it can name a stream, StreamNameError saying why not otherwise: an absolute IRI
+    (with a scheme) that Oxigraph takes. A stream has one name in every door (a query's `ON`, a
+    push, a replay's --stream, a source's `stream`, POST /streams): a relative or prefixed name
+    would be resolved in one door and not in another, and its elements would reach no query."""
+    if not isinstance(iri, str):
+        raise StreamNameError("%s must be an IRI (a str), not %s" % (what, type(iri).__name__))
+    if not is_absolute_iri(iri):
+        raise StreamNameError("%s %r is not an absolute IRI: a stream is named in full, with its scheme, as the "
+                              "query's ON names it once its prefix is expanded (e.g. http://example.org/%s)"
+                              % (what, iri[:120], iri.strip("<>:/ ")[:60] or "temperature"))
+    bad = _NOT_IN_IRI.search(iri)
+    if bad:
+        raise StreamNameError("%s %r holds %r, which an IRI cannot hold" % (what, iri[:120], bad.group()))
+    try:
+        ox.NamedNode(iri)
+    except ValueError as e:
+        raise StreamNameError("%s %r is not an IRI: %s" % (what, iri[:120], e)) from None
+    return iri
 
 
 def valid_base(iri: str) -> bool:

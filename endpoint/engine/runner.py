@@ -102,8 +102,12 @@ class QueryStatus:
     rate: float = 0.0                      # evaluations per second its report policy asks for (0: as data comes)
     # Clock instants of the latest evaluations: the rate of a query that reports as data comes.
     evaluated_at: collections.deque = field(default_factory=lambda: collections.deque(maxlen=100))
-    # Clock time from the instant a result is for to the moment it reached the sinks (µs).
+    # Clock time from the instant a result is for to the moment it reached the sinks (µs), of the
+    # instants that closed while the engine ran.
     latencies: collections.deque = field(default_factory=lambda: collections.deque(maxlen=1000))
+    # Evaluations of instants that closed before the engine started (a restart catching up):
+    # their latency is the time the engine was stopped, left out of close_to_result_ms.
+    caught_up: int = 0
 
     # What a restart restores of the status (the rest describes this run: timings, the next close).
     SAVED = ("evaluations", "results_emitted", "failures", "late_elements", "last_trigger", "last_evaluation",
@@ -237,6 +241,7 @@ class RegisteredQuery:
             "output_stream": self.query.output_stream, "sinks": self.spec.sinks, "options": self.spec.options,
             "windows": [w.describe() for w in self.query.windows.values()],
             "report": self.evaluator.policy.describe(), "policy": self.evaluator.policy.show(),
+            "variables": None if self.query.variables is None else list(self.query.variables),
             "dialect": self.query.dialect, "translation": self.query.translation,
             "normalised": self.query.normalised, "warnings": self.query.warnings,
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
@@ -301,6 +306,9 @@ class Runner:
         self._configured: set[str] = set()      # ids of the configuration's queries (`configured`)
         self.background_refresh = None          # refresh.BackgroundRefresh of [[background.graphs]], if any
         self.removals = 0                       # queries removed since the engine started
+        # Instants up to this one closed before the engine started: their evaluations (a
+        # restart's catch-up) are counted apart from the close-to-result latency.
+        self.started = clock.now()
         store.listen_to_arrivals(self._arrived)
         self._restore()
 
@@ -752,7 +760,10 @@ class Runner:
         registered.feed.publish(record)
         for sink in registered.http_sinks:
             sink.enqueue(record)
-        status.latencies.append(latency)
+        if instant <= self.started:
+            status.caught_up += 1           # a close the engine was not running for: not its latency
+        else:
+            status.latencies.append(latency)
         query = registered.query
         if query.output_stream and query.form is QueryForm.CONSTRUCT:
             self._append_output_element(query.output_stream, instant, evaluation, status.next_close)

@@ -12,6 +12,7 @@ and the cursor update a receiver can recognise the one record sent twice.
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import logging
 import os
@@ -167,10 +168,14 @@ class ResultHistory:
                 self._path.unlink(missing_ok=True)
 
     def lines(self, instant: int | None = None, limit: int | None = None) -> list[str]:
-        """The records after `instant` (all without one), oldest first, at most `limit`, as
-        JSON lines."""
+        """The records after `instant` (exclusive), oldest first, as JSON lines: at most `limit`
+        of them, the first after `instant` (a reader going on from the last instant it has
+        misses none), or without `instant` the latest."""
         with self._lock:
-            lines = [line for t, line in self._lines if instant is None or t > instant]
+            if instant is None:
+                kept = len(self._lines) if limit is None else min(limit, len(self._lines))
+                return [line for _, line in itertools.islice(self._lines, len(self._lines) - kept, None)]
+            lines = [line for t, line in self._lines if t > instant]
         return lines[:limit] if limit is not None else lines
 
     def since(self, instant: int | None = None, limit: int | None = None) -> list[dict]:
@@ -215,6 +220,13 @@ class Subscription:
             if self._records:
                 return self._records.popleft()
             raise FeedClosed
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until a record is there to read (True), or `timeout` seconds, or the feed closed
+        with nothing left to read (False); nothing is taken."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._records or self.closed, timeout)
+            return bool(self._records)
 
     def get_nowait(self) -> dict:
         with self._changed:

@@ -15,7 +15,8 @@ import json
 from rspstar.translator.dialects import DIALECTS
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES
-from ..engine.result_shapes import SHAPES
+from ..engine.result_shapes import SHAPES, TRIPLE_TERMS
+from .sparql import FORMAT_NAMES, FORMAT_PARAMETERS
 
 ERROR = {"$ref": "#/components/schemas/Error"}
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -116,6 +117,24 @@ RESULT_FORMAT = _param("format", "query", {"type": "string", "enum": list(SHAPES
                                    "(the conformance format)")
 
 
+TRIPLE_TERMS_PARAM = _param("triple_terms", "query", {"type": "string", "enum": list(TRIPLE_TERMS)},
+                            description="how a triple term is written in SPARQL Query Results JSON (and /sparql's XML): as SPARQL 1.2 "
+                                        "does (triple, the default), or as an IRI urn:rspstar:triple: followed by its "
+                                        "N-Triples text percent-encoded (iri), for SPARQL 1.1 readers such as rdflib 7")
+
+
+def _formats() -> list[dict]:
+    """/sparql's format parameters, aliases of the Accept header (SPARQLWrapper sends all three).
+    The schema lists the names that fit every query form (a SELECT and a CONSTRUCT alike); the
+    others are taken for the form they fit, and a 406 answers one that fits none of the query's."""
+    return [_param(name, "query", {"type": "string", "enum": ["json", "xml"]},
+                   description="the results' or graph's format instead of an Accept header: json (SPARQL JSON, or "
+                               "JSON-LD for a graph), xml (SPARQL XML, or RDF/XML); also taken, for the query form "
+                               "they fit: %s, or a media type" % ", ".join(n for n in FORMAT_NAMES if n not in
+                                                                           ("json", "xml")))
+            for name in FORMAT_PARAMETERS]
+
+
 def _iris(name: str, examples: list[str]) -> dict:
     return _param(name, "query", {"type": "array", "items": {"type": "string", "enum": examples}},
                   description="IRIs (repeatable)") | {"style": "form", "explode": True}
@@ -183,11 +202,13 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                     parameters=[_param("query", "query", {"type": "string", "enum": SPARQL_QUERIES},
                                        description="a SPARQL 1.1/1.2 query; without any parameter a GET answers with "
                                                    "the service description"),
-                                _iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS)]),
+                                _iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS),
+                                *_formats(), TRIPLE_TERMS_PARAM]),
                 "post": _op("SPARQL query, posted as a form or directly", {
                     "200": {"description": "results (content negotiation)", "content": RESULT_CONTENT},
                     **_errors(400, 406, 413, 415, 503)},
-                    parameters=[_iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS)],
+                    parameters=[_iris("default-graph-uri", GRAPH_IRIS), _iris("named-graph-uri", GRAPH_IRIS),
+                                *_formats(), TRIPLE_TERMS_PARAM],
                     body={"application/sparql-query": _text(SPARQL_QUERIES),
                           "application/x-www-form-urlencoded": {"schema": {
                               "type": "object", "required": ["query"], "additionalProperties": False,
@@ -256,9 +277,11 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                            "or boolean) with time and windows, or with format=compact the conformance format", {
                     "200": {"description": "one JSON line per evaluation", "content": {"application/x-ndjson": {
                         "schema": {"type": "string"}}}}, **_errors(400, 404)},
-                    parameters=[query_id, _param("since", "query", INSTANT, description="evaluations after this instant"),
-                                _param("limit", "query", {"type": "integer", "minimum": 0, "maximum": 1_000_000}),
-                                RESULT_FORMAT],
+                    parameters=[query_id, _param("since", "query", INSTANT,
+                                                 description="the evaluations after this instant (exclusive)"),
+                                _param("limit", "query", {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+                                       description="at most this many: the latest, or with since the first after it"),
+                                RESULT_FORMAT, TRIPLE_TERMS_PARAM],
                     operationId="getResults"),
             },
             "/queries/{id}/events": {
@@ -266,9 +289,14 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                            "event_idle_seconds without a record; at most max_event_streams_per_client for one client",
                            {"200": {"description": "an event stream", "content": {"text/event-stream": {
                                "schema": {"type": "object", "required": ["event", "data"], "properties": {
+                                   "id": {"type": "string", "description": "the evaluation's instant"},
                                    "event": {"type": "string", "enum": ["result", "dropped", "closed"]},
                                    "data": {"type": "string"}}}}}}, **_errors(400, 404, 503)},
-                           parameters=[query_id, RESULT_FORMAT], operationId="getEvents"),
+                           parameters=[query_id, RESULT_FORMAT, TRIPLE_TERMS_PARAM,
+                                       _param("since", "query", INSTANT, description="resume after this instant: "
+                                              "the history's records after it come first (a reconnecting client's "
+                                              "Last-Event-ID header, the id of the last event it had, does the same)")],
+                           operationId="getEvents"),
             },
             "/streams": {
                 "get": _op("what each stream and source holds", {"200": {"description": "streams and sources", "content": {

@@ -9,9 +9,9 @@ import time
 from flask import Blueprint, Response, request
 
 from rspstar.translator.errors import TemporalValueError
-from rspstar.translator.temporal import parse_instant
+from rspstar.translator.temporal import format_instant, parse_instant
 
-from ..engine.result_shapes import COMPACT, SHAPES, SPARQL_JSON, shaped_json
+from ..engine.result_shapes import COMPACT, SHAPES, SPARQL_JSON, TRIPLE_TERMS, shaped_json
 from ..engine.runner import QUERY_ID
 from .errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
 from ..engine.sinks import FeedClosed
@@ -105,13 +105,27 @@ def _shape(found: dict[str, list[str]]) -> str:
     return shape
 
 
+def _triple_terms(found: dict[str, list[str]]) -> str:
+    """How triple terms are written in the SPARQL JSON shape: as SPARQL 1.2 does (the default),
+    or with triple_terms=iri as IRIs, for readers of SPARQL 1.1 results that know no triple term
+    (rdflib 7)."""
+    given = single(found, "triple_terms")
+    if given is None:
+        return TRIPLE_TERMS[0]
+    if given not in TRIPLE_TERMS:
+        raise BadRequest("triple_terms takes %s, not %r" % (" or ".join(TRIPLE_TERMS), given[:40]))
+    return given
+
+
 @blueprint.route("/queries/<query_id>/results", methods=["GET"])
 def query_results(query_id):
-    """The latest records, oldest first, one JSON object a line: each evaluation in the SPARQL
-    Query Results JSON shape (format=compact: as kept)."""
+    """The query's records from its history, oldest first, one JSON object a line: each
+    evaluation in the SPARQL Query Results JSON shape (format=compact: as kept). Without `since`,
+    `limit` keeps the latest N; with `since` (exclusive: the evaluations after that instant), the
+    first N after it, so that a client reading on from the last instant it has misses none."""
     registered = services().engine.get(query_id)
-    found = params(("since", "limit", "format"))
-    shape = _shape(found)
+    found = params(("since", "limit", "format", "triple_terms"))
+    shape, triple_terms = _shape(found), _triple_terms(found)
     since = single(found, "since")
     try:
         instant = parse_instant(since) if since is not None else None
@@ -123,22 +137,54 @@ def query_results(query_id):
     lines = registered.history.lines(instant, int(limit) if limit is not None else None)
     if shape != COMPACT:
         variables = registered.query.variables
-        lines = [shaped_json(json.loads(line), shape, variables) + "\n" for line in lines]
+        lines = [shaped_json(json.loads(line), shape, variables, triple_terms) + "\n" for line in lines]
     return Response("".join(lines), mimetype="application/x-ndjson")
+
+
+# How often an event stream looks whether its client is still there (waitress tells, see
+# server.py): a client that drops gives its slot back within this.
+DISCONNECT_CHECK_SECONDS = 0.5
+# What a browser's EventSource waits before it reconnects (its own default is about 3 s).
+RECONNECT_MILLISECONDS = 2000
+
+
+def _resume_from(found: dict[str, list[str]]) -> int | None:
+    """The instant a stream resumes after: its `since` parameter, or the Last-Event-ID header a
+    reconnecting client sends (the id of the last event it had: its evaluation's instant)."""
+    since = single(found, "since")
+    given, what = (since, "since") if since is not None else (request.headers.get("Last-Event-ID"), "Last-Event-ID")
+    if given is None or (what == "Last-Event-ID" and not given.strip()):
+        return None            # (an empty Last-Event-ID is what a client that had no event sends)
+    try:
+        return parse_instant(given.strip())
+    except TemporalValueError as e:
+        raise BadRequest("%s: %s (an event's id is the instant of its evaluation)" % (what, e)) from None
+
+
+def _event(name: str, data: str, event_id: str | None = None) -> str:
+    return "%sevent: %s\ndata: %s\n\n" % ("id: %s\n" % event_id if event_id else "", name, data)
 
 
 @blueprint.route("/queries/<query_id>/events", methods=["GET"])
 def query_events(query_id):
-    """Server-sent events: `result` per evaluation, a keep-alive comment while nothing comes, a
-    `dropped` event when a slow client lost its oldest records (how many), and `closed` when the
-    query is removed, the stream has lasted [http] event_stream_seconds or delivered nothing for
-    event_idle_seconds (then the stream ends). At most [http] max_event_streams at once, each
-    holding a worker thread while it lasts, and max_event_streams_per_client of them for one
-    client address. A result's data is the evaluation
-    in the SPARQL Query Results JSON shape (format=compact: the record)."""
+    """Server-sent events: `result` per evaluation, its `id` the evaluation's instant, a
+    keep-alive comment while nothing comes, a `dropped` event when a slow client lost its oldest
+    records (how many), and `closed` when the query is removed, the stream has lasted [http]
+    event_stream_seconds or delivered nothing for event_idle_seconds (then the stream ends). A
+    client that reconnects with Last-Event-ID (or `since`) first gets the records after that
+    instant the history keeps, then the live ones, none twice. At most [http] max_event_streams
+    at once, each holding a worker thread while it lasts, and max_event_streams_per_client of
+    them for one client address; a client that drops gives its slot back within a second, and
+    HEAD takes none. A result's data is the evaluation in the SPARQL Query Results JSON shape
+    (format=compact: the record)."""
     registered = services().engine.get(query_id)
-    shape = _shape(params(("format",)))
-    feed, variables = registered.feed, registered.query.variables
+    found = params(("format", "since", "triple_terms"))
+    shape, triple_terms = _shape(found), _triple_terms(found)
+    resume = _resume_from(found)
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    if request.method == "HEAD":         # what a GET would answer, without holding a stream open
+        return Response(mimetype="text/event-stream", headers=headers)
+    feed, history, variables = registered.feed, registered.history, registered.query.variables
     settings, streams = services().settings, services().event_streams
     client = request.remote_addr or ""
     full = streams.open(client)
@@ -149,37 +195,69 @@ def query_events(query_id):
         raise TooManyEventStreams("this client holds %d event streams already, the most one client address holds "
                                   "(max_event_streams_per_client); close one, or poll GET /queries/%s/results"
                                   % (settings.max_event_streams_per_client, query_id))
+    # Subscribed before the history is read, so that nothing published meanwhile is missed; what
+    # both give is sent once (by instant).
     subscription = feed.subscribe(settings.event_backlog)
+    released = []
 
-    def stream():
-        reported = 0
-        ends = time.monotonic() + settings.event_stream_seconds
-        idle_from = time.monotonic()
-        try:
-            yield ": subscribed to %s\n\n" % query_id
-            while True:
-                now = time.monotonic()
-                left, idle_left = ends - now, idle_from + settings.event_idle_seconds - now
-                if left <= 0 or idle_left <= 0:
-                    reason = "expired" if left <= 0 else "idle"
-                    yield "event: closed\ndata: %s\n\n" % json.dumps({"query": query_id, "reason": reason})
-                    return
-                try:
-                    record = subscription.get(timeout=min(settings.event_keepalive, left, idle_left))
-                except queue.Empty:
-                    yield ": keep-alive\n\n"
-                    continue
-                except FeedClosed:
-                    yield "event: closed\ndata: %s\n\n" % json.dumps({"query": query_id, "reason": "removed"})
-                    return
-                idle_from = time.monotonic()
-                if subscription.dropped > reported:
-                    yield "event: dropped\ndata: %s\n\n" % json.dumps({"dropped": subscription.dropped})
-                    reported = subscription.dropped
-                yield "event: result\ndata: %s\n\n" % shaped_json(record, shape, variables)
-        finally:
+    def release() -> None:
+        """The slot and the subscription given back, once, whichever comes first: the stream's
+        end, or the server closing the response (a client gone, a HEAD, a stream never read)."""
+        if not released:
+            released.append(True)
             feed.unsubscribe(subscription)
             streams.close(client)
 
-    return Response(stream(), mimetype="text/event-stream",
-                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    gone = request.environ.get("waitress.client_disconnected") or (lambda: False)
+
+    def stream():
+        reported = 0
+        last = resume
+        ends = time.monotonic() + settings.event_stream_seconds
+        idle_from = keepalive_from = time.monotonic()
+
+        def result(record: dict) -> str:
+            return _event("result", shaped_json(record, shape, variables, triple_terms), record["time"])
+
+        try:
+            yield ": subscribed to %s\nretry: %d\n\n" % (query_id, RECONNECT_MILLISECONDS)
+            if resume is not None:
+                for line in history.lines(resume):
+                    record = json.loads(line)
+                    last = parse_instant(record["time"])
+                    yield result(record)
+            while True:
+                now = time.monotonic()
+                left, idle_left = ends - now, idle_from + settings.event_idle_seconds - now
+                last_id = None if last is None else format_instant(last)
+                if left <= 0 or idle_left <= 0:
+                    reason = "expired" if left <= 0 else "idle"
+                    yield _event("closed", json.dumps({"query": query_id, "reason": reason}), last_id)
+                    return
+                if gone():
+                    return
+                try:
+                    record = subscription.get(timeout=max(0.0, min(DISCONNECT_CHECK_SECONDS, left, idle_left)))
+                except queue.Empty:
+                    if time.monotonic() - keepalive_from >= settings.event_keepalive:
+                        keepalive_from = time.monotonic()
+                        yield ": keep-alive\n\n"
+                    continue
+                except FeedClosed:
+                    yield _event("closed", json.dumps({"query": query_id, "reason": "removed"}), last_id)
+                    return
+                instant = parse_instant(record["time"])
+                if last is not None and instant <= last:
+                    continue                     # sent already, from the history
+                idle_from = keepalive_from = time.monotonic()
+                if subscription.dropped > reported:
+                    yield _event("dropped", json.dumps({"dropped": subscription.dropped}), last_id)
+                    reported = subscription.dropped
+                last = instant
+                yield result(record)
+        finally:
+            release()
+
+    response = Response(stream(), mimetype="text/event-stream", headers=headers)
+    response.call_on_close(release)
+    return response

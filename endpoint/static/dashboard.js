@@ -17,7 +17,8 @@ const POLL = PARAMS.get("refresh") === "poll";
 const WANTED = PARAMS.get("query");
 const PLOT_CONFIG = { displaylogo: false, responsive: true, displayModeBar: false };
 
-const state = { selected: null, records: [], source: null, variable: null, poller: null };
+// variables: each query's SELECT variables in the clause's order (null: SELECT *, or not a SELECT).
+const state = { selected: null, records: [], source: null, variable: null, poller: null, variables: {} };
 
 function $(selector) { return document.querySelector(selector); }
 
@@ -176,6 +177,7 @@ async function refreshQueries() {
     const s = q.status;
     const row = el("tr", null, { class: "selectable" + (q.id === state.selected ? " selected" : ""), "data-id": q.id });
     const latency = s.close_to_result_ms ? `${s.close_to_result_ms.p50} / ${s.close_to_result_ms.p99}` : "–";
+    const caughtUp = s.caught_up ? `; ${s.caught_up} evaluations caught up after a restart, not counted` : "";
     row.append(el("td", q.id, { class: "id" }), el("td", q.form + (q.r2s !== "RSTREAM" ? " " + q.r2s : "")),
       windowsCell(q.windows),
       el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" }),
@@ -184,11 +186,12 @@ async function refreshQueries() {
       behindCell(s),
       timeCell(s.last_evaluation), timeCell(s.next_close),
       el("td", s.evaluation_ms ? s.evaluation_ms.p50 : "–", { class: "num" }),
-      el("td", latency, { class: "num", title: "p50 / p99" }),
+      el("td", latency, { class: "num", title: "p50 / p99" + caughtUp }),
       el("td", s.cpu_ms_per_evaluation === null ? "–" : `${(100 * s.core_share).toFixed(1)}%`,
         { class: "num", title: s.cpu_ms_per_evaluation === null ? "" : `${s.cpu_ms_per_evaluation} ms of CPU per evaluation` }));
     row.addEventListener("click", () => select(q.id));
     body.append(row);
+    state.variables[q.id] = q.variables;
   }
   if (!state.selected && queries.length) {
     const wanted = queries.find(q => q.id === WANTED);
@@ -259,7 +262,9 @@ function numericVariables() {
       for (const [name, term] of Object.entries(row)) if (valueOf(term) !== null) names.add(name);
     }
   }
-  return [...names].sort();
+  const order = state.variables[state.selected];
+  return order ? order.filter(n => names.has(n)).concat([...names].filter(n => !order.includes(n)).sort())
+               : [...names].sort();
 }
 
 function render() {
@@ -299,7 +304,8 @@ function renderLatest() {
     body.append(row([el("td", String(latest.boolean))], { class: "result" }));
     return;
   }
-  const names = [...new Set((latest.bindings || []).flatMap(Object.keys))].sort();
+  // The SELECT clause's order; for SELECT *, the variables bound, sorted (as head.vars has them).
+  const names = state.variables[state.selected] || [...new Set((latest.bindings || []).flatMap(Object.keys))].sort();
   const headRow = el("tr");
   names.forEach(n => headRow.append(el("th", "?" + n)));
   head.append(headRow);
