@@ -9,8 +9,16 @@ import json
 import pytest
 
 from rspstar.endpoint.cli import main as cli_main
+from rspstar.store.codec import Payload
+from rspstar.store.partitions import KeptStores, PlanRunner, key_group, keyed_elements
+from rspstar.translator.partition import PartitionKey
 from rspstar.translator.temporal import format_instant
-from work import DOORS, EX, PREFIXES, STREAM, S, T0, Work, Workload, elements, rows, run
+from test_partitions import play     # the micro-batches as Spark runs them
+from work import (
+    DOORS, EX, PREFIXES, REGISTERING, STREAM, S, T0, Work, Workload, drive, elements, python_api, rows, run, trig,
+)
+
+SOSA = "http://www.w3.org/ns/sosa/"
 
 SENSOR = """PREFIX ex: <http://example.org/>
 PREFIX sosa: <http://www.w3.org/ns/sosa/>
@@ -50,15 +58,11 @@ def test_a_relative_iri_read_against_two_files_bases_means_two_iris_and_their_qu
     for path, local in zip(files.values(), ("sensor", "sensor", "other")):
         path.parent.mkdir(exist_ok=True)
         path.write_text(RELATIVE % local)
-    sensors = [(tmp_path / folder / local).as_uri() for folder, local in (("a", "sensor"), ("b", "sensor"), ("b", "other"))]
-    items = elements()
-    text = [PREFIXES]
-    for e in items:
-        text.append('ex:e%d prov:generatedAtTime "%s"^^xsd:dateTime .\n' % (e.index, format_instant(T0 + e.ms * 1000)))
-        text.append("ex:e%d { ex:o%d sosa:madeBySensor <%s> ; sosa:hasSimpleResult %s . }\n"
-                    % (e.index, e.index, sensors[e.index % 3], e.value))
+    sensors = [(tmp_path / folder / local).as_uri()
+               for folder, local in (("a", "sensor"), ("b", "sensor"), ("b", "other"))]
+    items = elements(sensors=3)
     stream = tmp_path / "stream.trig"
-    stream.write_text("".join(text))
+    stream.write_text(trig(items, sensors))
     work = Work()
     with work.counting():
         assert cli_main(["replay", *map(str, files.values()), "--stream", "%s=%s" % (STREAM, stream),
@@ -69,3 +73,182 @@ def test_a_relative_iri_read_against_two_files_bases_means_two_iris_and_their_qu
         assert {b["o"] for r in records for b in r["bindings"]} == {"<%so%d>" % (EX, e.index) for e in items
                                                                       if e.index % 3 == k}
     assert work.evaluations == 3 * CLOSES
+
+
+BAND = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+SELECT ?o ?v
+FROM NAMED WINDOW ex:w ON ex:stream [RANGE PT10S STEP PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v FILTER(?v >= %s && ?v < %s) } } }
+"""
+
+
+def band_queries(count: int) -> dict[str, str]:
+    """Disjoint value bands of 0.005 from 0.160: ten of them hold every reading."""
+    return {"b%04d" % k: BAND % (round(0.16 + k * 0.005, 3), round(0.165 + k * 0.005, 3)) for k in range(count)}
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_queries_watching_disjoint_value_bands_cost_one_querys_evaluations_through_every_door(door, tmp_path):
+    one_records, one = run(door, Workload(band_queries(1), elements()), tmp_path / "one")
+    many_records, many = run(door, Workload(band_queries(10), elements()), tmp_path / "many")
+    assert rows(many_records["b0000"]) == rows(one_records["b0000"])
+    # Each reading in its one band, in every window holding it.
+    held = sum(1 for close in range(2, 23, 2) for e in elements() if close - 10 <= e.ms / 1000 < close)
+    assert sum(len(r["bindings"]) for records in many_records.values() for r in records) == held == 900
+    assert one.evaluations > 0 and (many.evaluations, many.elements) == (one.evaluations, one.elements)
+
+
+def test_the_count_tells_sharing_from_none(tmp_path):
+    # What the tests above count: with the constants not shared, each query its own ranges.
+    _, one = run("python api", Workload(sensor_queries(1), elements()), tmp_path / "one")
+    _, alone = run("python api", Workload(sensor_queries(10), elements(), options={"share_constants": "false"}),
+                   tmp_path / "alone")
+    assert alone.evaluations == 10 * one.evaluations
+
+
+def equal_queries(count: int) -> dict[str, str]:
+    """Equal queries but for what they do after their rows (R2S, the stream they register)."""
+    heads = ["SELECT ?o ?v", "SELECT ISTREAM ?o ?v", "SELECT DSTREAM ?o ?v",
+             "REGISTER RSTREAM <http://example.org/out> AS SELECT ?o ?v"]
+    return {"e%04d" % k: (SENSOR % 3).replace("SELECT ?o ?v", heads[k % len(heads)]) for k in range(count)}
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_equal_queries_read_each_range_once_through_every_door(door, tmp_path):
+    one_records, one = run(door, Workload(equal_queries(1), elements()), tmp_path / "one")
+    many_records, many = run(door, Workload(equal_queries(8), elements()), tmp_path / "many")
+    assert rows(many_records["e0004"]) == rows(one_records["e0000"])
+    assert one.evaluations > 0 and (many.evaluations, many.elements) == (one.evaluations, one.elements)
+
+
+SLIDING = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+SELECT ?o ?v
+FROM NAMED WINDOW ex:w ON ex:stream [RANGE PT10S STEP PT1S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v FILTER(?v < 0.175) } } }
+"""
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_a_sliding_window_reads_each_element_once_through_every_door(door, tmp_path):
+    # RANGE 10 s STEP 1 s: every reading is in ten windows, and evaluated in one time range.
+    records, work = run(door, Workload({"sliding": SLIDING}, elements()), tmp_path / "on")
+    assert len(records["sliding"]) == 22
+    assert (work.evaluations, work.elements) == (22, 220)
+    whole_records, whole = run(door, Workload({"sliding": SLIDING}, elements(), options={"incremental": "false"}),
+                               tmp_path / "off")
+    assert rows(whole_records["sliding"]) == rows(records["sliding"])
+    assert (whole.evaluations, whole.elements) == (22, sum(min(10 * (s + 1), 100) for s in range(22)))
+
+
+KEPT = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+PREFIX rspu: <http://w3id.org/rsp/rspu#>
+SELECT ?o ?p
+FROM NAMED WINDOW ex:w ON ex:stream [ELEMS 20 STEP 10]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v {| rspu:uncertainty ?u |}
+                                BIND(rspu:greaterThan(rspu:add(?u, ?v), 0.185) AS ?p) } } }
+"""
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_a_count_window_computes_each_elements_rspu_call_once_through_every_door(door, tmp_path):
+    # ELEMS 20 STEP 10, evaluated whole at each close (windows of 10, then 20 elements): every
+    # element is in two windows, its two calls answered at the second from the answers the
+    # first evaluation kept.
+    records, work = run(door, Workload({"kept": KEPT}, elements()), tmp_path / "on")
+    assert len(records["kept"]) == 22 and work.evaluations == 22
+    held = 10 + 21 * 20
+    assert work.rspu() == (2 * held, 2 * 220, 2 * (held - 220))
+    _, uncached = run(door, Workload({"kept": KEPT}, elements(), options={"rspu_cache": "false"}), tmp_path / "off")
+    assert uncached.rspu()[1] == 2 * held
+
+
+LANDMARK = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>
+SELECT %s
+FROM NAMED WINDOW ex:w ON ex:stream [RANGE UNBOUNDED STEP PT2S START "2026-03-01T08:00:00Z"^^xsd:dateTime]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:madeBySensor ?s ; sosa:hasSimpleResult ?v FILTER(?v < 0.175) } } }
+%s"""
+LANDMARKS = {"rows": LANDMARK % ("?o ?v", ""),
+             "aggregates": LANDMARK % ("?s (COUNT(*) AS ?n) (MAX(?v) AS ?top)", "GROUP BY ?s")}
+
+
+@pytest.mark.parametrize("door", DOORS)
+@pytest.mark.parametrize("kind", LANDMARKS)
+def test_a_landmark_window_reads_each_element_once_through_every_door(door, kind, tmp_path):
+    records, work = run(door, Workload({"landmark": LANDMARKS[kind]}, elements()), tmp_path / "on")
+    assert len(records["landmark"]) == 11
+    # Close by close: each close's new elements only (a window that grows to 220).
+    assert (work.evaluations, work.elements) == (11, 220)
+    whole_records, whole = run(door, Workload({"landmark": LANDMARKS[kind]}, elements(),
+                                              options={"incremental": "false"}), tmp_path / "off")
+    assert rows(whole_records["landmark"]) == rows(records["landmark"])
+    assert whole.elements == sum(20 * k for k in range(1, 12))
+
+
+PARTITIONED = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+SELECT ?s ?o ?v
+FROM NAMED WINDOW ex:w ON ex:stream [RANGE PT10S STEP PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:madeBySensor ?s ; sosa:hasSimpleResult ?v FILTER(?v < 0.175) } } }
+"""
+KEY_GROUPS = 4
+
+
+@pytest.mark.parametrize("door", REGISTERING)
+def test_a_partitioned_query_evaluates_key_groups_not_keys_through_every_door(door, tmp_path):
+    # Partitioned by sensor (docs/partitioned-queries.md), its ten sensors' elements fall in four
+    # key groups: each group's store is built once and kept across micro-batches, and each
+    # evaluates the instants its windows hold elements at. The executors' functions are played
+    # in-process, one micro-batch every 2 s (tests/test_partitions.py); `rspstar replay` runs no
+    # query partitioned.
+    keys = {STREAM: PartitionKey(SOSA + "madeBySensor")}
+    workload = Workload({"p": PARTITIONED}, elements(), options={"partition": "?s"},
+                        settings={"partition_keys": keys, "key_groups": KEY_GROUPS})
+    engine = REGISTERING[door](workload, tmp_path)
+    feed = engine.engine.get("p").feed.subscribe(backlog=0)
+    payload = Payload(STREAM, "trig", "stream.trig", trig(workload.items), 0)
+    work, built = Work(), []
+    store = PlanRunner._store
+    with work.counting():
+        PlanRunner._store = lambda runner, found: built.append(len(found)) or store(runner, found)
+        try:
+            batches, _ = play(PlanRunner(engine.engine.partition_plan("p"), KeptStores(8)),
+                              keyed_elements([payload], keys), T0 + 22 * S, 2 * S)
+        finally:
+            PlanRunner._store = store
+        for emitted in batches:
+            engine.engine.accept_partitions("p", emitted)
+    records = []
+    while not feed.empty():
+        records.append(feed.get_nowait())
+    groups = {key_group(EX + "s%d" % sensor, KEY_GROUPS) for sensor in range(10)}
+    assert len(records) == 11 and len(built) == len(groups) <= KEY_GROUPS
+    # Each group evaluated whole at each close, never each sensor: at most 4 x 11, not 10 x 11.
+    assert work.evaluations == 11 * len(groups) and work.elements == 900
+    single = drive(python_api(Workload({"p": PARTITIONED}, elements()), tmp_path / "single"), workload)
+    assert [(t, sorted(b)) for t, b in rows(records)] == [(t, sorted(b)) for t, b in rows(single["p"])]
+
+
+@pytest.mark.parametrize("door", REGISTERING)
+def test_queries_given_bases_of_their_own_share_unless_they_read_them(door, tmp_path):
+    # Each query its own base (the option base; [[queries]] base): ten queries with every IRI in
+    # full cost what one does.
+    bases = {"q%04d" % k: "http://example.org/queries/%d/" % k for k in range(10)}
+    _, one = run(door, Workload(sensor_queries(1), elements(), bases=bases), tmp_path / "one")
+    _, many = run(door, Workload(sensor_queries(10), elements(), bases=bases), tmp_path / "many")
+    assert (many.evaluations, many.elements) == (one.evaluations, one.elements)
+    # <sensor> under http://example.org/a/ and under .../b/ are two sensors; <other> under b
+    # differs from b's <sensor> in a constant only, and may be evaluated with it.
+    relative = {"qa": RELATIVE % "sensor", "qb": RELATIVE % "sensor", "qc": RELATIVE % "other"}
+    sensors = [EX + "a/sensor", EX + "b/sensor", EX + "b/other"]
+    items = elements(sensors=3)
+    records, work = run(door, Workload(relative, items, bases={"qa": EX + "a/", "qb": EX + "b/", "qc": EX + "b/"},
+                                       sensors=sensors), tmp_path / "relative")
+    for k, query_id in enumerate(relative):
+        assert {b["o"] for r in records[query_id] for b in r["bindings"]} == {"<%so%d>" % (EX, e.index) for e in items
+                                                                            if e.index % 3 == k}
+    assert work.evaluations == 2 * CLOSES

@@ -107,25 +107,34 @@ def elements(seconds: int = 22, per_second: int = 10, sensors: int = 10) -> list
             for i in range(seconds * per_second)]
 
 
-def trig(items: list[Element]) -> str:
+def trig(items: list[Element], sensors: list[str] | None = None) -> str:
+    """The elements as TriG, sensor k written ex:sk (or `sensors`[k], an IRI)."""
     parts = [PREFIXES]
     for e in items:
+        sensor = "ex:s%d" % e.sensor if sensors is None else "<%s>" % sensors[e.sensor]
         parts.append('ex:e%d prov:generatedAtTime "%s"^^xsd:dateTime .\n' % (e.index, format_instant(T0 + e.ms * 1000)))
-        parts.append('ex:e%d { ex:o%d sosa:madeBySensor ex:s%d ; sosa:hasSimpleResult %s '
+        parts.append('ex:e%d { ex:o%d sosa:madeBySensor %s ; sosa:hasSimpleResult %s '
                      '{| rspu:uncertainty "N(0, %s)"^^rspu:distribution |} . }\n'
-                     % (e.index, e.index, e.sensor, e.value, e.sigma))
+                     % (e.index, e.index, sensor, e.value, e.sigma))
     return "".join(parts)
 
 
 @dataclass
 class Workload:
     """Queries (id -> text) over the stream, from T0 to T0 + `seconds`, with the options every
-    query is given, and engine settings (the Python API's keyword arguments)."""
+    query is given, the base some are given (id -> IRI: the option base, [[queries]] base; a
+    replay's files have their own), and engine settings (the Python API's keyword arguments)."""
     queries: dict[str, str]
     items: list[Element]
     seconds: int = 22
     options: dict[str, str] = field(default_factory=dict)
     settings: dict = field(default_factory=dict)
+    bases: dict[str, str] = field(default_factory=dict)
+    sensors: list[str] | None = None      # the sensors' IRIs (None: ex:s0, ex:s1, ...)
+
+    def options_of(self, query_id: str) -> dict[str, str]:
+        base = self.bases.get(query_id)
+        return dict(self.options, **({"base": base} if base is not None else {}))
 
 
 def _records(feed) -> list[dict]:
@@ -144,9 +153,10 @@ def drive(engine: rspstar.Engine, workload: Workload) -> dict[str, list[dict]]:
     records = {query_id: [] for query_id in feeds}
     try:
         for second in range(1, workload.seconds + 1):
-            batch = [e for e in workload.items if (second - 1) * 1000 < e.ms <= second * 1000 or (second == 1 and e.ms == 0)]
+            batch = [e for e in workload.items
+                     if (second - 1) * 1000 < e.ms <= second * 1000 or (second == 1 and e.ms == 0)]
             if batch:
-                engine.push(STREAM, trig(batch))
+                engine.push(STREAM, trig(batch, workload.sensors))
             engine.advance(format_instant(T0 + second * S))
             for query_id, feed in feeds.items():
                 records[query_id] += _records(feed)
@@ -165,18 +175,19 @@ def _files(workload: Workload, directory: Path) -> dict[str, Path]:
     return paths
 
 
-def python_api(workload: Workload, tmp: Path) -> dict[str, list[dict]]:
+def python_api(workload: Workload, tmp: Path) -> rspstar.Engine:
     engine = rspstar.Engine(start=format_instant(T0), **workload.settings)
     for query_id, text in workload.queries.items():
-        engine.register(text, id=query_id, **workload.options)
-    return drive(engine, workload)
+        engine.register(text, id=query_id, **workload.options_of(query_id))
+    return engine
 
 
 def replay_files(workload: Workload, tmp: Path) -> dict[str, list[dict]]:
     """`rspstar replay q0.rq q1.rq ... --stream ... --out-dir`: the command line's code."""
+    assert not workload.bases, "a replay's query files have the base of their own file"
     paths = _files(workload, tmp / "queries")
     stream = tmp / "stream.trig"
-    stream.write_text(trig(workload.items), encoding="utf-8")
+    stream.write_text(trig(workload.items, workload.sensors), encoding="utf-8")
     out = tmp / "out"
     options = [a for k, v in workload.options.items() for a in ("--option", "%s=%s" % (k, v))]
     arguments = ["replay", *map(str, paths.values()), "--stream", "%s=%s" % (STREAM, stream),
@@ -191,37 +202,48 @@ def _toml(value) -> str:
     return json.dumps(value)       # a TOML basic string is a JSON string
 
 
-def configuration_files(workload: Workload, tmp: Path) -> dict[str, list[dict]]:
+def configuration_files(workload: Workload, tmp: Path) -> rspstar.Engine:
     """`[[queries]]` entries, each naming its file, read as `rspstar serve` reads them."""
     paths = _files(workload, tmp / "queries")
     lines = []
     for query_id, path in paths.items():
         lines += ["[[queries]]", "id = %s" % _toml(query_id), "file = %s" % _toml("queries/" + path.name)]
+        if query_id in workload.bases:
+            lines.append("base = %s" % _toml(workload.bases[query_id]))
         if workload.options:
             lines.append("options = { %s }" % ", ".join("%s = %s" % (k, _toml(v)) for k, v in workload.options.items()))
     config_path = tmp / "rspstar.toml"
     config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     engine = rspstar.Engine(start=format_instant(T0), **workload.settings)
     assert register_configured(engine.engine, load_config(config_path)) == list(paths)
-    return drive(engine, workload)
+    return engine
 
 
-def http_post(workload: Workload, tmp: Path) -> dict[str, list[dict]]:
+def http_post(workload: Workload, tmp: Path) -> rspstar.Engine:
     """`POST /queries` with the query's text as the body (as curl sends a file), its id and
     options as parameters."""
     engine = rspstar.Engine(start=format_instant(T0), **workload.settings)
     client = create_app(engine.engine, HttpSettings(token=TOKEN, landing_dir=tmp / "landing")).test_client()
     for query_id, text in workload.queries.items():
+        options = ["%s=%s" % kv for kv in workload.options_of(query_id).items()]
         response = client.post("/queries", data=text, content_type="application/sparql-query",
-                               query_string={"id": query_id, "option": ["%s=%s" % kv for kv in workload.options.items()]},
+                               query_string={"id": query_id, "option": options},
                                headers={"Authorization": "Bearer " + TOKEN})
         assert response.status_code == 201, response.get_data(as_text=True)
-    return drive(engine, workload)
+    return engine
+
+
+# The doors that register queries in an engine (then driven second by second), by name.
+REGISTERING: dict[str, Callable[[Workload, Path], rspstar.Engine]] = {
+    "python api": python_api, "configuration files": configuration_files, "http post": http_post,
+}
 
 
 DOORS: dict[str, Callable[[Workload, Path], dict[str, list[dict]]]] = {
-    "python api": python_api, "replay files": replay_files, "configuration files": configuration_files,
-    "http post": http_post,
+    "python api": lambda workload, tmp: drive(python_api(workload, tmp), workload),
+    "replay files": replay_files,
+    "configuration files": lambda workload, tmp: drive(configuration_files(workload, tmp), workload),
+    "http post": lambda workload, tmp: drive(http_post(workload, tmp), workload),
 }
 
 
