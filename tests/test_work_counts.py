@@ -252,3 +252,86 @@ def test_queries_given_bases_of_their_own_share_unless_they_read_them(door, tmp_
         assert {b["o"] for r in records[query_id] for b in r["bindings"]} == {"<%so%d>" % (EX, e.index) for e in items
                                                                             if e.index % 3 == k}
     assert work.evaluations == 2 * CLOSES
+
+
+JOINED = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+SELECT ?s ?v1 ?v2
+FROM NAMED WINDOW ex:long ON ex:stream [RANGE PT10S STEP PT2S]
+FROM NAMED WINDOW ex:short ON ex:stream [RANGE PT2S STEP PT2S]
+WHERE { WINDOW ex:long { GRAPH ?g1 { ?o1 sosa:madeBySensor ?s ; sosa:hasSimpleResult ?v1 FILTER(?v1 > 0.2) } }
+        WINDOW ex:short { GRAPH ?g2 { ?o2 sosa:madeBySensor ?s ; sosa:hasSimpleResult ?v2 FILTER(?v2 < 0.17) } } }
+"""
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_a_join_of_windows_reads_each_windows_elements_once_through_every_door(door, tmp_path):
+    records, work = run(door, Workload({"joined": JOINED}, elements()), tmp_path / "on")
+    assert [r.evaluator.r2r.kind for r in work.registered] == ["joined"]
+    # Each window's block by time ranges, each element once per window, then joined in Python.
+    assert (work.evaluations, work.elements) == (2 * CLOSES, 2 * 220)
+    whole_records, whole = run(door, Workload({"joined": JOINED}, elements(), options={"incremental": "false"}),
+                               tmp_path / "off")
+    assert [(t, sorted(b)) for t, b in rows(whole_records["joined"])] == \
+        [(t, sorted(b)) for t, b in rows(records["joined"])] and any(b for _, b in rows(records["joined"]))
+    assert (whole.evaluations, whole.elements) == (CLOSES, 900 + 220)
+
+
+LAZY = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+PREFIX rspu: <http://w3id.org/rsp/rspu#>
+SELECT ?o ?v
+FROM NAMED WINDOW ex:w ON ex:stream [RANGE PT10S STEP PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v {| rspu:uncertainty ?u |} BIND(rspu:add(?u, ?v) AS ?d) } } }
+"""
+REPEATED = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+PREFIX rspu: <http://w3id.org/rsp/rspu#>
+SELECT ?o ?t
+FROM NAMED WINDOW ex:w ON ex:stream [ELEMS 20 STEP 20]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v {| rspu:uncertainty ?u |} } }
+        ?x ex:tag ?t FILTER(rspu:greaterThan(rspu:add(?u, ?v), 0.185) > 0.5) }
+"""
+TAGS = "@prefix ex: <http://example.org/> . ex:x1 ex:tag 1 . ex:x2 ex:tag 2 . ex:x3 ex:tag 3 .\n"
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_rspu_calls_nobody_reads_or_made_again_are_not_computed_through_every_door(door, tmp_path):
+    # A BIND of an rspu: call whose variable nothing reads: no call (lazy binding).
+    _, lazy = run(door, Workload({"lazy": LAZY}, elements()), tmp_path / "lazy")
+    assert lazy.rspu() == (0, 0, 0)
+    _, eager = run(door, Workload({"lazy": LAZY}, elements(), options={"lazy_bind": "false"}), tmp_path / "eager")
+    assert eager.rspu()[1] == 220
+    # One element's calls on several rows of an evaluation (joined with the background's three
+    # tags), in tumbling count windows: computed once each, the repeats answered by the cache.
+    _, cached = run(door, Workload({"repeated": REPEATED}, elements(), background=TAGS), tmp_path / "cached")
+    calls, computed, _ = cached.rspu()
+    assert computed == 2 * 220 < calls
+    _, uncached = run(door, Workload({"repeated": REPEATED}, elements(), background=TAGS,
+                                     options={"rspu_cache": "false"}), tmp_path / "uncached")
+    assert uncached.rspu()[:2] == (calls, calls)
+
+
+ENTAILED = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+SELECT ?o ?v
+FROM NAMED WINDOW ex:w ON ex:stream [RANGE PT10S STEP PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:madeBySensor ex:s%d ; ex:result ?v } } }
+"""
+SCHEMA = """@prefix rdfs: <http://www.w3.org/2000/01/rdf-schema#> .
+@prefix sosa: <http://www.w3.org/ns/sosa/> .
+sosa:hasSimpleResult rdfs:subPropertyOf <http://example.org/result> .
+"""
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_under_entailment_queries_of_one_shape_read_each_range_once_through_every_door(door, tmp_path):
+    # ex:result is entailed from sosa:hasSimpleResult (entailment = rdfs): incremental ranges and
+    # constant groups over the elements' closures.
+    def workload(count):
+        return Workload({"e%d" % k: ENTAILED % k for k in range(count)}, elements(),
+                        options={"entailment": "rdfs"}, background=SCHEMA)
+    one_records, one = run(door, workload(1), tmp_path / "one")
+    many_records, many = run(door, workload(10), tmp_path / "many")
+    assert rows(many_records["e0"]) == rows(one_records["e0"]) and any(b for _, b in rows(one_records["e0"]))
+    assert (one.evaluations, one.elements) == (many.evaluations, many.elements) == (CLOSES, 220)

@@ -131,6 +131,7 @@ class Workload:
     settings: dict = field(default_factory=dict)
     bases: dict[str, str] = field(default_factory=dict)
     sensors: list[str] | None = None      # the sensors' IRIs (None: ex:s0, ex:s1, ...)
+    background: str | None = None         # background data (TriG)
 
     def options_of(self, query_id: str) -> dict[str, str]:
         base = self.bases.get(query_id)
@@ -175,8 +176,15 @@ def _files(workload: Workload, directory: Path) -> dict[str, Path]:
     return paths
 
 
-def python_api(workload: Workload, tmp: Path) -> rspstar.Engine:
+def _engine(workload: Workload) -> rspstar.Engine:
     engine = rspstar.Engine(start=format_instant(T0), **workload.settings)
+    if workload.background is not None:
+        engine.load_background(workload.background)
+    return engine
+
+
+def python_api(workload: Workload, tmp: Path) -> rspstar.Engine:
+    engine = _engine(workload)
     for query_id, text in workload.queries.items():
         engine.register(text, id=query_id, **workload.options_of(query_id))
     return engine
@@ -192,6 +200,9 @@ def replay_files(workload: Workload, tmp: Path) -> dict[str, list[dict]]:
     options = [a for k, v in workload.options.items() for a in ("--option", "%s=%s" % (k, v))]
     arguments = ["replay", *map(str, paths.values()), "--stream", "%s=%s" % (STREAM, stream),
                  "--from", format_instant(T0), "--to", format_instant(T0 + workload.seconds * S), *options]
+    if workload.background is not None:
+        (tmp / "background.trig").write_text(workload.background, encoding="utf-8")
+        arguments += ["--background", str(tmp / "background.trig")]
     arguments += ["--out-dir", str(out)] if len(paths) > 1 else ["--out", str(out / ("%s.jsonl" % next(iter(paths))))]
     assert cli_main(arguments) == 0
     return {query_id: [json.loads(line) for line in (out / ("%s.jsonl" % query_id)).read_text().splitlines()]
@@ -214,7 +225,7 @@ def configuration_files(workload: Workload, tmp: Path) -> rspstar.Engine:
             lines.append("options = { %s }" % ", ".join("%s = %s" % (k, _toml(v)) for k, v in workload.options.items()))
     config_path = tmp / "rspstar.toml"
     config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    engine = rspstar.Engine(start=format_instant(T0), **workload.settings)
+    engine = _engine(workload)
     assert register_configured(engine.engine, load_config(config_path)) == list(paths)
     return engine
 
@@ -222,7 +233,7 @@ def configuration_files(workload: Workload, tmp: Path) -> rspstar.Engine:
 def http_post(workload: Workload, tmp: Path) -> rspstar.Engine:
     """`POST /queries` with the query's text as the body (as curl sends a file), its id and
     options as parameters."""
-    engine = rspstar.Engine(start=format_instant(T0), **workload.settings)
+    engine = _engine(workload)
     client = create_app(engine.engine, HttpSettings(token=TOKEN, landing_dir=tmp / "landing")).test_client()
     for query_id, text in workload.queries.items():
         options = ["%s=%s" % kv for kv in workload.options_of(query_id).items()]
