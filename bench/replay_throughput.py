@@ -426,7 +426,8 @@ SHAPES = (("queries each watching one of 1,000 sensors", sensor_queries),
           ("queries splitting the readings into disjoint value bands", band_queries))
 
 
-def store_evaluations(queries: dict[str, str], path: Path, start: int, end: int, tmp: Path) -> tuple[int, dict[str, int]]:
+def store_evaluations(queries: dict[str, str], path: Path, start: int, end: int,
+                      tmp: Path) -> tuple[int, dict[str, int]]:
     """(store evaluations, rows per query) of the same replay of query files, in this process
     through the command line's own code, counted (tests/work.py)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
