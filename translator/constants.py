@@ -25,6 +25,7 @@ joined to the solutions of every graph in the store before the window's graphs a
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from .model import ContinuousQuery
@@ -57,12 +58,22 @@ class Parameterized:
                            self.after)
 
 
+# An IRI as the tokenizer reads one (tokens._IRIREF), and a call of IRI() or URI().
+_IRI_REF = re.compile(r'<([^<>"{}|^`\\\x00-\x20]*)>')
+_IRI_CALL = re.compile(r"\b(?:IRI|URI)\s*\(", re.IGNORECASE)
+
+
 def reads_its_base(query: ContinuousQuery) -> bool:
     """Whether the query's meaning depends on its base, the IRI it was retrieved from (SPARQL
     1.1, 4.1.1.1): a relative IRI written before any absolute BASE of its own (in the prologue,
     a PREFIX, a window, a pattern, a datatype, SERVICE), or IRI()/URI(), which resolve a string
     against the base in effect, with no absolute BASE before them. Past an absolute BASE the
     query's IRIs resolve against that."""
+    text = query.body.source.text
+    # Most queries write every IRI in full: the text itself says so without its tokens (every
+    # IRI token matches _IRI_REF; a match in a string or a comment only sends the query on).
+    if all(is_absolute_iri(iri) for iri in _IRI_REF.findall(text)) and not _IRI_CALL.search(text):
+        return False
     tokens = list(query.body.tokens)
     for k, token in enumerate(tokens):
         if token.is_keyword("BASE") and k + 1 < len(tokens) and tokens[k + 1].kind == IRI \
