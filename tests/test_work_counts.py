@@ -39,8 +39,10 @@ def test_queries_watching_one_sensor_each_cost_one_querys_evaluations_through_ev
     many_records, many = run(door, Workload(sensor_queries(10), elements()), tmp_path / "many")
     assert len(many_records) == 10 and all(len(r) == CLOSES for r in many_records.values())
     assert rows(many_records["q0000"]) == rows(one_records["q0000"])
-    # One evaluation per time range for the ten, as for one: never ten times as many.
+    # One evaluation per time range for the ten, as for one: never ten times as many (nor
+    # Oxigraph queries).
     assert one.evaluations > 0 and (many.evaluations, many.elements) == (one.evaluations, one.elements)
+    assert many.oxigraph == one.oxigraph == one.evaluations
 
 
 RELATIVE = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
