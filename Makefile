@@ -6,7 +6,7 @@ PORT ?= 8000
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test run bench clean system-run system-test
+.PHONY: test run bench bench-check clean system-run system-test
 
 system-run:
 	tools/system-setup run
@@ -33,6 +33,11 @@ run: system-run $(STAMP)
 
 bench: system-run $(STAMP)
 	$(PY) bench/run_all.py
+
+# The benchmarks small, their rows and counts asserted, nothing timed (about a minute; part of
+# make test too): no benchmark rots between runs.
+bench-check: system-test $(STAMP)
+	$(PY) -m pytest tests/test_bench_check.py
 
 clean:
 	rm -rf $(VENV)

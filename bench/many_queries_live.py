@@ -8,6 +8,8 @@ Reported per phase: the example queries' close-to-result p50 / p99 (from their r
 share of a core, and resident memory; and the time to register and to delete each query.
 
 Run by hand: python bench/many_queries_live.py [--queries 1000] [--seconds 60]
+Checked in under a minute (20 queries, 11 s phases: each query evaluated, its records holding
+the readings, nothing timed or written): --check, which `make bench-check` runs.
 """
 from __future__ import annotations
 
@@ -22,9 +24,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from common import Table, machine, process_tree_by_kind, publish, start_serve, stop_serve  # noqa: E402
-from mqtt_broker import free_port  # noqa: E402
+from common import Table, free_port, machine, process_tree_by_kind, publish, start_serve, stop_serve  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = ("oxygen-warning", "tvs-warning", "homecare-low-emergency")
@@ -66,7 +66,9 @@ def measure(base: str, pid: int, seconds: float) -> dict:
             "cores": sum(cpu.values()), "jvm": cpu["java"], "rss": sum(k["rss"] for k in after.values())}
 
 
-def run(queries: int, seconds: int) -> str:
+def run(queries: int, seconds: int, warmup: int = 20, check: bool = False) -> str:
+    """The table; `check`: also that every query registered was evaluated and its records hold
+    the readings above its threshold (read before it is deleted)."""
     table = Table("%d queries of one shape on the default engine (`rspstar serve`, simulators through Spark), %d s "
                   "per phase (%s)" % (queries, seconds, machine()),
                   ["phase", "example queries' close to result p50 / p99 (ms)", "their evaluations",
@@ -78,7 +80,7 @@ def run(queries: int, seconds: int) -> str:
         process = start_serve(tmp, port)
         try:
             token = (tmp / "data" / "token").read_text().strip()     # made at the first start
-            time.sleep(20)                    # the first windows close: not measured
+            time.sleep(warmup)                # the first windows close: not measured
             alone = measure(base, process.pid, seconds)
             table.add("the three example queries", "%.0f / %.0f" % (alone["p50"], alone["p99"]),
                       str(alone["evaluations"]), "%.2f; %.2f" % (alone["cores"], alone["jvm"]), "%.0f" % alone["rss"], "")
@@ -92,6 +94,14 @@ def run(queries: int, seconds: int) -> str:
                 register.append(1000 * (time.perf_counter() - started))
                 assert response.status_code == 201, response.text
             many = measure(base, process.pid, seconds)
+            if check:
+                for k in range(queries):
+                    described = session.get(base + "/queries/shape-%d" % k, timeout=30).json()
+                    records = session.get(base + "/queries/shape-%d/results" % k, params={"format": "compact"},
+                                          timeout=30).text.splitlines()
+                    assert described["status"]["evaluations"] >= 1 and described["status"]["state"] == "running", \
+                        described["status"]
+                    assert any(json.loads(line)["bindings"] for line in records), "shape-%d: no rows" % k
             table.add("with %d more queries of one shape" % queries, "%.0f / %.0f" % (many["p50"], many["p99"]),
                       str(many["evaluations"]), "%.2f; %.2f" % (many["cores"], many["jvm"]), "%.0f" % many["rss"],
                       "register: %s" % spread(register))
@@ -115,7 +125,13 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=1000)
     parser.add_argument("--seconds", type=int, default=60)
     parser.add_argument("--name", default="many_queries_live", help="the table's file in bench/out")
+    parser.add_argument("--check", action="store_true",
+                        help="20 queries, 11 s phases, every query's evaluations and rows asserted, nothing written: "
+                             "make bench-check")
     args = parser.parse_args()
+    if args.check:
+        print(run(20, 11, warmup=2, check=True))
+        return
     publish(args.name, run(args.queries, args.seconds))
 
 

@@ -1,12 +1,14 @@
 """Replay throughput on a 100k-element single stream, against raw pyoxigraph in the same run.
 
-Run by hand: python bench/replay_throughput.py [--elements N] [--bulk | --sliding | --sensors RUNS]
+Run by hand: python bench/replay_throughput.py [--elements N] [--bulk | --sliding | --readings | --thousand ROUNDS]
+Checked in seconds (every table small, rows and counts asserted, nothing timed): --check, which
+`make bench-check` runs.
 
 The first table (`--bulk`: only it, into bench/out/replay_bulk.md) times `rspstar replay`
 (parse, index, insert, evaluate every window close of a filter query, evict) against a bare
 pyoxigraph `bulk_load` of the same file: in this process, and end to end, as commands, each a
-process of its own (`rspstar replay` as users run it against a script that only bulk-loads the
-file); three rounds, every round's ratio shown.
+process of its own (`rspstar replay` of a query file as users run it against a script that only
+bulk-loads the file); three rounds, every round's ratio shown.
 
 A second table times sliding windows against what a user gets with raw pyoxigraph: the file
 loaded with `Store.load`, then the same SPARQL per window with `VALUES ?g { elements }` from a
@@ -14,8 +16,10 @@ sorted (timestamp, graph) list; ours with incremental evaluation on and off, row
 this process and as commands (`--sliding`: only it, into bench/out/replay_sliding.md). The same
 over plain readings (`--readings`, into bench/out/replay_sliding_readings.md): one sensor reading
 per element, no annotation, three quads per element instead of five, so a window's SPARQL
-weighs more against the load. The last two replay several queries in one pass: differing in a
-threshold, and each watching one sensor.
+weighs more against the load. The last two replay several queries in one `rspstar replay`
+command, each a file of its own as users keep them: differing in a threshold, and a thousand
+queries each watching one sensor or one band of values (`--thousand ROUNDS`: only it, into
+bench/out/replay_thousand.md), with the store evaluations of the same replay counted.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ import bisect
 import gc
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -240,11 +245,61 @@ def commands(path: Path, query_text: str, raw_query: str, start: int, end: int,
 
 
 def replayed(queries: dict[str, str], path: Path, start: int, end: int, options: dict[str, str]) -> tuple[float, int]:
-    """(seconds, rows) of one replay of `queries` over the stream file, in one pass."""
+    """(seconds, rows) of one replay of `queries` over the stream file, in one pass, in this
+    process (no query file: no base)."""
     started = time.perf_counter()
     spec = ReplayInput(queries, [("http://example.org/stream", path)], start, end, options=options)
     rows = sum(len(record.get("bindings", [])) for _, record in Replay(spec).run())
     return time.perf_counter() - started, rows
+
+
+def replay_arguments(files: list[Path], path: Path, start: int, end: int, out: Path,
+                     options: dict[str, str] | None = None) -> list[str]:
+    """`rspstar replay`'s arguments for these query files over the stream file, one
+    <stem>.jsonl each in `out`."""
+    return ["replay", *map(str, files), "--stream", "http://example.org/stream=%s" % path,
+            "--from", format_instant(start), "--to", format_instant(end), "--out-dir", str(out)] + \
+        [a for k, v in (options or {}).items() for a in ("--option", "%s=%s" % (k, v))]
+
+
+def query_files(queries: dict[str, str], folder: Path) -> list[Path]:
+    """One <id>.rq per query in `folder` (emptied first), as a user keeps them."""
+    if folder.exists():
+        for old in folder.iterdir():
+            old.unlink()
+    folder.mkdir(parents=True, exist_ok=True)
+    files = []
+    for query_id, text in queries.items():
+        files.append(folder / ("%s.rq" % query_id))
+        files[-1].write_text(text)
+    return files
+
+
+def rows_written(out: Path, ids) -> dict[str, int]:
+    """Each query's rows, from the <id>.jsonl a replay wrote."""
+    return {query_id: sum(len(json.loads(line).get("bindings", [])) for line in
+                          (out / ("%s.jsonl" % query_id)).read_text().splitlines()) for query_id in ids}
+
+
+def replayed_files(queries: dict[str, str], path: Path, start: int, end: int, options: dict[str, str],
+                   tmp: Path) -> tuple[float, dict[str, int]]:
+    """(seconds, rows per query) of `rspstar replay q0000.rq q0001.rq ... --out-dir`, each query a
+    file of its own, as a process of its own: what a user runs and times."""
+    seconds, _, rows = replayed_files_cpu(queries, path, start, end, options, tmp)
+    return seconds, rows
+
+
+def replayed_files_cpu(queries: dict[str, str], path: Path, start: int, end: int, options: dict[str, str],
+                       tmp: Path) -> tuple[float, float, dict[str, int]]:
+    """`replayed_files`, with the CPU seconds the command took (user and system, its threads
+    together): on a machine others share, the part of its time that is its own."""
+    files = query_files(queries, tmp / "queries")
+    out = tmp / "out"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    seconds = timed(rspstar_command() + replay_arguments(files, path, start, end, out, options))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return seconds, cpu, rows_written(out, queries)
 
 
 def ours(path: Path, query_text: str, start: int, end: int, incremental: bool) -> tuple[float, int]:
@@ -316,34 +371,39 @@ def run_sliding(elements: int, seconds: int = 100, rounds: int = 3, workload: Wo
 
 
 def run_many(elements: int, seconds: int, counts=(1, 10, 50)) -> Table:
-    """Filter queries differing only in their threshold, replayed together in one pass: with
-    the queries' constants shared (one evaluation of each range for all), each query evaluating
-    its own ranges, and every window from scratch. The thresholds run from 0.160 up by 0.001
-    over values drawn from [0.16, 0.21], so the first query returns nothing; the last line is one
-    query at the median threshold, returning half the elements (what the fifty average)."""
+    """Filter queries differing only in their threshold, each a file of its own, replayed together
+    by one `rspstar replay` command: with the queries' constants shared (one evaluation of each
+    range for all), each query evaluating its own ranges, and every window from scratch. The
+    thresholds run from 0.160 up by 0.001 over values drawn from [0.16, 0.21], so the first
+    query returns nothing; the last line is one query at the median threshold, returning half
+    the elements (what the fifty average)."""
     start = parse_instant("2026-03-01T08:00:00Z")
     end = start + seconds * 1_000_000
     text = QUERY.replace("0.165", "%s") % ("STEP PT2S", "%s")
     modes = (("shared", {}), ("alone", {"share_constants": "false"}), ("scratch", {"incremental": "false"}))
-    table = Table("Several queries in one replay (%d elements, %d s, RANGE 10 s STEP 2 s filters)" % (elements, seconds),
+    table = Table("Several queries in one `rspstar replay` command, one file each (%d elements, %d s, RANGE 10 s "
+                  "STEP 2 s filters)" % (elements, seconds),
                   ["queries", "incremental, constants shared (s)", "ratio to one query",
                    "incremental, each query alone (s)", "ratio to one query",
                    "every window from scratch (s)", "ratio to one query", "rows"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.trig"
         path.write_text(sensor_stream(elements, 1000, seconds))
+        (Path(tmp) / "cache.rq").write_text(text % 0.16)
+        cache_bytecode(Path(tmp) / "cache.rq")
         single: dict[str, float] = {}
         for count, first in [(count, 0.16) for count in counts] + [(1, 0.185)]:
-            queries = {"q%d" % k: text % round(first + k * 0.001, 3) for k in range(count)}
+            queries = {"q%04d" % k: text % round(first + k * 0.001, 3) for k in range(count)}
             timings, rows = {}, set()
             for mode, options in modes:
-                timings[mode], found = replayed(queries, path, start, end, options)
-                rows.add(found)
-            assert len(rows) == 1, rows
+                timings[mode], found = replayed_files(queries, path, start, end, options, Path(tmp))
+                rows.add(tuple(sorted(found.items())))
+            if len(rows) != 1:
+                raise SystemExit("%d queries: the modes gave different rows" % count)
             single = single or timings
             label = str(count) if first == 0.16 else "1 (threshold %s: the median)" % first
             cells = [cell for m, _ in modes for cell in ("%.2f" % timings[m], "%.1fx" % (timings[m] / single[m]))]
-            table.add(label, *cells, rows.pop())
+            table.add(label, *cells, sum(n for _, n in rows.pop()))
     return table
 
 
@@ -353,34 +413,109 @@ SELECT ?o ?v
 FROM NAMED WINDOW ex:w ON ex:stream [RANGE PT10S STEP PT2S]
 WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:madeBySensor ex:s%d ; sosa:hasSimpleResult ?v } } }
 """
+BAND_QUERY = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+SELECT ?o ?v
+FROM NAMED WINDOW ex:w ON ex:stream [RANGE PT10S STEP PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v FILTER(?v >= %s && ?v < %s) } } }
+"""
 
 
-def run_sensors(elements: int, seconds: int, counts=(1, 50, 1000), alone_up_to: int = 50) -> Table:
-    """Queries each watching one of the stream's 1,000 sensors (a triple pattern's object), in
-    one replay: with their constants shared and each query alone (up to `alone_up_to` queries:
-    a thousand alone take minutes). The last column: the replay's time against one query's."""
+def sensor_queries(count: int) -> dict[str, str]:
+    """Queries each watching one of the stream's sensors (a triple pattern's object)."""
+    return {"q%04d" % k: SENSOR_QUERY % k for k in range(count)}
+
+
+def band_queries(count: int) -> dict[str, str]:
+    """Queries splitting the readings' range [0.160, 0.210) into `count` disjoint bands (a FILTER's
+    two constants): together they return every reading, one query as many as a thousand."""
+    width = 0.05 / count
+    return {"q%04d" % k: BAND_QUERY % ("%.6f" % (0.16 + k * width), "%.6f" % (0.16 + (k + 1) * width))
+            for k in range(count)}
+
+
+SHAPES = (("queries each watching one of 1,000 sensors", sensor_queries),
+          ("queries splitting the readings into disjoint value bands", band_queries))
+
+
+def store_evaluations(queries: dict[str, str], path: Path, start: int, end: int,
+                      tmp: Path) -> tuple[int, dict[str, int]]:
+    """(store evaluations, rows per query) of the same replay of query files, in this process
+    through the command line's own code, counted (tests/work.py)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from work import Work
+    from rspstar.endpoint.cli import main as cli_main
+    files = query_files(queries, tmp / "counted")
+    out = tmp / "counted-out"
+    work = Work()
+    with work.counting():
+        if cli_main(replay_arguments(files, path, start, end, out)) != 0:
+            raise SystemExit("the replay of %d query files failed" % len(files))
+    return work.evaluations, rows_written(out, queries)
+
+
+def run_thousand(elements: int, seconds: int, counts=(1, 50, 1000), rounds: int = 3) -> Table:
+    """`rspstar replay` of one query file against 50 and 1,000 (a command each, as a user runs
+    it: 1,000 files on its command line), for queries watching one sensor each and for queries
+    splitting the readings into bands; each round times every count one after the other, and the
+    ratio to one file is each round's (median and range shown), of the wall-clock time and of
+    the CPU time the command took. The store evaluations of the same replay are counted once,
+    in this process: constants shared, a thousand files cost what one does."""
     start = parse_instant("2026-03-01T08:00:00Z")
     end = start + seconds * 1_000_000
-    table = Table("Queries each watching one sensor, in one replay (%d elements, %d s, RANGE 10 s STEP 2 s)"
-                  % (elements, seconds), ["queries", "constants shared (s)", "each query alone (s)", "ratio", "rows",
-                                          "shared: ratio to one query"])
+    table = Table("A thousand query files in one `rspstar replay` (%d elements from 1,000 sensors, %d s, RANGE 10 s "
+                  "STEP 2 s; medians of %d rounds)" % (elements, seconds, rounds),
+                  ["queries", "files", "`rspstar replay` (s)", "ratio to one file (rounds)", "its CPU (s)",
+                   "CPU ratio to one file (rounds)", "rows", "store evaluations (counted)"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.trig"
         path.write_text(sensor_stream(elements, 1000, seconds))
-        one = None
-        for count in counts:
-            queries = {"q%d" % k: SENSOR_QUERY % k for k in range(count)}
-            timings, rows = {}, set()
-            for mode in ("true", "false") if count <= alone_up_to else ("true",):
-                timings[mode], found = replayed(queries, path, start, end, {"share_constants": mode})
-                rows.add(found)
-            assert len(rows) == 1, rows
-            one = one or timings["true"]
-            alone = timings.get("false")
-            table.add(count, "%.2f" % timings["true"], "–" if alone is None else "%.2f" % alone,
-                      "–" if alone is None else "%.2fx" % (alone / timings["true"]), rows.pop(),
-                      "%.1fx" % (timings["true"] / one))
+        (Path(tmp) / "cache.rq").write_text(SENSOR_QUERY % 0)
+        cache_bytecode(Path(tmp) / "cache.rq")
+        for title, shape in SHAPES:
+            timings: dict[int, list[float]] = {count: [] for count in counts}
+            cpu: dict[int, list[float]] = {count: [] for count in counts}
+            rows: dict[int, set] = {count: set() for count in counts}
+            for _ in range(rounds):
+                for count in counts:
+                    seconds_taken, cpu_taken, found = replayed_files_cpu(shape(count), path, start, end, {}, Path(tmp))
+                    timings[count].append(seconds_taken)
+                    cpu[count].append(cpu_taken)
+                    rows[count].add(sum(found.values()))
+            for count in counts:
+                evaluations, counted = store_evaluations(shape(count), path, start, end, Path(tmp))
+                if rows[count] != {sum(counted.values())}:
+                    raise SystemExit("%s, %d files: the command gave %s rows, the counted replay %d"
+                                     % (title, count, sorted(rows[count]), sum(counted.values())))
+                ratios = sorted(t / o for t, o in zip(timings[count], timings[counts[0]]))
+                cpu_ratios = sorted(t / o for t, o in zip(cpu[count], cpu[counts[0]]))
+                table.add(title, count, "%.2f" % statistics.median(timings[count]),
+                          "%.2fx (%.2f-%.2f)" % (statistics.median(ratios), ratios[0], ratios[-1]),
+                          "%.2f" % statistics.median(cpu[count]),
+                          "%.2fx (%.2f-%.2f)" % (statistics.median(cpu_ratios), cpu_ratios[0], cpu_ratios[-1]),
+                          rows[count].pop(), evaluations)
     return table
+
+
+def check() -> None:
+    """Every table at a size that takes seconds, its rows and counts asserted, no time: what
+    `make bench-check` runs (tests/test_bench_check.py), so that no table rots between runs."""
+    tables = [run(2000, seconds=10, rounds=1), run_sliding(2000, 20, rounds=1),
+              run_sliding(2000, 20, rounds=1, workload=READINGS), run_many(2000, 20, counts=(1, 5))]
+    for table in tables[1:3]:
+        if not all(row[-1].startswith("yes") for row in table.rows):
+            raise SystemExit("the sliding table's runs disagree:\n" + table.markdown())
+    thousand = run_thousand(2000, 20, counts=(1, 20), rounds=1)
+    tables.append(thousand)
+    for title, _ in SHAPES:
+        found = [row for row in thousand.rows if row[0] == title]
+        evaluations = {row[-1] for row in found}
+        # Twenty files cost one file's store evaluations; the bands return every reading however many.
+        if len(found) != 2 or len(evaluations) != 1 or evaluations == {"0"}:
+            raise SystemExit("%s: store evaluations %s for 1 and 20 files" % (title, [row[-1] for row in found]))
+        if title.startswith("queries splitting") and len({row[-2] for row in found}) != 1:
+            raise SystemExit("%s: rows %s for 1 and 20 files" % (title, [row[-2] for row in found]))
+    print("\n".join(table.markdown() for table in tables))
 
 
 def main() -> None:
@@ -390,9 +525,10 @@ def main() -> None:
     use_jemalloc()
     parser = argparse.ArgumentParser()
     parser.add_argument("--elements", type=int, default=100_000)
-    parser.add_argument("--sensors", type=int, metavar="RUNS",
-                        help="only the table of queries each watching one sensor (1, 50 and 1,000 of them), this "
-                             "many runs, into bench/out/replay_sensors.md")
+    parser.add_argument("--thousand", type=int, metavar="ROUNDS",
+                        help="only the table of 1, 50 and 1,000 query files in one `rspstar replay` (queries each "
+                             "watching one sensor, and disjoint value bands), this many rounds, into "
+                             "bench/out/replay_thousand.md")
     parser.add_argument("--bulk", action="store_true",
                         help="only the table of replays against a bare bulk_load, in-process and as commands, into "
                              "bench/out/replay_bulk.md")
@@ -402,7 +538,13 @@ def main() -> None:
     parser.add_argument("--readings", action="store_true",
                         help="only that table over plain readings (one sensor reading per element, no annotation), "
                              "into bench/out/replay_sliding_readings.md")
+    parser.add_argument("--check", action="store_true",
+                        help="every table small (seconds), rows and counts asserted, nothing timed or written: "
+                             "make bench-check")
     args = parser.parse_args()
+    if args.check:
+        check()
+        return
     if args.bulk:
         publish("replay_bulk", "Machine: %s\n\n%s" % (machine(), run(args.elements).markdown()))
         return
@@ -413,13 +555,13 @@ def main() -> None:
         publish("replay_sliding_readings", "Machine: %s\n\n%s" % (
             machine(), run_sliding(args.elements, workload=READINGS).markdown()))
         return
-    if args.sensors:
-        publish("replay_sensors", "Machine: %s\n\n%s" % (machine(), "\n".join(
-            "Run %d\n\n%s" % (k + 1, run_sensors(args.elements // 5, 20).markdown()) for k in range(args.sensors))))
+    if args.thousand:
+        publish("replay_thousand", "Machine: %s\n\n%s" % (
+            machine(), run_thousand(args.elements // 5, 20, rounds=args.thousand).markdown()))
         return
     text = "Machine: %s\n\n%s\n%s\n%s\n%s" % (machine(), run(args.elements).markdown(), run_sliding(args.elements).markdown(),
                                                run_many(args.elements // 5, 20).markdown(),
-                                               run_sensors(args.elements // 5, 20).markdown())
+                                               run_thousand(args.elements // 5, 20).markdown())
     publish("replay_throughput", text)
 
 

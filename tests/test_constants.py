@@ -3,7 +3,7 @@ row-wise FILTERs and BINDs as variables bound by a table, one query evaluating t
 import pyoxigraph as ox
 import pytest
 
-from rspstar.translator.constants import parameterized
+from rspstar.translator.constants import parameterized, reads_its_base, without_unread_base
 from rspstar.translator.rewrite import RewriteOptions, compile_template
 from rspstar.translator.parser import parse_query
 from rspstar.translator.validate import compile_query
@@ -84,3 +84,35 @@ def test_the_table_evaluates_each_row_as_its_query_alone():
     alone = [(k, o) for k, t in enumerate(texts) for _, o in rows(compile_template(compile_query(t), RewriteOptions()))]
     assert together == sorted(alone) and len(together) == 4 + 1 + 6
 
+
+
+BASES = ("file:///home/a/q0001.rq", "file:///srv/b/q0002.rq")
+
+
+@pytest.mark.parametrize("where,reads", [
+    # Every IRI in full, or prefixed through a PREFIX written in full: the base is never read.
+    ("WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v < 0.16) } }", False),
+    ("WINDOW ex:w { GRAPH ?g { ?o ex:by <http://example.org/s1> ; ex:v ?v } }", False),
+    # A relative IRI anywhere (an object, a datatype), and IRI() or URI() of a string, read it.
+    ("WINDOW ex:w { GRAPH ?g { ?o ex:by <s1> ; ex:v ?v } }", True),
+    ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v != "1"^^<kind>) } }', True),
+    ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?o != IRI("o1")) } }', True),
+    ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?o != uri("o1")) } }', True),
+])
+def test_queries_read_from_two_places_share_a_key_unless_they_read_their_base(where, reads):
+    first, second = (parameterized(compile_query(query(where), base=base)) for base in BASES)
+    assert reads_its_base(compile_query(query(where), base=BASES[0])) is reads
+    assert (first.key == second.key) is not reads
+    assert first.base == (BASES[0] if reads else None)
+
+
+def test_an_absolute_base_of_the_querys_own_is_what_its_relative_iris_read():
+    own = "BASE <http://example.org/sensors/>\n" + query("WINDOW ex:w { GRAPH ?g { ?o ex:by <s1> ; ex:v ?v } }")
+    first, second = (parameterized(compile_query(own, base=base)) for base in BASES)
+    assert first.key == second.key and first.base is None
+    # A relative BASE is read against the query's own base; so is a PREFIX written relative.
+    for prologue in ("BASE <sensors/>\n", "PREFIX s: <sensors/>\n"):
+        found = [compile_query(prologue + query("WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } }"), base=b) for b in BASES]
+        assert reads_its_base(found[0]) and without_unread_base(found[0]).base == BASES[0]
+    unread = compile_query(query("WINDOW ex:w { GRAPH ?g { ?o ex:v ?v } }"), base=BASES[0])
+    assert without_unread_base(unread).base is None and without_unread_base(unread).text == unread.text

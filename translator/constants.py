@@ -11,6 +11,11 @@ in the table. A literal evaluates to the term it writes and a variable to the te
 so each query's rows are the ones it has alone (as a bag: SPARQL leaves their order open, and
 it may differ).
 
+A query's base (the IRI it was retrieved from: its file, the URL it was registered at) is part
+of its meaning only where a relative IRI resolves against it (`reads_its_base`): a thousand
+query files that write every IRI in full mean what they would mean from one file, and are
+evaluated together whatever folder they were read from.
+
 The table sits beside the GRAPH block, after it, so the window's and WHERE's FILTERs and the
 BINDs after the block see it (a BIND sees only what precedes it; one before the block keeps its
 literals). A FILTER inside the block moves beside it where that means the same (`_liftable`);
@@ -20,10 +25,11 @@ joined to the solutions of every graph in the store before the window's graphs a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 from .model import ContinuousQuery
-from .syntax import Bind, Filter, GraphPattern, Span, Term, TriplesBlock
+from .syntax import Bind, Filter, GraphPattern, Span, Term, TriplesBlock, is_absolute_iri
 from .tokens import IRI, LANGTAG, NUMBER, PNAME, STRING, VAR
 
 
@@ -37,11 +43,12 @@ class Parameterized:
     constants: tuple[str, ...]      # the literals, as written, in text order
     marker: str                     # the variable holding a solution's row in the table
     spans: tuple[tuple[int, int], ...]   # where each literal is in the query's text (offsets)
-    base: str | None = None         # the IRI the query's relative IRIs resolve against
+    base: str | None = None         # the IRI its relative IRIs resolve against (None: it has none)
 
     @property
     def key(self) -> tuple[str, str, str | None]:
-        """Queries of one text with different bases may mean different IRIs by the same text."""
+        """Queries of one text with different bases may mean different IRIs by the same text:
+        the base is part of the key when the query reads it (`reads_its_base`), else None."""
         return self.before, self.after, self.base
 
     def text(self, table: list[tuple[str, ...]]) -> str:
@@ -49,6 +56,44 @@ class Parameterized:
         solution's `marker` is its row's index."""
         return "%s%s%s" % (self.before, " ".join("(%d %s)" % (k, " ".join(row)) for k, row in enumerate(table)),
                            self.after)
+
+
+# An IRI as the tokenizer reads one (tokens._IRIREF), and a call of IRI() or URI().
+_IRI_REF = re.compile(r'<([^<>"{}|^`\\\x00-\x20]*)>')
+_IRI_CALL = re.compile(r"\b(?:IRI|URI)\s*\(", re.IGNORECASE)
+
+
+def reads_its_base(query: ContinuousQuery) -> bool:
+    """Whether the query's meaning depends on its base, the IRI it was retrieved from (SPARQL
+    1.1, 4.1.1.1): a relative IRI written before any absolute BASE of its own (in the prologue,
+    a PREFIX, a window, a pattern, a datatype, SERVICE), or IRI()/URI(), which resolve a string
+    against the base in effect, with no absolute BASE before them. Past an absolute BASE the
+    query's IRIs resolve against that."""
+    text = query.body.source.text
+    # Most queries write every IRI in full: the text itself says so without its tokens (every
+    # IRI token matches _IRI_REF; a match in a string or a comment only sends the query on).
+    if all(is_absolute_iri(iri) for iri in _IRI_REF.findall(text)) and not _IRI_CALL.search(text):
+        return False
+    tokens = list(query.body.tokens)
+    for k, token in enumerate(tokens):
+        if token.is_keyword("BASE") and k + 1 < len(tokens) and tokens[k + 1].kind == IRI \
+                and is_absolute_iri(tokens[k + 1].text[1:-1]):
+            return False
+        if token.kind == IRI and not is_absolute_iri(token.text[1:-1]):
+            return True
+        if token.is_keyword("IRI", "URI") and k + 1 < len(tokens) and tokens[k + 1].is_punct("("):
+            return True
+    return False
+
+
+def without_unread_base(query: ContinuousQuery) -> ContinuousQuery:
+    """The query without its base when it does not read it (`reads_its_base`): compiled so,
+    queries of one text read from different files or URLs compile to one text, and share what
+    equal texts share (sharing.RangeResults) and what texts differing only in constants share
+    (sharing.ConstantGroups)."""
+    if query.base is None or query.body is None or reads_its_base(query):
+        return query
+    return replace(query, base=None)
 
 
 def parameterized(query: ContinuousQuery) -> Parameterized | None:
@@ -102,7 +147,8 @@ def parameterized(query: ContinuousQuery) -> Parameterized | None:
     head = " VALUES (?%s %s) { " % (marker, " ".join("?" + name for name in variables))
     return Parameterized(before + head, " } " + " ".join(moved) + after,
                          tuple(text[tokens[a].offset:tokens[b].end] for a, b in order), marker,
-                         tuple((tokens[a].offset, tokens[b].end) for a, b in order), query.base)
+                         tuple((tokens[a].offset, tokens[b].end) for a, b in order),
+                         query.base if query.base is not None and reads_its_base(query) else None)
 
 
 def _spliced(text: str, start: int, end: int, edits: list[tuple[int, int, str]]) -> str:

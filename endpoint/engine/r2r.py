@@ -25,7 +25,7 @@ import pyoxigraph as ox
 from rspstar.store.limits import too_large
 from rspstar.store.stream_store import StreamStore
 from rspstar.store.terms import select_rows, term_to_ntriples, triple_to_ntriples
-from rspstar.translator.constants import parameterized
+from rspstar.translator.constants import parameterized, without_unread_base
 from rspstar.translator.incremental import PARTIAL_ROWS, Landmark
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm, WindowContent
@@ -80,7 +80,9 @@ class Compiled:
 
     def __init__(self, query: ContinuousQuery, store: StreamStore, options: RewriteOptions,
                  functions: FunctionLibrary, place_filters: bool):
-        self.query = query
+        # Compiled without a base it does not read, a query read from a file compiles to the text
+        # it would from any other (the key of what equal queries share).
+        self.query = without_unread_base(query)
         self.store = store
         self.options = options
         self.functions = functions

@@ -1,7 +1,8 @@
 """The engine's runs of a drawn case, and the fast paths they reach.
 
 - `optimised`: the engine as it runs by default (every optimisation on), several queries
-  registered together on one runner, so that they share its RangeResults and ConstantGroups:
+  registered together on one runner, each with the base a file of its own gives it, so that
+  they share its RangeResults and ConstantGroups:
   the drawn query, a copy under another R2S operator (equal window blocks), and copies with
   other constants (a group of queries differing only in constants).
 - `plain`: the drawn query alone with every optimisation off (QueryOptions.all_off: rspu_cache,
@@ -139,8 +140,10 @@ def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reach
     options = dict(options, **next(iter(queries.values())).options())
     with tempfile.TemporaryDirectory() as tmp:
         streams, background = write_input(case, Path(tmp))
+        # Each query read from a file of its own, as `rspstar replay q.rq copy.rq ...` reads them:
+        # they share what they share whatever their bases (none of them reads its base).
         spec = ReplayInput({qid: q.text() for qid, q in queries.items()}, streams, T0, T0 + case.end * MS,
-                           background, options)
+                           background, options, {qid: "file:///differential/%s.rq" % qid for qid in queries})
         try:
             run = Replay(spec) if isolated is None else IsolatedReplay(spec, Path(tmp), isolated)
         except (TranslatorError, EndpointError) as e:
