@@ -174,6 +174,13 @@ class StreamStore:
         with self._lock:
             return self.generations.location()
 
+    def view_key(self) -> tuple[str, int] | None:
+        """Where the live Oxigraph store is on disk and how many writes it has taken (None in
+        memory): a read-only view opened after this was read holds every one of them."""
+        with self._lock:
+            location = self.generations.location()
+            return None if location is None else (location, self.generations.writes)
+
     def disk_bytes(self) -> int:
         return self.generations.disk_bytes()
 
@@ -521,10 +528,10 @@ class StreamStore:
                 functions.begin_evaluation()
                 return convert(self.query(rewritten.text, rewritten.default_graph, table))
             inputs = sum(len(names) for names in elements.values())
-            path = self.generation_path()
+            key = self.view_key()
             started = budget.elapsed()          # less the time spent waiting for a worker process
-            if path is not None and scope.isolates(inputs):
-                value = self._evaluate_isolated(path, rewritten, template.calls_rspu, functions, convert, scope, share)
+            if key is not None and scope.isolates(inputs):
+                value = self._evaluate_isolated(key, rewritten, template.calls_rspu, functions, convert, scope, share)
             else:
                 value = self._evaluate_guarded(rewritten, template.calls_rspu, functions, convert, budget, share)
             scope.record(inputs, budget.elapsed() - started)
@@ -549,19 +556,20 @@ class StreamStore:
             del result, guarded     # dropped here, on the thread that made them
         return value
 
-    def _evaluate_isolated(self, path: str, rewritten, calls_rspu: bool, functions, convert, scope, share: int):
-        """In a worker process over a read-only view of this store: killed at the time limit or
-        the query's removal."""
+    def _evaluate_isolated(self, key: tuple[str, int], rewritten, calls_rspu: bool, functions, convert, scope,
+                           share: int):
+        """In a worker process over a read-only view of this store (as of `key`, view_key):
+        killed at the time limit, the query's removal, the engine's stop or past its memory."""
         budget = scope.budget
         bound = budget.rows_left(share)
         call = IsolatedCall(rewritten.text, IsolatedCall.graph_names(rewritten.default_graph),
                             tuple(rewritten.fused_functions) if calls_rspu else None,
                             functions.cache_enabled, bound)
         for _ in range(READ_ONLY_ATTEMPTS):
-            outcome = scope.workers.run(path, call, budget)
+            outcome = scope.workers.run(key[0], call, budget, key[1])
             if outcome[0] != "unreadable":
                 break
-            path = self.generation_path() or path   # a rebuild may have switched generations
+            key = self.view_key() or key    # a rebuild may have switched generations
         functions.counts.calls += outcome[-2]
         functions.counts.computed += outcome[-1]
         kind = outcome[0]

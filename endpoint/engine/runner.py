@@ -240,7 +240,7 @@ class RegisteredQuery:
             "dialect": self.query.dialect, "translation": self.query.translation,
             "normalised": self.query.normalised, "warnings": self.query.warnings,
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
-                           isolated=self.scope.on_probation()),
+                           isolated=self.scope.isolated(), probation=self.scope.on_probation()),
             "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
         }
 
@@ -289,7 +289,7 @@ class Runner:
         if store.path is None or config.evaluation_timeout is None or config.isolate_evaluations == "never":
             workers = None
         elif workers is None:
-            workers = EvaluationWorkers()
+            workers = EvaluationWorkers(memory_limit=config.worker_memory)
         self.workers = workers
         self.post = post if post is not None else Delivery()
         self._queries: dict[str, RegisteredQuery] = {}
@@ -445,6 +445,15 @@ class Runner:
         removed.evaluator.close()
         for listener in self.listeners:
             listener("removed", query_id)
+
+    def stop_evaluations(self) -> None:
+        """The engine stops: every evaluation running ends within moments (at its next look at
+        its budget on a thread, at once in a worker process, which is killed), nothing of it
+        delivered and no query failed by it; none starts after."""
+        for registered in self.queries():
+            registered.scope.cancel()
+        if self.workers is not None and self._own_workers:
+            self.workers.stop()
 
     def close(self) -> None:
         """Let go of the sinks' connections (MQTT brokers), the outboxes keeping what is
