@@ -29,6 +29,7 @@ queries that may run away wait for each other and not for the rest.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -55,6 +56,7 @@ class EvaluationLimits:
     timeout: float | None = None        # seconds one evaluation may run (None: no limit)
     max_rows: int | None = None         # rows or triples one evaluation may produce (None: no bound)
     isolation: str = "always"           # always | new | never: which evaluations run in a worker process
+    max_entailed: int | None = None     # triples one RDFS closure may derive (None: the store's own bound)
 
     def timeout_text(self) -> str:
         return "the evaluation ran past the time limit of %g s ([engine] evaluation_timeout) and was stopped" \
@@ -80,6 +82,15 @@ class Budget:
     @property
     def cancelled(self) -> bool:
         return self._scope.cancelled
+
+    @contextlib.contextmanager
+    def waiting(self, held):
+        """Hold the context manager `held` (a lock), its acquisition not counted as the
+        evaluation's time (another evaluation, or a change of the background, holds it)."""
+        started = self.monotonic()
+        with held:
+            self.waited += self.monotonic() - started
+            yield
 
     def elapsed(self) -> float:
         return self.monotonic() - self.started - self.waited

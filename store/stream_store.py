@@ -514,13 +514,14 @@ class StreamStore:
         with self.background.reading():
             closures = None
             default_graph = template.default_graph
-            if template.entailment:
-                dataset = self.entailment.dataset(template.default_graph)
-                closures = self.entailment.closures(dataset, (e for graphs in elements.values() for e in graphs))
+            budget = scope.budget if scope is not None else None
+            if template.entailment:     # closed within the evaluation's limits, on its time
+                dataset = self.entailment.dataset(template.default_graph, budget)
+                closures = self.entailment.closures(dataset, (e for graphs in elements.values() for e in graphs),
+                                                    budget)
                 default_graph = dataset.default_graph
             rewritten = template.instantiate(elements, self.background.graphs(), closures)
             rewritten.default_graph = default_graph
-            budget = scope.budget if scope is not None else None
             if budget is None:
                 if not template.calls_rspu:
                     return convert(self.query(rewritten.text, rewritten.default_graph))
@@ -613,5 +614,26 @@ class ScopedStore:
     def evaluate(self, template, elements: dict[str, list[str]], functions, convert, share: int = 1):
         return self._store.evaluate(template, elements, functions, convert, self.scope, share)
 
+    @property
+    def entailment(self) -> "ScopedEntailment":
+        return ScopedEntailment(self._store.entailment, self.scope)
+
     def result_bound(self) -> int | None:
         return self.scope.limits.max_rows
+
+
+class ScopedEntailment:
+    """A store's entailment seen by one query's evaluator: what it computes is charged to the
+    evaluation running (store.entailment)."""
+
+    __slots__ = ("_entailment", "_scope")
+
+    def __init__(self, entailment: Entailment, scope: EvaluationScope):
+        self._entailment = entailment
+        self._scope = scope
+
+    def __getattr__(self, name):
+        return getattr(self._entailment, name)
+
+    def schema_digest(self, from_graphs: list[str] | None) -> str:
+        return self._entailment.schema_digest(from_graphs, self._scope.budget)

@@ -281,7 +281,9 @@ class Runner:
         self.monotonic = monotonic              # what evaluations' time limits are measured on
         self.evaluation_limits = EvaluationLimits(
             None if config.evaluation_timeout is None else config.evaluation_timeout / 1e6,
-            config.max_result_rows, config.isolate_evaluations)
+            config.max_result_rows, config.isolate_evaluations, config.max_entailed_triples)
+        # What RDFS entailment may derive at an element's publication too (no evaluation's limits there).
+        store.entailment.max_derived = config.max_entailed_triples
         # Worker processes for evaluations that must be killable (store.isolation): only over
         # an on-disk store, which they open read-only, and under a time limit. `workers`: a
         # pool of them the caller owns (several engines may share one).
