@@ -25,6 +25,7 @@ import pyoxigraph as ox
 
 from rspstar.translator.uncertainty import FunctionLibrary
 
+from .terms import term_to_ntriples
 from .errors import EvaluationCancelled, EvaluationOverMemory, EvaluationStopped, ResultTooLarge, StoreError
 from .workers import POLL_SECONDS, AnswerTooLarge, WorkerLost, WorkerOverMemory, WorkerPool, WorkerProcess
 
@@ -60,16 +61,54 @@ class IsolatedCall:
                      for g in default_graph)
 
 
+class Term(str):
+    """A solution's term as a worker sends it: its N-Triples text (store.terms.term_to_ntriples,
+    what every reader of solutions makes of a term; pickling Oxigraph's terms cost ten times as
+    much), with the lexical form of a literal as `value` (what a reader takes of a marker)."""
+
+    __slots__ = ()
+
+    @property
+    def value(self) -> str:
+        if not self.startswith('"'):
+            return self[1:-1] if self.startswith("<") else self
+        return _unescape(self[1:self.rindex('"')])
+
+
+_ESCAPES = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out, k = [], 0
+    while k < len(text):
+        c = text[k]
+        if c != "\\":
+            out.append(c)
+            k += 1
+        elif text[k + 1] in "uU":
+            width = 4 if text[k + 1] == "u" else 8
+            out.append(chr(int(text[k + 2:k + 2 + width], 16)))
+            k += 2 + width
+        else:
+            out.append(_ESCAPES.get(text[k + 1], text[k + 1]))
+            k += 2
+    return "".join(out)
+
+
 class IsolatedResult:
     """What a worker sent back, read as the Oxigraph result it stands for: solutions (tuples
-    of terms by position, with `variables`) or triples."""
+    of Terms by position, with `variables`) or triples."""
 
     def __init__(self, variables, items: list):
         self.variables = variables
         self._items = items
 
     def __iter__(self):
-        return iter(self._items)
+        if self.variables is None:
+            return iter(self._items)
+        return (tuple(None if term is None else Term(term) for term in item) for item in self._items)
 
 
 def _read(result, bound: int | None) -> tuple:
@@ -80,7 +119,8 @@ def _read(result, bound: int | None) -> tuple:
     for item in result:
         if bound is not None and len(items) >= bound:
             return ("too_large", bound)
-        items.append(tuple(item) if variables is not None else item)
+        items.append(tuple(None if term is None else term_to_ntriples(term) for term in item)
+                     if variables is not None else item)
     return ("items", variables, items)
 
 
