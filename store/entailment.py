@@ -365,9 +365,12 @@ class Entailment:
         # Closed in Python outside the lock, within the evaluation's limits; written after.
         derived = 0
         closed = {}
-        for element, triples in graphs.items():
-            closed[element] = element_closure(triples, dataset.schema, bound - derived, check)
-            derived += len(closed[element]) - len(triples)
+        try:
+            for element, triples in graphs.items():
+                closed[element] = element_closure(triples, dataset.schema, bound - derived, check)
+                derived += len(closed[element]) - len(triples)
+        except ClosureTooLarge:
+            raise too_large(bound, "the closures of the elements one evaluation reads") from None
         with store.lock:
             for element, closure in closed.items():
                 made = self._closures.get(element, {}).get(digest)
