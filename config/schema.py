@@ -260,10 +260,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("engine", "max_result_rows", Whole(1), 100_000,
             "rows (SELECT) or triples (CONSTRUCT) one evaluation may produce, counted as they are read: past it the "
             "evaluation stops, the query is marked failed and nothing of that evaluation is delivered"),
-    Setting("engine", "isolate_evaluations", Text(("new", "always", "never")), "new",
-            "which evaluations run in worker processes that the time limit and a query's removal kill: a query's "
-            "first ones and those whose input outgrew what it was proven on (new), every one (always, at a read-only "
-            "opening of the store each), or none (never: stopped between two solutions only)"),
+    Setting("engine", "isolate_evaluations", Text(("always", "new", "never")), "always",
+            "which evaluations run in worker processes that the time limit, a query's removal, the engine's stop "
+            "and worker_memory kill: every one (always: the read-only view of the store a worker opens serves every "
+            "evaluation until the store is written again), a query's first ones and those whose input outgrew what "
+            "it was proven on (new: faster, but a proven query's evaluation cannot be stopped inside one Oxigraph "
+            "call), or none (never: stopped between two solutions only) (docs/running.md#evaluation-limits)"),
+    Setting("engine", "worker_memory", Whole(64 * MIB, "bytes"), 1024 * MIB,
+            "resident memory one worker process may take (a continuous evaluation's, a /sparql query's, an /update's): "
+            "past it the worker is killed and its work stopped with an error naming this setting"),
+    Setting("engine", "max_entailed_triples", Whole(1), 100_000,
+            "triples RDFS entailment may derive for one closure (a schema's, or the elements one evaluation reads): "
+            "past it the evaluation stops and its query is marked failed with the reason (its time counts against "
+            "evaluation_timeout)"),
     Setting("engine", "key_groups", Whole(1), 64,
             "what a partitioned query's keys are spread over (its Spark state: docs/partitioned-queries.md)"),
     # [http]
@@ -272,8 +281,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http", "token", Text(optional=True), None,
             "bearer token for writes; unset: made at the first start and kept in DATA/token; \"\": writes open"),
     Setting("http", "cors_origins", Texts(), [], "web origins whose pages may write (others get 403)"),
-    Setting("http", "query_timeout", Number(), 30.0, "seconds a /sparql query may run before it is stopped (503)"),
+    Setting("http", "query_timeout", Number(), 30.0, "seconds a /sparql query or an /update may run before it is "
+                                                     "stopped, its worker process killed (503)"),
     Setting("http", "query_workers", Whole(1), 2, "/sparql queries evaluated at once (worker processes)"),
+    Setting("http", "query_backlog", Whole(0), 2, "/sparql queries waiting for a worker at most (beyond: 503 with "
+                                                  "Retry-After at once), so that queries never hold the threads "
+                                                  "/health and the API need"),
+    Setting("http", "query_max_bytes", Whole(1024, "bytes"), 16 * MIB,
+            "the largest /sparql answer, serialized: past it the query is stopped and answered 413, never cut short"),
+    Setting("http", "update_max_changes", Whole(1), 100_000,
+            "quads one /update may add and remove together: past it nothing changes and the update is answered 413"),
     Setting("http", "max_body", Whole(1, "bytes"), 16 * MIB, "the largest request body, declared or chunked "
                                                             "(413 before anything is read into the app)"),
     Setting("http", "body_budget", Whole(1, "bytes"), 32 * MIB,

@@ -282,7 +282,13 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         if not stopping.is_set():
             stopping.set()
             log.info("stopping (signal %d)", signum)
-            threading.Thread(target=server.shutdown, daemon=True).start()
+
+            def stopping_work():
+                # The queries and updates in flight end now (their workers killed), so the HTTP
+                # server's shutdown does not wait out their time limits.
+                app.extensions["rspstar"].adhoc.close()
+                server.shutdown()
+            threading.Thread(target=stopping_work, daemon=True).start()
 
     def handle_stop_signals():
         signal.signal(signal.SIGINT, stop)

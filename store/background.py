@@ -18,8 +18,14 @@ import pyoxigraph as ox
 from rspstar.translator.nesting import check_nesting
 from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph, is_reserved
 
-from .errors import GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
+from rspstar.translator.errors import QuerySyntaxError
+
+from .errors import (
+    BackgroundChanged, GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError,
+    UpdateTooLarge,
+)
 from .rdf_input import parse_rdf
+from .updates import UpdateCall, changes_of, read_quads
 
 if TYPE_CHECKING:
     from .writers import StoreWriting
@@ -131,27 +137,67 @@ class Background:
             self.names |= graphs
         return len(quads)
 
-    def update(self, sparql: str, base_iri: str | None = None) -> int:
+    def update(self, sparql: str, base_iri: str | None = None, max_changes: int | None = None) -> int:
         """Run a SPARQL Update over the background data alone (SyntaxError from Oxigraph
-        propagates). The update runs on a copy of the background graphs, so stream elements,
-        timestamps and batch markers are out of its reach (`CLEAR NAMED` clears background
-        graphs only); a result that names one of those graphs, or one under the engine's
-        reserved prefix, is refused with ReservedGraphError and nothing changes. Returns the
-        number of quads added and removed; QuerySyntaxError, before anything runs, for an update
-        nested or chained deeper than Oxigraph's parser may follow (translator/nesting.py)."""
+        propagates), computed on a copy of the background graphs and applied as one change
+        (store/updates.py; the HTTP endpoint computes it in a worker process instead), so stream
+        elements, timestamps and batch markers are out of its reach (`CLEAR NAMED` clears
+        background graphs only); a result that names one of those graphs, or one under the
+        engine's reserved prefix, is refused with ReservedGraphError and nothing changes.
+        Returns the number of quads added and removed; QuerySyntaxError, before anything runs,
+        for an update nested or chained deeper than Oxigraph's parser may follow
+        (translator/nesting.py), or calling a function nobody provides; UpdateTooLarge past
+        `max_changes` quads changed."""
         check_nesting(sparql, language="sparql")
-        with self.changing(), self.store.lock:
-            before = set(self.store.oxigraph.quads_for_pattern(None, None, None, ox.DefaultGraph()))
-            for graph in self.names:
-                before.update(self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
-            scratch = ox.Store()
-            scratch.extend(before)
+        while True:
+            version, quads, graphs = self.copy()
+            outcome = changes_of(quads, UpdateCall(sparql, base_iri, graphs, max_changes or 2**62))
             try:
-                scratch.update(sparql, base_iri=base_iri)
-            except RuntimeError as e:
-                raise _update_failure(e) from None
-            after = set(scratch)
-            for graph in {q.graph_name for q in after - before} - {ox.DefaultGraph()}:
+                return self.apply_outcome(version, outcome, sparql)
+            except BackgroundChanged:
+                continue
+
+    def copy(self) -> tuple[int, list[ox.Quad], tuple[str, ...]]:
+        """(version, quads, named graphs) of the background now."""
+        with self.store.lock:
+            graphs = tuple(sorted(self.names))
+            quads = list(self.store.oxigraph.quads_for_pattern(None, None, None, ox.DefaultGraph()))
+            for graph in graphs:
+                quads.extend(self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(graph)))
+            return self.version, quads, graphs
+
+    def current(self) -> tuple[int, tuple[str, ...]]:
+        """(version, named graphs) of the background now: what an update computed elsewhere reads."""
+        with self.store.lock:
+            return self.version, tuple(sorted(self.names))
+
+    def apply_outcome(self, version: int, outcome: tuple, sparql: str) -> int:
+        """What store.updates.changes_of gave for the background at `version`, applied (or the
+        error it stands for raised); BackgroundChanged when the background is not at `version`
+        any more."""
+        kind = outcome[0]
+        if kind == "syntax":
+            raise SyntaxError(outcome[1])
+        if kind == "unknown":
+            raise QuerySyntaxError(*outcome[1:])
+        if kind == "failed":
+            raise _update_failure(RuntimeError(outcome[1]))
+        if kind == "too_many":
+            raise UpdateTooLarge("the update would add and remove %d quads, more than one update may ([http] "
+                                 "update_max_changes); nothing was changed: split it" % outcome[1])
+        if kind != "changes":
+            raise StoreError("the update could not be computed: %s" % (outcome[1:],))
+        return self.apply_changes(version, read_quads(outcome[1]), read_quads(outcome[2]), set(outcome[3]))
+
+    def apply_changes(self, version: int, removed: list[ox.Quad], added: list[ox.Quad], graphs: set[str]) -> int:
+        """Remove and add these quads, the background's named graphs becoming `graphs`, as one
+        change; BackgroundChanged when the background is not at `version` any more, and
+        ReservedGraphError, with nothing changed, when a quad added is in a stream element's
+        graph or one the engine reserves. Returns the number of quads changed."""
+        with self.changing(), self.store.lock:
+            if self.version != version:
+                raise BackgroundChanged("the background changed while the update was computed")
+            for graph in {q.graph_name for q in added} - {ox.DefaultGraph()}:
                 name = graph.value
                 what = "a stream element" if self.store.is_element(name) else \
                     "reserved by the engine" if is_reserved(name) else None
@@ -159,14 +205,14 @@ class Background:
                     raise ReservedGraphError("the update writes graph <%s>, which is %s; updates change "
                                              "background data only" % (name, what))
             try:
-                for quad in before - after:
+                for quad in removed:
                     self.store.write("remove", quad)
-                for quad in after - before:
-                    self.store.write("add", quad)
+                if added:
+                    self.store.write("extend", added)
             except OSError as e:
                 raise StoreError("store write failed: %s" % e) from e
-            self.names = {q.graph_name.value for q in after if isinstance(q.graph_name, ox.NamedNode)}
-            return len(before ^ after)
+            self.names = set(graphs)
+            return len(removed) + len(added)
 
     def graphs(self) -> list[str]:
         with self.store.lock:

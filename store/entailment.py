@@ -16,6 +16,16 @@ in Python where those tables do not hold (a schema that says something of rdf:ty
 or names blank nodes, an element or background triple that may entail a schema triple), and is
 what the tables are made from.
 
+What entailment may cost is bounded and charged to the query that asks for it: a closure (a
+schema's, or of the elements one evaluation reads) derives at most `max_entailed_triples`
+([engine] max_entailed_triples; ClosureTooLarge beyond, which fails that evaluation), and a
+closure computed in Python looks at the evaluation's budget as it goes (its time limit, its
+query's removal, the engine's stop). Python's closures are computed outside the store's lock,
+so ingestion and /health go on meanwhile; an element whose closure must be computed in Python is
+never closed at its publication (under the lock, on no query's budget) but by the first
+evaluation that reads it. What the store computes (the SPARQL Updates of `_Rules`) is bounded
+before it runs by what the schema's tables can give for the element's triples.
+
 A schema is known by a digest of its triples: closures made under one schema serve every query
 whose background dataset has that schema, and a schema changed by an update gives new closure
 graphs at the next evaluation (the old ones go as soon as no dataset has their schema). A closure
@@ -39,18 +49,18 @@ import pyoxigraph as ox
 
 from rspstar.translator.namespaces import RDF
 
-from .errors import StoreError
+from rspstar.config.schema import default
 from rspstar.translator.vocabulary import CLOSURE_PREFIX
+
+from .errors import StoreError
 
 if TYPE_CHECKING:
     from .writers import StoreWriting
 
 log = logging.getLogger(__name__)
 
-# The most triples one closure may derive (a chain of n subclasses entails n²/2 triples): an
-# element or a schema past it fails the evaluation that reads it, with this error, instead of
-# holding the engine's memory and time.
-MAX_DERIVED = 1_000_000
+# Candidate triples looked at between two looks at the evaluation's budget.
+CHECK_EVERY = 1024
 
 # Evictions (one per stream per retention round) without an evaluation reading a dataset after
 # which its elements are no longer closed as they are published.
@@ -73,17 +83,30 @@ def _resource(term) -> bool:
 
 
 class ClosureTooLarge(StoreError):
-    """A closure past MAX_DERIVED triples."""
+    """A closure past the triples one may derive ([engine] max_entailed_triples)."""
+
+
+def too_large(bound: int, what: str = "a closure") -> ClosureTooLarge:
+    """A chain of n subclasses entails n²/2 triples: past the bound the evaluation that reads it
+    fails with this error, instead of holding the engine's memory and time."""
+    return ClosureTooLarge("RDFS entailment: %s past %d triples, the most one closure may derive ([engine] "
+                           "max_entailed_triples; a schema or an element with chains of subclasses or subproperties "
+                           "that long?)" % (what, bound))
 
 
 class Closure:
     """The closure of a set of triples under rdfs2, 3, 5, 7, 9 and 11, computed once, each
     triple joined with those before it through indexes (semi-naive). Over a `base` closure,
     the triples of the base and their consequences are not derived again: lookups see the base's
-    indexes too, and `derived` holds only what is not in the base."""
+    indexes too, and `derived` holds only what is not in the base. At most `bound` triples are
+    derived (ClosureTooLarge beyond), and `check()` is called every CHECK_EVERY candidates (it
+    raises to stop)."""
 
-    def __init__(self, triples: Iterable[Triple], base: "Closure | None" = None):
+    def __init__(self, triples: Iterable[Triple], base: "Closure | None" = None,
+                 bound: int = default("engine.max_entailed_triples"), check=None):
         self.base = base
+        self.bound = bound
+        self._check = check
         self.derived: set[Triple] = set()
         self._supers_of_class: dict = defaultdict(set)      # C -> {D | C subClassOf D}
         self._subs_of_class: dict = defaultdict(set)        # D -> {C | C subClassOf D}
@@ -112,13 +135,16 @@ class Closure:
 
     def _add(self, triples: Iterable[Triple]) -> None:
         todo = list(triples)
+        check, looked = self._check, 0
         while todo:
             triple = todo.pop()
+            looked += 1
+            if check is not None and looked % CHECK_EVERY == 0:
+                check()
             if triple in self:
                 continue
-            if len(self.derived) >= MAX_DERIVED:
-                raise ClosureTooLarge("RDFS entailment: a closure past %d triples (a schema or an element with "
-                                      "chains of subclasses or subproperties that long?)" % MAX_DERIVED)
+            if len(self.derived) >= self.bound:
+                raise too_large(self.bound)
             self.derived.add(triple)
             self._index(triple)
             todo.extend(self._consequences(triple))
@@ -167,10 +193,11 @@ class Closure:
         return out
 
 
-def element_closure(graph: Iterable[Triple], schema: Closure) -> set[Triple]:
+def element_closure(graph: Iterable[Triple], schema: Closure, bound: int = default("engine.max_entailed_triples"),
+                    check=None) -> set[Triple]:
     """`cl(G ∪ S) − (cl(S) − G)` for an element graph `G`, `schema` being `cl(S)`."""
     graph = set(graph)
-    return graph | Closure(graph, schema).derived
+    return graph | Closure(graph, schema, bound, check).derived
 
 
 def schema_triples(triples: Iterable[Triple]) -> set[Triple]:
@@ -214,17 +241,28 @@ class Entailment:
         self._current: dict[tuple | None, Dataset] = {}  # key -> the latest Dataset made for it
         self._closures: dict[str, dict[str, str]] = {}   # element -> {schema digest: closure graph}
         self.materialised = 0                             # element closures made so far
+        self.deferred = 0                                 # elements left unclosed at their publication
         self._made = 0                                    # names given to closure graphs
         self._making = threading.Lock()                   # held while a dataset is made
+        # The most triples one closure may derive where no evaluation's limits say otherwise
+        # (the engine sets its [engine] max_entailed_triples here).
+        self.max_derived = default("engine.max_entailed_triples")
+
+    def _limits(self, budget) -> tuple[int, object]:
+        """(the most triples a closure may derive, what to call to look at the budget) for the
+        evaluation whose budget (store.limits.Budget) this is, or for none."""
+        bound = getattr(getattr(budget, "limits", None), "max_entailed", None) or self.max_derived
+        return bound, (budget.check if budget is not None else None)
 
     # -- datasets ------------------------------------------------------------------------------
-    def dataset(self, from_graphs: list[str] | None) -> Dataset:
+    def dataset(self, from_graphs: list[str] | None, budget=None) -> Dataset:
         """The dataset of a query with these FROM graphs (None: the background default graph),
         made again when the background changed since it was last made (an evaluation holds
-        the background, so it does not change meanwhile). One is made at a time, without
-        holding the store but to write: ingestion goes on."""
+        the background, so it does not change meanwhile), within `budget`'s limits. One is made
+        at a time, without holding the store but to write: ingestion goes on."""
         key = tuple(from_graphs) if from_graphs else None
         store = self.store
+        bound, check = self._limits(budget)
         with self._making:
             with store.lock:
                 version = (key, store.background.version, id(store.oxigraph))
@@ -240,11 +278,12 @@ class Entailment:
             s = {(q.subject, q.predicate, q.object) for g in graphs for p in SCHEMA_PREDICATES
                  for q in oxigraph.quads_for_pattern(None, p, None, g)}
             digest = digest_of(s)
-            reuse = previous is not None and previous.digest == digest
-            schema = previous.schema if reuse else Closure(s)
+            reuse = previous is not None and previous.digest == digest and len(previous.schema.derived) <= bound
+            schema = previous.schema if reuse else Closure(s, bound=bound, check=check)
             dataset = Dataset(key, digest, schema, graphs + [name], previous._rules if reuse else None)
             rules = dataset.rules()
-            if rules is not None and not self._states_schema(graphs, rules):
+            if rules is not None and not self._states_schema(graphs, rules) and \
+                    rules.estimate(self._background_counts(graphs)) <= bound:
                 # cl(B) − B made in the store: cl(S), then what B's other triples entail, less B.
                 with store.lock:
                     store.write("extend", [ox.Quad(s_, p, o, name) for s_, p, o in schema.triples])
@@ -252,7 +291,7 @@ class Entailment:
             else:
                 b = {(q.subject, q.predicate, q.object) for g in graphs
                      for q in oxigraph.quads_for_pattern(None, None, None, g)}
-                inferred = (Closure(b, schema).derived | schema.derived) - b
+                inferred = (Closure(b, schema, bound, check).derived | schema.derived) - b
                 with store.lock:
                     store.write("extend", [ox.Quad(s_, p, o, name) for s_, p, o in inferred])
             with store.lock:
@@ -275,6 +314,12 @@ class Entailment:
             "GRAPH ?b { ?s ?p ?o } VALUES ?b { %s }" % " ".join(map(str, graphs))
         return bool(self.store.oxigraph.query("ASK { %s VALUES ?p { %s } }" % (where, others)))
 
+    def _background_counts(self, graphs: list) -> "Counts":
+        """The background's triples counted by predicate and its types by class."""
+        where = "?s ?p ?o" if graphs == [ox.DefaultGraph()] else \
+            "GRAPH ?b { ?s ?p ?o } VALUES ?b { %s }" % " ".join(map(str, graphs))
+        return _counts(self.store.oxigraph, where, None)[None]
+
     def _drop_unused(self, previous: Dataset) -> None:
         """Remove what only `previous` (replaced by a newer dataset of its key) used: its
         background closure graph and, when no dataset has its schema any more, the closures
@@ -290,15 +335,17 @@ class Entailment:
                     self.store.write("remove_graph", ox.NamedNode(graph))
             self._closures = {e: c for e, c in self._closures.items() if c}
 
-    def schema_digest(self, from_graphs: list[str] | None) -> str:
-        return self.dataset(from_graphs).digest
+    def schema_digest(self, from_graphs: list[str] | None, budget=None) -> str:
+        return self.dataset(from_graphs, budget).digest
 
     # -- element closures ------------------------------------------------------------------------
-    def closures(self, dataset: Dataset, elements: Iterable[str]) -> dict[str, str]:
+    def closures(self, dataset: Dataset, elements: Iterable[str], budget=None) -> dict[str, str]:
         """The closure graph of each element under `dataset`'s schema, materialising the ones
-        not made yet (under the store's lock, so that an eviction cannot come in between)."""
+        not made yet within `budget`'s limits: what the store computes under its lock (so that an
+        eviction cannot come in between), what Python computes outside it."""
         store = self.store
         digest = dataset.digest
+        bound, check = self._limits(budget)
         with store.lock:
             found: dict[str, str] = {}
             missing: list[str] = []
@@ -310,35 +357,69 @@ class Entailment:
                     missing.append(element)
                 else:       # evicted: matches nothing, as its own graph would
                     found[element] = CLOSURE_PREFIX + "evicted"
-            if missing:
-                found.update(self._materialise(dataset, missing))
+            if not missing:
+                return found
+            alone = self._materialise(dataset, missing, bound, found)
+            graphs = {e: [(q.subject, q.predicate, q.object)
+                          for q in store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(e))] for e in alone}
+        # Closed in Python outside the lock, within the evaluation's limits; written after.
+        derived = 0
+        closed = {}
+        try:
+            for element, triples in graphs.items():
+                closed[element] = element_closure(triples, dataset.schema, bound - derived, check)
+                derived += len(closed[element]) - len(triples)
+        except ClosureTooLarge:
+            raise too_large(bound, "the closures of the elements one evaluation reads") from None
+        with store.lock:
+            for element, closure in closed.items():
+                made = self._closures.get(element, {}).get(digest)
+                if made is not None:                # another evaluation closed it meanwhile
+                    found[element] = made
+                    continue
+                if not store.is_element(element):   # evicted meanwhile
+                    found[element] = CLOSURE_PREFIX + "evicted"
+                    continue
+                found[element] = self._register(element, digest)
+                target = ox.NamedNode(found[element])
+                store.write("extend", [ox.Quad(s_, p, o, target) for s_, p, o in closure])
+                self.materialised += 1
         return found
 
-    def _materialise(self, dataset: Dataset, elements: list[str]) -> dict[str, str]:
+    def _register(self, element: str, digest: str) -> str:
+        self._made += 1
+        name = "%s%d" % (CLOSURE_PREFIX, self._made)
+        self._closures.setdefault(element, {})[digest] = name
+        return name
+
+    def _materialise(self, dataset: Dataset, elements: list[str], bound: int, found: dict[str, str]) -> list[str]:
+        """Close in the store, by the schema's tables, the elements that allow it (under the
+        store's lock) into `found`; returns the others, to be closed in Python: those that may
+        entail a schema triple, and those whose closure the tables could make larger than
+        `bound` (Python stops at the bound exactly)."""
         if not elements:
-            return {}
-        names = {}
-        for element in elements:
-            self._made += 1
-            names[element] = "%s%d" % (CLOSURE_PREFIX, self._made)
+            return []
         rules = dataset.rules()
         alone = set(elements) if rules is None else self._reading_schema(elements, rules)
-        # Closed in Python first: a closure past its limit raises before anything is written.
-        quads: list[ox.Quad] = []
-        for element in alone:
-            graph = self.store.oxigraph.quads_for_pattern(None, None, None, ox.NamedNode(element))
-            target = ox.NamedNode(names[element])
-            closure = element_closure([(q.subject, q.predicate, q.object) for q in graph], dataset.schema)
-            quads += [ox.Quad(s, p, o, target) for s, p, o in closure]
         in_store = [e for e in elements if e not in alone]
         if in_store:
+            counts = _counts(self.store.oxigraph, "VALUES ?g { %s } GRAPH ?g { ?s ?p ?o }"
+                             % " ".join("<%s>" % e for e in in_store), "g")
+            total, kept = 0, []
+            for element in in_store:
+                estimate = rules.estimate(counts.get(element, Counts()))
+                if total + estimate > bound:
+                    alone.add(element)
+                else:
+                    total += estimate
+                    kept.append(element)
+            in_store = kept
+        if in_store:
+            names = {element: self._register(element, dataset.digest) for element in in_store}
             self.store.write("update", rules.update(in_store, names))
-        if quads:
-            self.store.write("extend", quads)
-        for element in elements:
-            self._closures.setdefault(element, {})[dataset.digest] = names[element]
-        self.materialised += len(elements)
-        return names
+            found.update(names)
+            self.materialised += len(in_store)
+        return [e for e in elements if e in alone]
 
     def _reading_schema(self, elements: list[str], rules: "_Rules") -> set[str]:
         """The elements holding a triple that may entail a schema triple: closed in Python."""
@@ -351,11 +432,17 @@ class Entailment:
         """Elements just published (the store's lock is held): closed at once under the schema
         of each dataset an evaluation has read since the previous eviction, so that the
         evaluations find their closures made (materialising at ingestion); the others are
-        closed when an evaluation first reads them."""
+        closed when an evaluation first reads them, and so are the elements whose closure is
+        computed in Python (on the budget of the evaluation that reads them, not under the
+        store's lock here)."""
         for dataset in list(self._current.values()):
             if dataset.eager and elements:
                 try:
-                    self._materialise(dataset, [e for e in elements if dataset.digest not in self._closures.get(e, ())])
+                    found: dict[str, str] = {}
+                    left = self._materialise(
+                        dataset, [e for e in elements if dataset.digest not in self._closures.get(e, ())],
+                        self.max_derived, found)
+                    self.deferred += len(left)
                 except Exception:   # ingestion goes on: the evaluation that reads them meets the error
                     log.exception("RDFS entailment: elements not closed as they were published")
 
@@ -378,6 +465,34 @@ class Entailment:
         """How many closure graphs are kept."""
         with self.store.lock:
             return sum(len(c) for c in self._closures.values())
+
+
+@dataclass
+class Counts:
+    """An element's (or the background's) triples counted by predicate, and its rdf:type
+    triples by class."""
+    predicates: dict = None
+    types: dict = None
+
+    def __post_init__(self):
+        self.predicates = self.predicates or {}
+        self.types = self.types or {}
+
+
+def _counts(store: ox.Store, where: str, graph: str | None) -> dict:
+    """Counts per binding of ?`graph` (None: one for all) of the triples `where` matches."""
+    by = "?%s " % graph if graph else ""
+    found: dict = {}
+    for solution in store.query("SELECT %s?p (COUNT(*) AS ?n) WHERE { %s } GROUP BY %s?p" % (by, where, by)):
+        counts = found.setdefault(solution[graph].value if graph else None, Counts())
+        counts.predicates[solution["p"]] = int(solution["n"].value)
+    types = where.replace("?s ?p ?o", "?s a ?o")
+    for solution in store.query("SELECT %s?o (COUNT(*) AS ?n) WHERE { %s } GROUP BY %s?o" % (by, types, by)):
+        counts = found.setdefault(solution[graph].value if graph else None, Counts())
+        counts.types[solution["o"]] = int(solution["n"].value)
+    if not graph:
+        found.setdefault(None, Counts())
+    return found
 
 
 class _Rules:
@@ -425,6 +540,29 @@ class _Rules:
              sub_pairs),
         ]
         self._excluded = excluded
+        # What the tables give per triple, for `estimate`.
+        self._fan: dict = defaultdict(int)          # predicate -> rows of tables 0-2 it joins
+        self._typing: dict = defaultdict(int)       # predicate -> type triples it entails (tables 1-2)
+        for p, _ in sup_pairs:
+            self._fan[p] += 1
+        for p, _ in x_types + y_types:
+            self._fan[p] += 1
+            self._typing[p] += 1
+        self._supers: dict = defaultdict(int)       # class -> its superclasses (table 3)
+        for c, _ in sub_pairs:
+            self._supers[c] += 1
+        self._most_supers = max(self._supers.values(), default=0)
+
+    def estimate(self, counts: "Counts") -> int:
+        """The most rows the tables' updates can make of triples counted so (an element's, or
+        the background's): each triple copied, joined with its predicate's rows, each type
+        triple stated or entailed with its class's superclasses."""
+        rows = 0
+        for p, n in counts.predicates.items():
+            rows += n * (1 + self._fan.get(p, 0) + self._typing.get(p, 0) * self._most_supers)
+        for c, n in counts.types.items():
+            rows += n * self._supers.get(c, 0)
+        return rows
 
     def affecting_others(self) -> str:
         """The properties other than the schema's own whose triples entail schema triples."""

@@ -74,3 +74,15 @@ class ResultTooLarge(EvaluationStopped):
 
 class EvaluationCancelled(EvaluationStopped):
     """The query was removed while its evaluation ran."""
+
+
+class EvaluationOverMemory(EvaluationStopped):
+    """An evaluation took more memory than a worker process may ([engine] worker_memory)."""
+
+
+class UpdateTooLarge(StoreError):
+    """A SPARQL Update that would add and remove more quads than one update may ([http] update_max_changes)."""
+
+
+class BackgroundChanged(StoreError):
+    """The background changed while an update was computed over it: it is computed again."""

@@ -23,6 +23,9 @@ class Generations:
         self._generation = 0
         self.current = self._open() if path else ox.Store()
         self._journal: list | None = None         # writes made while a rebuild copies
+        # Writes applied so far: a read-only view opened after the nth write holds all n
+        # (store/isolation.py keeps a view while this stays the same).
+        self.writes = 0
         # Held by every write and by a rebuild's snapshot and switch: a write that runs without
         # its owner's lock (a replay writing a document part by part) still lands in the store
         # a rebuild copies, or in its journal.
@@ -42,7 +45,10 @@ class Generations:
     def write(self, operation: str, *args) -> None:
         """Apply a write and journal it while a rebuild copies."""
         with self._writing:
-            _apply(self.current, operation, args)
+            try:
+                _apply(self.current, operation, args)
+            finally:
+                self.writes += 1
             if self._journal is not None:
                 self._journal.append((operation, args))
 

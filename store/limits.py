@@ -12,17 +12,24 @@ evaluation is stopped in one of two places:
   as they come and the clock is looked at every CHECK_EVERY of them, so a result past the bound
   is never materialised and a time limit is kept to the next solution;
 - in a worker process over a read-only view of the on-disk store (`store.isolation`), which is
-  killed at the time limit or when the query is removed: its CPU and memory go at once, whatever
-  Oxigraph was doing.
+  killed at the time limit, when the query is removed, when the engine stops, or past the
+  memory a worker may take: its CPU and memory go at once, whatever Oxigraph was doing.
 
-A worker costs a read-only opening of the store per evaluation, far more than most evaluations
-(docs/running.md gives the measurements), so a query's evaluations go to one only while it has
-not shown that its input is safe on a thread: its first evaluations (probation), an input more
-than GROWTH times the largest one it was evaluated on within TRUST_SHARE of the limit, and after
-an evaluation that came near the limit.
+A server (`isolate_evaluations = always`, the default) evaluates every call in a worker,
+whatever the query's age: a query proven cheap can be handed an element that makes it run away
+(a property path over a long chain), and only a process can be stopped inside one Oxigraph call
+and held to a memory bound. The read-only view a worker evaluates over is kept while the store
+is not written, so the evaluations of one micro-batch share its opening (store.isolation). Under
+`new` only the calls of a query that has not shown its input is safe go to a worker: its first
+evaluations (probation), an input more than GROWTH times the largest one it was evaluated on
+within TRUST_SHARE of the limit, and after an evaluation that came near the limit; the others
+run on the engine's threads, faster and unbounded inside one call. Either way a query not
+proven yet (`on_probation`) is evaluated apart from the others by the scheduler, so that
+queries that may run away wait for each other and not for the rest.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -35,7 +42,7 @@ CHECK_EVERY = 256
 TRUST_SHARE = 0.25
 # An input more than this many times the largest proven one is evaluated in a worker again.
 GROWTH = 2
-ISOLATION = ("new", "always", "never")
+ISOLATION = ("always", "new", "never")
 
 
 def too_large(bound: int) -> ResultTooLarge:
@@ -48,7 +55,8 @@ class EvaluationLimits:
     """The engine's limits ([engine] evaluation_timeout, max_result_rows, isolate_evaluations)."""
     timeout: float | None = None        # seconds one evaluation may run (None: no limit)
     max_rows: int | None = None         # rows or triples one evaluation may produce (None: no bound)
-    isolation: str = "new"              # new | always | never: which evaluations run in a worker process
+    isolation: str = "always"           # always | new | never: which evaluations run in a worker process
+    max_entailed: int | None = None     # triples one RDFS closure may derive (None: the store's own bound)
 
     def timeout_text(self) -> str:
         return "the evaluation ran past the time limit of %g s ([engine] evaluation_timeout) and was stopped" \
@@ -74,6 +82,15 @@ class Budget:
     @property
     def cancelled(self) -> bool:
         return self._scope.cancelled
+
+    @contextlib.contextmanager
+    def waiting(self, held):
+        """Hold the context manager `held` (a lock), its acquisition not counted as the
+        evaluation's time (another evaluation, or a change of the background, holds it)."""
+        started = self.monotonic()
+        with held:
+            self.waited += self.monotonic() - started
+            yield
 
     def elapsed(self) -> float:
         return self.monotonic() - self.started - self.waited
@@ -149,6 +166,11 @@ class EvaluationScope:
         return self.workers is not None and self.limits.timeout is not None and self.limits.isolation != "never"
 
     def on_probation(self) -> bool:
+        """Whether the query has not shown yet that its evaluations stay well within the limit
+        (the scheduler runs it apart from the proven ones)."""
+        return self.can_isolate() and self.proven is None
+
+    def isolated(self) -> bool:
         """Whether the query's next evaluation goes to a worker process whatever its input."""
         return self.can_isolate() and (self.limits.isolation == "always" or self.proven is None)
 
@@ -156,14 +178,17 @@ class EvaluationScope:
         """Whether a call over `inputs` elements runs in a worker process."""
         if not self.can_isolate():
             return False
-        return self.on_probation() or inputs > GROWTH * self.proven
+        return self.isolated() or inputs > GROWTH * self.proven
 
     def record(self, inputs: int, seconds: float) -> None:
         """A call over `inputs` elements ended after `seconds`: within TRUST_SHARE of the
-        limit it proves that input; a call that took longer sends the query back to probation."""
+        limit it proves that input; under `new` a call that took longer sends the query back to
+        probation (its next calls must be killable again). Under `always` every call is
+        killable already: a slow one leaves a proven query where it is, and an evaluation past
+        the limit fails it."""
         if self.limits.timeout is None:
             return
         if seconds <= TRUST_SHARE * self.limits.timeout:
             self.proven = inputs if self.proven is None else max(self.proven, inputs)
-        else:
+        elif self.limits.isolation != "always":
             self.proven = None

@@ -174,6 +174,13 @@ class StreamStore:
         with self._lock:
             return self.generations.location()
 
+    def view_key(self) -> tuple[str, int] | None:
+        """Where the live Oxigraph store is on disk and how many writes it has taken (None in
+        memory): a read-only view opened after this was read holds every one of them."""
+        with self._lock:
+            location = self.generations.location()
+            return None if location is None else (location, self.generations.writes)
+
     def disk_bytes(self) -> int:
         return self.generations.disk_bytes()
 
@@ -507,13 +514,14 @@ class StreamStore:
         with self.background.reading():
             closures = None
             default_graph = template.default_graph
-            if template.entailment:
-                dataset = self.entailment.dataset(template.default_graph)
-                closures = self.entailment.closures(dataset, (e for graphs in elements.values() for e in graphs))
+            budget = scope.budget if scope is not None else None
+            if template.entailment:     # closed within the evaluation's limits, on its time
+                dataset = self.entailment.dataset(template.default_graph, budget)
+                closures = self.entailment.closures(dataset, (e for graphs in elements.values() for e in graphs),
+                                                    budget)
                 default_graph = dataset.default_graph
             rewritten = template.instantiate(elements, self.background.graphs(), closures)
             rewritten.default_graph = default_graph
-            budget = scope.budget if scope is not None else None
             if budget is None:
                 if not template.calls_rspu:
                     return convert(self.query(rewritten.text, rewritten.default_graph))
@@ -521,10 +529,10 @@ class StreamStore:
                 functions.begin_evaluation()
                 return convert(self.query(rewritten.text, rewritten.default_graph, table))
             inputs = sum(len(names) for names in elements.values())
-            path = self.generation_path()
+            key = self.view_key()
             started = budget.elapsed()          # less the time spent waiting for a worker process
-            if path is not None and scope.isolates(inputs):
-                value = self._evaluate_isolated(path, rewritten, template.calls_rspu, functions, convert, scope, share)
+            if key is not None and scope.isolates(inputs):
+                value = self._evaluate_isolated(key, rewritten, template.calls_rspu, functions, convert, scope, share)
             else:
                 value = self._evaluate_guarded(rewritten, template.calls_rspu, functions, convert, budget, share)
             scope.record(inputs, budget.elapsed() - started)
@@ -549,19 +557,20 @@ class StreamStore:
             del result, guarded     # dropped here, on the thread that made them
         return value
 
-    def _evaluate_isolated(self, path: str, rewritten, calls_rspu: bool, functions, convert, scope, share: int):
-        """In a worker process over a read-only view of this store: killed at the time limit or
-        the query's removal."""
+    def _evaluate_isolated(self, key: tuple[str, int], rewritten, calls_rspu: bool, functions, convert, scope,
+                           share: int):
+        """In a worker process over a read-only view of this store (as of `key`, view_key):
+        killed at the time limit, the query's removal, the engine's stop or past its memory."""
         budget = scope.budget
         bound = budget.rows_left(share)
         call = IsolatedCall(rewritten.text, IsolatedCall.graph_names(rewritten.default_graph),
                             tuple(rewritten.fused_functions) if calls_rspu else None,
                             functions.cache_enabled, bound)
         for _ in range(READ_ONLY_ATTEMPTS):
-            outcome = scope.workers.run(path, call, budget)
+            outcome = scope.workers.run(key[0], call, budget, key[1])
             if outcome[0] != "unreadable":
                 break
-            path = self.generation_path() or path   # a rebuild may have switched generations
+            key = self.view_key() or key    # a rebuild may have switched generations
         functions.counts.calls += outcome[-2]
         functions.counts.computed += outcome[-1]
         kind = outcome[0]
@@ -605,5 +614,26 @@ class ScopedStore:
     def evaluate(self, template, elements: dict[str, list[str]], functions, convert, share: int = 1):
         return self._store.evaluate(template, elements, functions, convert, self.scope, share)
 
+    @property
+    def entailment(self) -> "ScopedEntailment":
+        return ScopedEntailment(self._store.entailment, self.scope)
+
     def result_bound(self) -> int | None:
         return self.scope.limits.max_rows
+
+
+class ScopedEntailment:
+    """A store's entailment seen by one query's evaluator: what it computes is charged to the
+    evaluation running (store.entailment)."""
+
+    __slots__ = ("_entailment", "_scope")
+
+    def __init__(self, entailment: Entailment, scope: EvaluationScope):
+        self._entailment = entailment
+        self._scope = scope
+
+    def __getattr__(self, name):
+        return getattr(self._entailment, name)
+
+    def schema_digest(self, from_graphs: list[str] | None) -> str:
+        return self._entailment.schema_digest(from_graphs, self._scope.budget)

@@ -5,32 +5,56 @@ connection closes.
 What runs in a worker can take its process down (a parser's stack, a runaway evaluation) or
 must be stoppable at a time limit: the caller kills the worker, and a replacement starts on a
 thread of its own, so a caller that had to stop a worker does not wait for the new one. The
-continuous evaluations (store/isolation.py) and the `/sparql` queries (endpoint/adhoc.py) each
-keep a pool.
+continuous evaluations (store/isolation.py) and the `/sparql` queries and `/update` updates
+(endpoint/adhoc.py) each keep a pool.
+
+A worker's memory is bounded two ways: the caller, waiting for an answer in slices of
+POLL_SECONDS, reads the worker's resident memory between slices and kills it past the pool's
+`memory_limit` (WorkerOverMemory); and the worker's own data segment is limited
+(RLIMIT_DATA) to BACKSTOP_FACTOR times that plus BACKSTOP_SLACK, so that an allocation faster
+than the caller looks ends the worker (its allocator fails) instead of the machine's memory.
+An answer is read only up to the pool's `answer_limit` bytes (AnswerTooLarge beyond): whatever
+a worker computed, the engine's process never holds more than that of it.
 """
 from __future__ import annotations
 
 import logging
 import multiprocessing
 import os
+import pickle
 import queue
+import resource
 import signal
 import threading
 from typing import Callable
 
 log = logging.getLogger(__name__)
 WORKER_START_SECONDS = 120.0
+# How often a caller waiting for an answer looks at its limits and at the worker's memory.
+POLL_SECONDS = 0.05
+# The worker's data segment may reach this many times the memory limit, plus this much, before
+# its allocations fail (what a Python interpreter with Oxigraph maps beyond what it touches).
+BACKSTOP_FACTOR = 2
+BACKSTOP_SLACK = 512 << 20
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
-def _serve(connection, handler: Callable, niceness: int) -> None:
+def _serve(connection, handler: Callable, niceness: int, memory_limit: int | None = None) -> None:
     """A worker process: say it is ready, then answer each message with `handler(*message)`
     until the connection closes. Ctrl-C reaches the whole process group: the pool's owner
     stops its workers itself, so a worker ignores it (no traceback of its own)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     if niceness:
         try:
             os.nice(niceness)
         except OSError:
+            pass
+    if memory_limit:
+        backstop = BACKSTOP_FACTOR * memory_limit + BACKSTOP_SLACK
+        try:
+            resource.setrlimit(resource.RLIMIT_DATA, (backstop, backstop))
+        except (ValueError, OSError):       # a lower hard limit of the system's stands
             pass
     connection.send("ready")
     while True:
@@ -44,9 +68,10 @@ def _serve(connection, handler: Callable, niceness: int) -> None:
 class WorkerProcess:
     """One worker: its process and the engine's end of its connection."""
 
-    def __init__(self, context, handler: Callable, name: str, niceness: int):
+    def __init__(self, context, handler: Callable, name: str, niceness: int, memory_limit: int | None = None):
         self.connection, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child, handler, niceness), daemon=True, name=name)
+        self.process = context.Process(target=_serve, args=(child, handler, niceness, memory_limit), daemon=True,
+                                       name=name)
         self.process.start()
         child.close()
         self._killed = threading.Lock()
@@ -58,6 +83,14 @@ class WorkerProcess:
             return self.connection.poll(timeout) and self.connection.recv() == "ready"
         except (EOFError, OSError):
             return False
+
+    def rss(self) -> int:
+        """The process's resident memory in bytes (0 once it has ended)."""
+        try:
+            with open("/proc/%d/statm" % self.process.pid, "rb") as statm:
+                return int(statm.read().split()[1]) * _PAGE
+        except (OSError, ValueError, IndexError, TypeError):
+            return 0
 
     def kill(self) -> None:
         if not self._killed.acquire(blocking=False):
@@ -76,16 +109,40 @@ class WorkerLost(Exception):
         self.exitcode, self.closed = exitcode, closed
 
 
-class WorkerPool:
-    """`size` workers answering with `handler` (a module-level function: it is sent to each
-    spawned process by name), started by `start()`."""
+class WorkerOverMemory(Exception):
+    """A worker's resident memory passed the pool's limit: it was killed."""
 
-    def __init__(self, size: int, handler: Callable, name: str, niceness: int = 0):
+    def __init__(self, rss: int, limit: int):
+        super().__init__("%d MiB, past %d MiB" % (rss >> 20, limit >> 20))
+        self.rss, self.limit = rss, limit
+
+
+class AnswerTooLarge(Exception):
+    """A worker's answer was longer than the pool reads: it was killed."""
+
+    def __init__(self, limit: int):
+        super().__init__("an answer past %d bytes" % limit)
+        self.limit = limit
+
+
+class WorkerPool:
+    """`size` workers answering with `handler` (a module-level function or an instance of a
+    module-level class: it is sent to each spawned process), started by `start()`; each worker
+    within `memory_limit` bytes of resident memory and its answers within `answer_limit` bytes
+    (None: no bound)."""
+
+    def __init__(self, size: int, handler: Callable, name: str, niceness: int = 0,
+                 memory_limit: int | None = None, answer_limit: int | None = None):
         self.size = size
+        self.memory_limit = memory_limit
+        self.answer_limit = answer_limit
+        self.over_memory = 0                # workers killed past memory_limit
         self._handler, self._name, self._niceness = handler, name, niceness
         self._context = multiprocessing.get_context("spawn")
         self._lock = threading.Lock()
-        self._idle: queue.Queue[WorkerProcess | None] = queue.Queue()
+        # The worker given back last is taken first: what it keeps between calls (a view of the
+        # store) is the most likely to serve the next one.
+        self._idle: queue.LifoQueue[WorkerProcess | None] = queue.LifoQueue()
         self._all: set[WorkerProcess] = set()
         self._started = False
         self.closed = False
@@ -118,14 +175,29 @@ class WorkerPool:
     def give_back(self, worker: WorkerProcess) -> None:
         self._idle.put(worker)
 
-    def ask(self, worker: WorkerProcess, message: tuple, wait: Callable) -> object:
-        """`worker`'s answer to `message`, the worker given back. `wait(connection)` returns
-        once the answer is there, or raises to stop the worker: it is killed and replaced, and
-        the exception goes on. WorkerLost when the worker's process ended or the pool closed."""
+    def ask(self, worker: WorkerProcess, message: tuple, check: Callable[[], None]) -> object:
+        """`worker`'s answer to `message`, the worker given back. While it works, `check()` is
+        called every POLL_SECONDS and may raise to stop it; past the memory limit it is stopped
+        with WorkerOverMemory, an answer past the answer limit with AnswerTooLarge: the worker is
+        killed and replaced, and the exception goes on. WorkerLost when the worker's process
+        ended or the pool closed."""
+        connection = worker.connection
         try:
-            worker.connection.send(message)
-            wait(worker.connection)
-            answer = worker.connection.recv()
+            connection.send(message)
+            while not connection.poll(POLL_SECONDS):
+                check()
+                if self.memory_limit is not None:
+                    rss = worker.rss()
+                    if rss > self.memory_limit:
+                        with self._lock:
+                            self.over_memory += 1
+                        raise WorkerOverMemory(rss, self.memory_limit)
+            try:
+                answer = pickle.loads(connection.recv_bytes(self.answer_limit))
+            except OSError:
+                if self.answer_limit is not None and worker.process.is_alive() and not self.closed:
+                    raise AnswerTooLarge(self.answer_limit) from None
+                raise
         except (EOFError, OSError):
             if self.closed:
                 raise WorkerLost(None, closed=True) from None
@@ -157,7 +229,7 @@ class WorkerPool:
         self._idle.put(None)
 
     def _add(self) -> None:
-        worker = WorkerProcess(self._context, self._handler, self._name, self._niceness)
+        worker = WorkerProcess(self._context, self._handler, self._name, self._niceness, self.memory_limit)
         with self._lock:
             if self.closed:
                 worker.kill()

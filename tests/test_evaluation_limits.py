@@ -193,7 +193,8 @@ def on_disk(tmp_path, workers, start=T0, **config):
 @pytest.mark.slow
 def test_a_runaway_in_a_worker_process_is_killed_at_the_time_limit(tmp_path, workers):
     store, engine = on_disk(tmp_path, workers, evaluation_timeout=1 * S)
-    # A cheap query: proven on a worker at its first evaluation, then evaluated on a thread.
+    # A cheap query: proven on a worker at its first evaluation (it then leaves probation; its
+    # evaluations stay in workers, isolate_evaluations = always).
     engine.register(CHEAP, "cheap")
     feed(store, "t", 3, T0 + 10 * S)
     engine.clock.set(T0 + 10 * S)
@@ -217,7 +218,7 @@ def test_a_runaway_in_a_worker_process_is_killed_at_the_time_limit(tmp_path, wor
     assert not processes[gone].is_alive()
     feed(store, "t", 3, T0 + 20 * S, tag="t2-", at=T0 + 10 * S)
     engine.run_query("cheap")
-    assert workers.calls == calls + 2 and engine.get("cheap").status.evaluations == 2
+    assert workers.calls == calls + 3 and engine.get("cheap").status.evaluations == 2
     assert engine.get("cheap").history.since()[-1]["bindings"]
 
 
@@ -241,15 +242,15 @@ def test_removing_a_query_kills_the_worker_process_evaluating_it(tmp_path, worke
 
 @pytest.mark.slow
 def test_a_query_goes_back_to_a_worker_when_its_input_outgrows_what_it_was_proven_on(tmp_path, workers):
-    store, engine = on_disk(tmp_path, workers)
+    store, engine = on_disk(tmp_path, workers, isolate_evaluations="new")
     registered = engine.register(CHEAP, "q")
     # The evaluations sent to a worker that read the store: a view that met a file the store's
     # compaction had just replaced is sent again, which is not an evaluation of its own.
     sent = []
     run = workers.run
 
-    def spy(path, call, budget):
-        outcome = run(path, call, budget)
+    def spy(path, call, budget, writes=None):
+        outcome = run(path, call, budget, writes)
         if outcome[0] != "unreadable":
             sent.append(outcome[0])
         return outcome

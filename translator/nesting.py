@@ -14,6 +14,14 @@ column; no bracket nests deeper than MAX_NESTING either. The costs are Oxigraph'
 (tests/parser_stack.py) and kept with their margin in tests/test_parser_limits.py, which also
 proves the budget against the stack of the threads that parse.
 
+Nesting costs time too: Oxigraph plans an OPTIONAL nested in others in time that doubles with
+each level (two sibling chains of OPTIONALs 20 deep sharing a variable plan for seconds, 36 of
+them for minutes, inside `query()`, where nothing can stop it). So the same pass adds up what
+each OPTIONAL costs the planner, 2**k for one nested k deep (counting itself), and refuses the
+text at the OPTIONAL that takes it past PLANNING_BUDGET: what the budget lets through plans
+within a fraction of a second (bench/out/NOTES.md#planning-nested-optionals), and real queries
+(OPTIONALs a few levels deep) spend a few hundredths of it.
+
 Three languages are read:
 - "sparql" (queries, updates, RSP-QL* and its dialects): brackets, operators, keywords and
   triple patterns as above. What is data to Oxigraph (INSERT DATA, update and CONSTRUCT
@@ -36,6 +44,10 @@ MAX_NESTING = 128
 # of a registered query adds, REWRITE_ALLOWANCE): far below any thread's, whatever the mix.
 STACK_BUDGET = 256 << 10
 REWRITE_ALLOWANCE = 64 << 10
+# What the OPTIONALs of a query or an update may cost Oxigraph's planner, in units of one
+# OPTIONAL at the top level costing 2 (one nested k deep costs 2**k): one chain 15 deep, two
+# 14 deep, sixty 8 deep (bench/out/NOTES.md#planning-nested-optionals).
+PLANNING_BUDGET = 1 << 16
 
 # Strings, long and short, double and single quoted, with their loops unrolled: a run of plain
 # characters, then (an escape or a lone quote and another run) repeated. They match the texts
@@ -119,7 +131,8 @@ def check_nesting(text: str | bytes, limit: int = MAX_NESTING, language: str = "
     and chained past `budget` bytes of stack, with its line and column (for bytes, the column
     counts bytes)."""
     if language == "sparql":
-        _sparql_cost(text.decode("utf-8", "replace") if isinstance(text, bytes) else text, limit, budget)
+        _sparql_cost(text.decode("utf-8", "replace") if isinstance(text, bytes) else text, limit, budget,
+                     PLANNING_BUDGET)
     elif language == "xml":
         _check_xml(text.decode("utf-8", "replace") if isinstance(text, bytes) else text, limit)
     else:
@@ -130,6 +143,14 @@ def stack_cost(text: str) -> int:
     """The bytes of stack the costliest path through a SPARQL text is counted to take, as
     check_nesting counts them (whatever the budget)."""
     return _sparql_cost(text, 1 << 30, 1 << 62)
+
+
+def planning_cost(text: str) -> int:
+    """What the OPTIONALs of a SPARQL text are counted to cost Oxigraph's planner, as
+    check_nesting counts it (whatever the budget): 2**k for each, nested k deep."""
+    costs = [0]
+    _sparql_cost(text, 1 << 30, 1 << 62, 1 << 62, costs)
+    return costs[0]
 
 
 def _refuse(text, at: int, message: str) -> None:
@@ -170,14 +191,20 @@ def _check_xml(text: str, limit: int) -> None:
                 _refuse(text, token.start(), "elements nested deeper than %d levels: not parsed" % limit)
 
 
-def _sparql_cost(text: str, limit: int, budget: int) -> int:
+def _sparql_cost(text: str, limit: int, budget: int, planning_budget: int = 1 << 62,
+                 planning: list | None = None) -> int:
     """The costliest path through the text, in bytes of stack: a frame (a bracket and what it
     holds) costs its opening, what is chained directly in it, and its costliest child frame.
     Refused at the first token past which the text cannot stay within `budget`: the open frames'
-    costs so far plus the costliest closed child of the innermost one only grow."""
+    costs so far plus the costliest closed child of the innermost one only grow. The OPTIONALs'
+    planning cost is added up as they open, and refused past `planning_budget` (into
+    `planning[0]` when given)."""
     kinds = [_ROOT]          # per open frame: its kind,
     spent = [0]              # its opening and what is chained in it so far,
     deepest = [0]            # and its costliest closed child
+    optionals = [0]          # per open frame: the OPTIONALs enclosing it
+    planned = 0              # the OPTIONALs' planning cost so far
+    optional_next = False    # the next `{` opens an OPTIONAL's group
     path = 0                 # the sum of `spent` over the open frames
     data_next = False        # the next `{` holds data (INSERT DATA, a template, VALUES' rows)
     owned = False            # the next bracket is a chaining keyword's (which paid for it)
@@ -199,6 +226,14 @@ def _sparql_cost(text: str, limit: int, budget: int) -> int:
             if len(kinds) > limit:
                 _refuse(text, token.start(), "nested deeper than %d levels (brackets, << >>, {| |}): not parsed" % limit)
             new, opening = _frame(what, kind, data_next and what == "{", previous)
+            depth = optionals[-1]
+            if optional_next and what == "{" and new != _DATA:
+                depth += 1
+                planned += 1 << min(depth, 62)
+                if planned > planning_budget:
+                    _refuse(text, token.start(), _too_costly(planning_budget))
+            optional_next = False
+            optionals.append(depth)
             if what == "{":
                 data_next = False
             if owned:
@@ -218,6 +253,7 @@ def _sparql_cost(text: str, limit: int, budget: int) -> int:
             if len(kinds) == 1:
                 continue
             kinds.pop()
+            optionals.pop()
             own = spent.pop()
             path -= own
             total = own + deepest.pop()
@@ -233,6 +269,7 @@ def _sparql_cost(text: str, limit: int, budget: int) -> int:
                 elif word == "WHERE":
                     data_next = False
                 owned = word in _CHAINING and kind != _DATA
+                optional_next = word == "OPTIONAL" and kind != _DATA
                 previous = "filter" if word == "FILTER" else "word"
             elif group in ("name", "skip"):
                 iri = ":" in what if group == "name" else what.startswith("<")
@@ -249,6 +286,8 @@ def _sparql_cost(text: str, limit: int, budget: int) -> int:
             path += cost
         if path + deepest[-1] > budget:
             _refuse(text, token.start(), _too_complex(what, group, budget))
+    if planning is not None:
+        planning[0] = planned
     while len(kinds) > 1:                   # brackets left open: the parser will say so
         kinds.pop()
         total = spent.pop() + deepest.pop()
@@ -290,6 +329,13 @@ def _frame(opener: str, parent: int, data: bool, previous: str | None) -> tuple[
     if parent in (_ROOT, _EXPRESSION):
         return _EXPRESSION, "bracket"
     return _COLLECTION, "collection"
+
+
+def _too_costly(budget: int) -> str:
+    return ("OPTIONALs nested too deeply to plan, at this OPTIONAL: Oxigraph's planning of an OPTIONAL doubles "
+            "with each level it is nested in, and with those before it this one would take the query past what "
+            "its OPTIONALs may cost to plan (%d, counting 2**k for one nested k deep); nest fewer levels or split "
+            "the query" % budget)
 
 
 def _too_complex(what: str, group: str, budget: int) -> str:

@@ -136,11 +136,19 @@ class QueryEvaluator:
             self._check_landmarks(contents)
         if not self.policy.report_at(contents, self.view, instant):
             return None
-        with self.store.background.reading():    # no background change lands in the middle
+        with self._reading():                   # no background change lands in the middle
             relation = self.r2r.relation(contents)                              # R2R
         evaluation = self._stream(instant, contents, relation)                  # R2S
         evaluation.seconds = time.perf_counter() - started
         return evaluation
+
+    def _reading(self):
+        """The background held for reading; the wait for it (a change of the background waits
+        for the evaluations reading it, and holds the next ones back) is not the evaluation's
+        time: a change held up by a slow evaluation must not make the others run out of theirs."""
+        held = self.store.background.reading()
+        budget = getattr(getattr(self.store, "scope", None), "budget", None)
+        return held if budget is None else budget.waiting(held)
 
     def evaluation_of(self, instant: int, rows: list, count: int, holding: set[str] = frozenset(),
                       windows: dict[str, tuple[int, int]] | None = None) -> Evaluation | None:

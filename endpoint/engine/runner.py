@@ -245,7 +245,7 @@ class RegisteredQuery:
             "dialect": self.query.dialect, "translation": self.query.translation,
             "normalised": self.query.normalised, "warnings": self.query.warnings,
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
-                           isolated=self.scope.on_probation()),
+                           isolated=self.scope.isolated(), probation=self.scope.on_probation()),
             "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
         }
 
@@ -286,7 +286,9 @@ class Runner:
         self.monotonic = monotonic              # what evaluations' time limits are measured on
         self.evaluation_limits = EvaluationLimits(
             None if config.evaluation_timeout is None else config.evaluation_timeout / 1e6,
-            config.max_result_rows, config.isolate_evaluations)
+            config.max_result_rows, config.isolate_evaluations, config.max_entailed_triples)
+        # What RDFS entailment may derive at an element's publication too (no evaluation's limits there).
+        store.entailment.max_derived = config.max_entailed_triples
         # Worker processes for evaluations that must be killable (store.isolation): only over
         # an on-disk store, which they open read-only, and under a time limit. `workers`: a
         # pool of them the caller owns (several engines may share one).
@@ -294,7 +296,7 @@ class Runner:
         if store.path is None or config.evaluation_timeout is None or config.isolate_evaluations == "never":
             workers = None
         elif workers is None:
-            workers = EvaluationWorkers()
+            workers = EvaluationWorkers(memory_limit=config.worker_memory)
         self.workers = workers
         self.post = post if post is not None else Delivery()
         self._queries: dict[str, RegisteredQuery] = {}
@@ -453,6 +455,15 @@ class Runner:
         removed.evaluator.close()
         for listener in self.listeners:
             listener("removed", query_id)
+
+    def stop_evaluations(self) -> None:
+        """The engine stops: every evaluation running ends within moments (at its next look at
+        its budget on a thread, at once in a worker process, which is killed), nothing of it
+        delivered and no query failed by it; none starts after."""
+        for registered in self.queries():
+            registered.scope.cancel()
+        if self.workers is not None and self._own_workers:
+            self.workers.stop()
 
     def close(self) -> None:
         """Let go of the sinks' connections (MQTT brokers), the outboxes keeping what is

@@ -11,11 +11,13 @@ scheduler more than the evaluations; a query now costs nothing between its close
 behind the clock evaluates at most `MAX_EVALUATIONS_PER_RUN` instants per turn and is then put
 behind the queries already due, so one slow query delays the others by one turn at most. A query
 asked while its evaluation runs is asked again when it ends (counted as a folded poll,
-`missed_runs`). A query whose evaluations go to worker processes (store.limits: a new query on
-probation) is handed to a pool of its own, with one thread fewer than there are worker
-processes: queries that may run away wait for each other, never for the threads the others need,
-and a proven query whose input outgrew its proof finds a worker process free. Delivery to sinks,
-retention and the engine's other periodic work are APScheduler interval jobs (`scheduler`).
+`missed_runs`). A query on probation (store.limits: new, or back after an evaluation that came
+near its limit) is handed to a pool of its own, of PROBATION_RUNS threads: queries that may run
+away wait for each other, never for the threads the others need, and they take at most that
+many of the worker processes the evaluations run in. Delivery to sinks, retention and the
+engine's other periodic work are APScheduler interval jobs (`scheduler`). Shutting the
+scheduler down stops the evaluations running (their worker processes killed): the engine stops
+within moments, whatever they were doing.
 """
 from __future__ import annotations
 
@@ -43,8 +45,9 @@ _NO_OVERLAP = {"max_instances": 1, "coalesce": True, "misfire_grace_time": 30}
 # Evaluations at once: Oxigraph evaluates without the interpreter lock, so two or more use both
 # cores; more would only queue inside the store.
 WORKERS = 4
-# Runs of queries on probation at once: one worker process stays free for the other queries.
-PROBATION_RUNS = max(1, ISOLATED_WORKERS - 1)
+# Runs of queries on probation at once: with a runaway among the proven queries held to its time
+# limit in another, a worker process stays free for the rest.
+PROBATION_RUNS = max(1, ISOLATED_WORKERS - 2)
 # A query whose next instant is not known yet (a count window, content change) is asked this
 # often as well as at every watermark of its streams.
 UNKNOWN_NEXT_SECONDS = 1.0
@@ -236,6 +239,7 @@ class LiveScheduler:
             self._changed.notify_all()
         if self._thread is not None:
             self._thread.join()
+        self.engine.stop_evaluations()
         self._executor.shutdown(wait=True)
         self._isolated.shutdown(wait=True)
         if self.scheduler.running:

@@ -35,7 +35,9 @@ def create_app(engine: Runner | None = None, settings: HttpSettings | None = Non
     app = Flask("rspstar", static_folder=str(STATIC), static_url_path="/static")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body
     app.extensions["rspstar"] = Services(engine, engine.store, settings,
-                                         AdhocQueries(engine.store, settings.query_timeout, settings.query_workers),
+                                         AdhocQueries(engine.store, settings.query_timeout, settings.query_workers,
+                                                      settings.query_backlog, settings.query_max_bytes,
+                                                      engine.config.worker_memory, settings.update_max_changes),
                                          ingestion_status, readiness or Readiness(),
                                          EventStreams(settings.max_event_streams,
                                                       settings.max_event_streams_per_client), disk,

@@ -5,12 +5,12 @@ from waitress import utilities as server_errors
 
 from rspstar.store.errors import (
     DiskFull, DuplicateElementError, GraphExists, GraphMissing, GraphNotWritable, QueryTimeout, RdfInputError,
-    ReservedGraphError, StoreError,
+    ReservedGraphError, StoreError, UpdateTooLarge,
 )
 from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
 
-from ..adhoc import QueryCrashed
+from ..adhoc import AnswerPastBound, QueriesBusy, QueryCrashed, QueryOverMemory
 from ..engine.runner import DuplicateQuery, EngineAtCapacity, InvalidQueryId, UnknownQuery
 from ..engine.errors import EndpointError, UsageError
 from ..engine.sinks import SinkNotAllowed
@@ -81,7 +81,11 @@ _STATUSES: list[tuple[type, int]] = [
     (DuplicateElementError, 409),
     (GraphExists, 409),
     (UnsupportedMediaType, 415),
+    (AnswerPastBound, 413),
+    (UpdateTooLarge, 413),
     (QueryTimeout, 503),
+    (QueryOverMemory, 503),
+    (QueriesBusy, 503),
     (EngineAtCapacity, 503),
     (DiskFull, 507),
     (ServiceUnavailable, 503),

@@ -79,10 +79,12 @@ def _errors(*statuses: int) -> dict:
                  403: "refused: a write from another origin, or a graph that is not the route's to change",
                  404: "no such query or graph (an update: DROP, CLEAR or MOVE of a graph that is not there, "
                       "without SILENT)", 406: "no representation the client accepts",
-                 409: "already exists (an update: CREATE of a graph that is there, without SILENT)", 413: "the body is larger than [http] max_body",
+                 409: "already exists (an update: CREATE of a graph that is there, without SILENT)", 413: "the body is larger than [http] max_body (/sparql: the answer larger than [http] "
+                      "query_max_bytes; /update: more quads changed than [http] update_max_changes)",
                  507: "the data directory's disk is full, or below [engine] min_free_disk",
                  415: "a media type or charset the route does not take",
-                 503: "not now: starting, past the query time limit, every event-stream slot taken, the "
+                 503: "not now: starting, past the query time limit or [engine] worker_memory, every "
+                      "/sparql worker busy with [http] query_backlog waiting, every event-stream slot taken, the "
                       "bodies processed at once past [http] body_budget, or (registration) the engine at "
                       "[engine] max_queries or max_load"}
     answers = {}
@@ -198,7 +200,7 @@ def document(allowed_sinks: list[str] = ()) -> dict:
             "/sparql": {
                 "get": _op("SPARQL query; with no parameter, the SPARQL 1.1 Service Description", {
                     "200": {"description": "results, or the service description (content negotiation)",
-                            "content": RESULT_CONTENT}, **_errors(400, 406, 503)},
+                            "content": RESULT_CONTENT}, **_errors(400, 406, 413, 503)},
                     parameters=[_param("query", "query", {"type": "string", "enum": SPARQL_QUERIES},
                                        description="a SPARQL 1.1/1.2 query; without any parameter a GET answers with "
                                                    "the service description"),

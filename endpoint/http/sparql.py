@@ -159,8 +159,11 @@ def update():
     check_nesting(text, language="sparql")
     check_federation(text, services().engine.config.federation_allowed, base_iri())
     text = with_update_dataset(text, iris(found, "using-graph-uri"), iris(found, "using-named-graph-uri"))
+    engine = services().engine
     try:
-        services().engine.update_background(text, base_iri())
+        # Computed in a worker within the time and memory limits, applied here (endpoint/adhoc.py).
+        services().adhoc.update(engine.store.background, text, base_iri())
     except SyntaxError as e:
         raise SparqlSyntaxError(*oxigraph_syntax_error(str(e), text)) from None
+    engine.background_changed()
     return Response(status=204)
