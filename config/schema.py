@@ -236,6 +236,10 @@ SETTINGS: tuple[Setting, ...] = (
                                                  "restarts"),
     Setting("engine", "history_bytes", Whole(1, "bytes"), 4 * MIB,
             "and at most this much of their JSON (the newest record is always kept)"),
+    Setting("engine", "outbox_bytes", Whole(1, "bytes"), 64 * MIB,
+            "disk one sink's outbox may take with the records waiting for their receiver (each record a file, "
+            "counted as the 4 KiB blocks it takes): past it the oldest waiting records are dropped (the newest "
+            "is always kept), counted in the query's status, /metrics and the dashboard (docs/running.md#sinks)"),
     Setting("engine", "idle_retention", Duration(), "PT10M", "how long elements of streams no query reads are kept"),
     Setting("engine", "max_range", Duration(), "P1D",
             "the longest window RANGE a registration may ask for (a window pins what the store holds)"),
@@ -298,6 +302,9 @@ SETTINGS: tuple[Setting, ...] = (
             "proxy's address: raise it there"),
     Setting("http", "event_backlog", Whole(1), 256, "records waiting for a slow event-stream client; beyond it the "
                                                     "oldest are dropped and counted"),
+    Setting("http", "event_backlog_bytes", Whole(1, "bytes"), 4 * MIB,
+            "and at most this much of their JSON (the newest record is always kept): a client that reads slowly or "
+            "not at all skips ahead, told how many records it missed in a 'dropped' event"),
     Setting("http", "event_keepalive", Number(), 15.0, "seconds between keep-alive comments on an idle event "
                                                        "stream"),
     Setting("http", "event_idle_seconds", Number(), 300.0, "seconds an event stream may deliver no record before it "

@@ -103,8 +103,15 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
     if budget is not None:
         metric("rspstar_evaluation_load_budget_cores", "gauge", "The load beyond which registrations are refused.",
                [({}, budget)])
+    sinks = [({"query": q.id, "sink": s.url}, s.describe()) for q in queries for s in q.http_sinks]
     metric("rspstar_sink_backlog", "gauge", "Records waiting in sink outboxes.",
-           [({"query": q.id, "sink": s.url}, s.state.pending) for q in queries for s in q.http_sinks])
+           [(labels, outbox["pending"]) for labels, outbox in sinks])
+    metric("rspstar_sink_outbox_bytes", "gauge", "Disk the records waiting in a sink's outbox take (at most "
+           "[engine] outbox_bytes).", [(labels, outbox["pending_bytes"]) for labels, outbox in sinks])
+    metric("rspstar_sink_delivered_total", "counter", "Records a sink's receiver took since the engine started.",
+           [(labels, outbox["delivered"]) for labels, outbox in sinks])
+    metric("rspstar_sink_dropped_total", "counter", "Records dropped undelivered, the oldest first, to keep a sink's "
+           "outbox within [engine] outbox_bytes.", [(labels, outbox["dropped"]) for labels, outbox in sinks])
     metric("rspstar_source_up", "gauge", "1 while a source's streaming query runs, 0 when it has stopped.",
            [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])
     refresh = engine.background_refresh
