@@ -333,7 +333,14 @@ SETTINGS: tuple[Setting, ...] = (
                                                   "\"https://data.example.org\" (none: files only)"),
     Setting("background", "max_bytes", Whole(1, "bytes"), 64 * MIB,
             "the largest document a [[background.graphs]] source may give (a larger one is a failed reload)"),
-    Setting("background", "timeout", Number(), 10.0, "seconds a [[background.graphs]] URL has to answer"),
+    Setting("background", "max_triples", Whole(1), 100_000,
+            "the most triples a [[background.graphs]] document may hold, counted as it is read (more: a failed "
+            "reload); a reload writes only what changed, and evaluations wait while it does"),
+    Setting("background", "timeout", Number(), 10.0, "seconds a [[background.graphs]] URL may keep the engine waiting "
+                                                     "for its next bytes"),
+    Setting("background", "reload_seconds", Number(), 60.0,
+            "seconds a [[background.graphs]] reload may take to fetch and read its source in all (a source that "
+            "sends slowly fails there); a reload that takes longer than its refresh skips the reloads it ran past"),
     Setting("partition_keys", "streams", Table(), {},
             "per stream IRI, the key its elements are partitioned by: \"<predicate>\" (its object) or "
             "\"^<predicate>\" (its subject), written as keys of [partition_keys] itself"),
