@@ -36,14 +36,6 @@ def _parts(lines: list[bytes]) -> list[list[bytes]]:
     return [lines[k:k + PART] for k in range(0, len(lines), PART)]
 
 
-class TooManyTriples(RdfInputError):
-    """A document with more triples than a background graph may take."""
-
-
-class ReadTooLong(RdfInputError):
-    """A document that took longer to read than its reload may."""
-
-
 @dataclass(frozen=True)
 class GraphDocument:
     """A background graph's document as read: its distinct triples as canonical N-Triples (the
@@ -70,9 +62,9 @@ class Replaced:
 def read_graph(data: bytes, fmt: ox.RdfFormat, source: str, max_triples: int,
                deadline: float | None = None, monotonic: Callable[[], float] = time.monotonic) -> GraphDocument:
     """The triples of a background graph's document, bounded: RdfInputError for a document that
-    does not parse (with its line and column) or names graphs of its own, TooManyTriples past
-    `max_triples` (counted as they are read, so that nothing more is read), ReadTooLong once
-    `monotonic()` passes `deadline`. Read without any lock: a reload reads its source before it
+    does not parse (with its line and column), names graphs of its own, holds more than
+    `max_triples` (counted as they are read, so that nothing more is read), or is still being
+    read when `monotonic()` passes `deadline`. Read without any lock: a reload reads its source before it
     holds anything the engine's readers need."""
     check_rdf_nesting(data, source, fmt)
     scratch = ox.Store()
@@ -85,14 +77,14 @@ def read_graph(data: bytes, fmt: ox.RdfFormat, source: str, max_triples: int,
                                     "graph's triples (Turtle, N-Triples, RDF/XML, JSON-LD)", source)
             count += 1
             if count > max_triples:
-                raise TooManyTriples("the document holds more than [background] max_triples (%d) triples"
+                raise RdfInputError("the document holds more than [background] max_triples (%d) triples"
                                      % max_triples, source)
             batch.append(quad)
             if len(batch) >= PART:
                 scratch.extend(batch)
                 batch.clear()
                 if deadline is not None and monotonic() > deadline:
-                    raise ReadTooLong("reading it took longer than [background] reload_seconds", source)
+                    raise RdfInputError("reading it took longer than [background] reload_seconds", source)
     except SyntaxError as e:
         raise _syntax_error(e, source) from None
     scratch.extend(batch)
