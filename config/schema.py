@@ -236,6 +236,10 @@ SETTINGS: tuple[Setting, ...] = (
                                                  "restarts"),
     Setting("engine", "history_bytes", Whole(1, "bytes"), 4 * MIB,
             "and at most this much of their JSON (the newest record is always kept)"),
+    Setting("engine", "outbox_bytes", Whole(1, "bytes"), 64 * MIB,
+            "disk one sink's outbox may take with the records waiting for their receiver (each record a file, "
+            "counted as the 4 KiB blocks it takes): past it the oldest waiting records are dropped (the newest "
+            "is always kept), counted in the query's status, /metrics and the dashboard (docs/running.md#sinks)"),
     Setting("engine", "idle_retention", Duration(), "PT10M", "how long elements of streams no query reads are kept"),
     Setting("engine", "max_range", Duration(), "P1D",
             "the longest window RANGE a registration may ask for (a window pins what the store holds)"),
@@ -315,6 +319,9 @@ SETTINGS: tuple[Setting, ...] = (
             "proxy's address: raise it there"),
     Setting("http", "event_backlog", Whole(1), 256, "records waiting for a slow event-stream client; beyond it the "
                                                     "oldest are dropped and counted"),
+    Setting("http", "event_backlog_bytes", Whole(1, "bytes"), 4 * MIB,
+            "and at most this much of their JSON (the newest record is always kept): a client that reads slowly or "
+            "not at all skips ahead, told how many records it missed in a 'dropped' event"),
     Setting("http", "event_keepalive", Number(), 15.0, "seconds between keep-alive comments on an idle event "
                                                        "stream"),
     Setting("http", "event_idle_seconds", Number(), 300.0, "seconds an event stream may deliver no record before it "
@@ -343,7 +350,14 @@ SETTINGS: tuple[Setting, ...] = (
                                                   "\"https://data.example.org\" (none: files only)"),
     Setting("background", "max_bytes", Whole(1, "bytes"), 64 * MIB,
             "the largest document a [[background.graphs]] source may give (a larger one is a failed reload)"),
-    Setting("background", "timeout", Number(), 10.0, "seconds a [[background.graphs]] URL has to answer"),
+    Setting("background", "max_triples", Whole(1), 100_000,
+            "the most triples a [[background.graphs]] document may hold, counted as it is read (more: a failed "
+            "reload); a reload writes only what changed, and evaluations wait while it does"),
+    Setting("background", "timeout", Number(), 10.0, "seconds a [[background.graphs]] URL may keep the engine waiting "
+                                                     "for its next bytes"),
+    Setting("background", "reload_seconds", Number(), 60.0,
+            "seconds a [[background.graphs]] reload may take to fetch and read its source in all (a source that "
+            "sends slowly fails there); a reload that takes longer than its refresh skips the reloads it ran past"),
     Setting("partition_keys", "streams", Table(), {},
             "per stream IRI, the key its elements are partitioned by: \"<predicate>\" (its object) or "
             "\"^<predicate>\" (its subject), written as keys of [partition_keys] itself"),

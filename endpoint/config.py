@@ -97,7 +97,8 @@ def background_refresh(config: "Config", runner: Runner, clock: Clock) -> Backgr
         return None
     background = config.settings.background
     return BackgroundRefresh(runner.store, graphs, clock, background.allowed, background.max_bytes,
-                             background.timeout, runner.background_changed)
+                             background.timeout, runner.background_changed, background.max_triples,
+                             background.reload_seconds)
 
 
 def engine_config(settings: Settings, data_dir: Path | None) -> EngineConfig:

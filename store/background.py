@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import threading
 import re
-from typing import TYPE_CHECKING
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
 
 import pyoxigraph as ox
 
@@ -24,11 +26,75 @@ from .errors import (
     BackgroundChanged, GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError,
     UpdateTooLarge,
 )
-from .rdf_input import parse_rdf
+from .rdf_input import _syntax_error, check_rdf_nesting, parse_rdf
 from .updates import UpdateCall, changes_of, read_quads
 
 if TYPE_CHECKING:
     from .writers import StoreWriting
+
+
+# A replacement is written this many triples at a time, the store's lock taken for each part
+# (Oxigraph writes some 20,000 triples a second here: a part holds the lock a fraction of one).
+PART = 5_000
+
+
+def _parts(lines: list[bytes]) -> list[list[bytes]]:
+    return [lines[k:k + PART] for k in range(0, len(lines), PART)]
+
+
+@dataclass(frozen=True)
+class GraphDocument:
+    """A background graph's document as read: its distinct triples as canonical N-Triples (the
+    text Oxigraph writes them as), what `Background.replace` compares with the graph."""
+
+    ntriples: bytes
+    triples: int
+
+    def lines(self) -> list[bytes]:
+        return self.ntriples.splitlines()
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """What a replacement did: the graph's triples now, those it added and removed, and the
+    background's version after it."""
+
+    triples: int
+    added: int
+    removed: int
+    version: int
+
+
+def read_graph(data: bytes, fmt: ox.RdfFormat, source: str, max_triples: int,
+               deadline: float | None = None, monotonic: Callable[[], float] = time.monotonic) -> GraphDocument:
+    """The triples of a background graph's document, bounded: RdfInputError for a document that
+    does not parse (with its line and column), names graphs of its own, holds more than
+    `max_triples` (counted as they are read, so that nothing more is read), or is still being
+    read when `monotonic()` passes `deadline`. Read without any lock: a reload reads its source before it
+    holds anything the engine's readers need."""
+    check_rdf_nesting(data, source, fmt)
+    scratch = ox.Store()
+    batch: list = []
+    count = 0
+    try:
+        for quad in ox.parse(data, format=fmt, rename_blank_nodes=True):
+            if not isinstance(quad.graph_name, ox.DefaultGraph):
+                raise RdfInputError("the document names graphs of its own: a background graph's source holds that "
+                                    "graph's triples (Turtle, N-Triples, RDF/XML, JSON-LD)", source)
+            count += 1
+            if count > max_triples:
+                raise RdfInputError("the document holds more than [background] max_triples (%d) triples"
+                                     % max_triples, source)
+            batch.append(quad)
+            if len(batch) >= PART:
+                scratch.extend(batch)
+                batch.clear()
+                if deadline is not None and monotonic() > deadline:
+                    raise RdfInputError("reading it took longer than [background] reload_seconds", source)
+    except SyntaxError as e:
+        raise _syntax_error(e, source) from None
+    scratch.extend(batch)
+    return GraphDocument(scratch.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=ox.DefaultGraph()), len(scratch))
 
 
 class ReadersWriter:
@@ -270,32 +336,81 @@ class Background:
                 self.names.add(graph)
         return created
 
-    def replace(self, graph: str, data: bytes, fmt: ox.RdfFormat, source: str) -> int:
-        """Replace a background graph with the triples of `data` at once, between evaluations
-        (a refresh, spec §6.14); the number of triples. A document that does not parse, or that
-        names graphs of its own, changes nothing."""
+    def replace(self, graph: str, document: "GraphDocument") -> "Replaced":
+        """Replace a background graph with `document`'s triples (a refresh, spec §6.14) at once
+        for evaluations: they wait while it is written and none sees half of it. Only what
+        changed is written (the graph's triples are compared with the document's as N-Triples
+        lines), in parts, the store's lock taken for each part alone, so that /health, ingestion
+        and the store's other writers go on meanwhile; a write that fails puts back what was
+        written of it. A document as the graph already holds it writes nothing."""
         self._writable(graph)
-        quads = parse_rdf(data, fmt, source)
-        if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
-            raise RdfInputError("the document names graphs of its own: a background graph's source holds that "
-                                "graph's triples (Turtle, N-Triples, RDF/XML, JSON-LD)", source)
         name = ox.NamedNode(graph)
-        with self.changing(), self.store.lock:
-            before = list(self.store.oxigraph.quads_for_pattern(None, None, None, name))
+        new = set(document.lines())
+        with self.reading():
+            version = self.version
+            old = self._lines_of(name, graph)
+        if old == new and graph in self.names:
+            return Replaced(len(new), 0, 0, version)
+        with self.changing():
+            if self.version != version:        # changed meanwhile: compared again
+                old = self._lines_of(name, graph)
+            removed, added = list(old - new), list(new - old)
+            done: list[tuple[str, list[bytes]]] = []
             try:
-                if graph in self.names:
-                    self.store.write("remove_graph", name)
-                self.store.write("extend", [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
-                self.store.write("add_graph", name)
+                for part in _parts(removed):
+                    self._write_lines("remove", name, part)
+                    done.append(("remove", part))
+                for part in _parts(added):
+                    self._write_lines("add", name, part)
+                    done.append(("add", part))
+                with self.store.lock:
+                    if graph not in self.names:
+                        self.store.write("add_graph", name)
+                    self.names.add(graph)
             except OSError as e:
-                try:        # what the graph held, back (a write that failed half-way wrote nothing it kept)
-                    self.store.write("remove_graph", name)
-                    self.store.write("extend", before)
+                try:        # what the graph held, back
+                    for operation, part in reversed(done):
+                        self._write_lines("add" if operation == "remove" else "remove", name, part)
                 except OSError:
                     pass
                 raise StoreError("store write failed: %s" % e) from e
-            self.names.add(graph)
-        return len(quads)
+        self._flush()
+        return Replaced(len(new), len(added), len(removed), self.version)
+
+    def _lines_of(self, name: ox.NamedNode, graph: str) -> set[bytes]:
+        """A background graph's triples as N-Triples lines, read by Oxigraph (not through Python
+        objects) and without the store's lock (Oxigraph reads a snapshot): a rebuild that
+        switches generations meanwhile has it read again under the lock."""
+        if graph not in self.names:
+            return set()
+        try:
+            data = self.store.oxigraph.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=name)
+        except OSError:
+            with self.store.lock:
+                data = self.store.oxigraph.dump(format=ox.RdfFormat.N_TRIPLES, from_graph=name)
+        return set(data.splitlines())
+
+    def _write_lines(self, operation: str, name: ox.NamedNode, lines: list[bytes]) -> None:
+        """Add or remove N-Triples lines in graph `name`, their blank nodes as they are labelled
+        (the graph's own, or a document's, named afresh when it was read)."""
+        quads = [ox.Quad(t.subject, t.predicate, t.object, name)
+                 for t in ox.parse(b"\n".join(lines) + b"\n", format=ox.RdfFormat.N_TRIPLES)]
+        with self.store.lock:
+            if operation == "add":
+                self.store.write("extend", quads)
+            else:
+                for quad in quads:
+                    self.store.write("remove", quad)
+
+    def _flush(self) -> None:
+        """On disk, what a replacement wrote is flushed: Oxigraph's write-ahead log is cut only
+        then, and grew by the size of every reload until the next rebuild."""
+        if getattr(self.store, "path", None) is None:
+            return
+        try:
+            self.store.oxigraph.flush()
+        except OSError:
+            pass        # a generation switched meanwhile: the next flush or rebuild does it
 
     def drop(self, graph: str | None) -> bool:
         """Remove a background graph (the default graph: empty it); whether it existed."""

@@ -247,6 +247,7 @@ class RegisteredQuery:
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
                            isolated=self.scope.isolated(), probation=self.scope.on_probation()),
             "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
+            "sink_outboxes": [s.describe() for s in self.http_sinks],
         }
 
 
@@ -376,8 +377,10 @@ class Runner:
                 self._admit()
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             history_file = self.repository.history_file(query_id)
+            # A new registration's outboxes start empty, whatever a query of that id left.
             http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post, admitted.options.sink_format,
-                                   query.variables, admitted.options.sink_empty) for url in sinks]
+                                   query.variables, admitted.options.sink_empty, self.config.outbox_bytes,
+                                   fresh=persist) for url in sinks]
             scope = EvaluationScope(self.evaluation_limits, self.workers, self.monotonic)
             evaluator = QueryEvaluator(query, ScopedStore(self.store, scope), admitted.options,
                                        shared=self.range_results, groups=self.constant_groups, policy=admitted.policy,
@@ -448,6 +451,8 @@ class Runner:
             removed.scope.cancel()      # its running evaluation stops (store.limits)
             removed.history.discard()
             removed.feed.close()
+            for sink in removed.http_sinks:
+                sink.discard()
             self.repository.delete(query_id)
             if query_id in self._configured:
                 self.repository.removed_by_user(query_id)

@@ -1,13 +1,14 @@
 """Where a continuous query's results go: a bounded history for polling, a feed for
-server-sent events, and sinks that lose nothing: HTTP POST to a URL, or MQTT publication to a
-topic (`mqtt://host:port/topic`, endpoint/mqtt_publish.py).
+server-sent events, and sinks that lose nothing they can keep: HTTP POST to a URL, or MQTT
+publication to a topic (`mqtt://host:port/topic`, endpoint/mqtt_publish.py).
 
-A sink writes each record to a durable outbox on disk before any attempt to deliver
-it, and keeps the count of delivered records beside it; delivery goes in order, one record at
-a time, with exponential backoff (in clock time, so tests never sleep) while the receiver
-refuses. Records survive a receiver outage and an engine restart. Each POST carries an
+A sink writes each record to a durable outbox on disk (a file per record) before any attempt to
+deliver it, and removes it once delivered; delivery goes in order, one record at a time, with
+exponential backoff (in clock time, so tests never sleep) while the receiver refuses. Records
+survive a receiver outage and an engine restart, within the outbox's bound (`[engine]
+outbox_bytes`): past it the oldest waiting records are dropped and counted. Each POST carries an
 `Idempotency-Key` (query id and evaluation instant): after a crash between a successful POST
-and the cursor update a receiver can recognise the one record sent twice.
+and the record's removal a receiver can recognise the one record sent twice.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import json
 import logging
 import os
 import queue
+import re
+import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,29 +190,40 @@ class FeedClosed(Exception):
 
 
 class Subscription:
-    """The records published to one subscriber, at most `backlog` of them waiting (0: no
-    bound, for a consumer in the same process that drains it): a subscriber that does not keep
-    up loses its oldest records, counted in `dropped`, and never blocks the engine."""
+    """The records published to one subscriber, at most `backlog` of them waiting and `max_bytes`
+    of their JSON (0: no bound, for a consumer in the same process that drains it): a subscriber
+    that does not keep up loses its oldest records (the newest is always kept), counted in
+    `dropped`, and never blocks the engine nor makes it hold more than that for it."""
 
-    def __init__(self, backlog: int):
+    def __init__(self, backlog: int, max_bytes: int = 0):
         self.backlog = backlog
+        self.max_bytes = max_bytes
         self.dropped = 0
         self.closed = False
-        self._records: collections.deque = collections.deque()
+        self.held_bytes = 0
+        self._records: collections.deque[tuple[dict, int]] = collections.deque()
         self._changed = threading.Condition()
 
-    def put(self, record: dict) -> None:
+    def put(self, record: dict, size: int = 0) -> None:
+        """Add `record` (`size`: its JSON's length, what `max_bytes` counts)."""
         with self._changed:
-            if self.backlog and len(self._records) >= self.backlog:
-                self._records.popleft()
+            self._records.append((record, size))
+            self.held_bytes += size
+            while len(self._records) > 1 and ((self.backlog and len(self._records) > self.backlog) or
+                                              (self.max_bytes and self.held_bytes > self.max_bytes)):
+                self.held_bytes -= self._records.popleft()[1]
                 self.dropped += 1
-            self._records.append(record)
             self._changed.notify()
 
     def close(self) -> None:
         with self._changed:
             self.closed = True
             self._changed.notify_all()
+
+    def _take(self) -> dict:
+        record, size = self._records.popleft()
+        self.held_bytes -= size
+        return record
 
     def get(self, timeout: float | None = None) -> dict:
         """The next record; queue.Empty after `timeout` seconds without one, FeedClosed once
@@ -218,7 +232,7 @@ class Subscription:
             if not self._changed.wait_for(lambda: self._records or self.closed, timeout):
                 raise queue.Empty
             if self._records:
-                return self._records.popleft()
+                return self._take()
             raise FeedClosed
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -232,7 +246,7 @@ class Subscription:
         with self._changed:
             if not self._records:
                 raise queue.Empty
-            return self._records.popleft()
+            return self._take()
 
     def empty(self) -> bool:
         with self._changed:
@@ -241,7 +255,8 @@ class Subscription:
 
 class EventFeed:
     """Fan-out of records to live subscribers (server-sent events, a replay's reader, the Python
-    API); closed when its query is removed."""
+    API); closed when its query is removed. A record is measured (its JSON's length) once, and
+    only when a subscriber bounds its bytes."""
 
     def __init__(self, backlog: int = 1000):
         self._subscribers: set[Subscription] = set()
@@ -249,10 +264,10 @@ class EventFeed:
         self._backlog = backlog
         self.closed = False
 
-    def subscribe(self, backlog: int | None = None) -> Subscription:
+    def subscribe(self, backlog: int | None = None, max_bytes: int = 0) -> Subscription:
         """The records published from now on, at most `backlog` waiting (default: the feed's;
-        0: no bound)."""
-        subscription = Subscription(self._backlog if backlog is None else backlog)
+        0: no bound) and `max_bytes` of their JSON (0: no bound)."""
+        subscription = Subscription(self._backlog if backlog is None else backlog, max_bytes)
         with self._lock:
             if self.closed:
                 subscription.close()
@@ -267,8 +282,9 @@ class EventFeed:
     def publish(self, record: dict) -> None:
         with self._lock:
             subscribers = list(self._subscribers)
+        size = len(json.dumps(record)) if any(s.max_bytes for s in subscribers) else 0
         for subscription in subscribers:
-            subscription.put(record)
+            subscription.put(record, size)
 
     def close(self) -> None:
         """No record will come any more: every subscriber is told, after what it has not read."""
@@ -282,11 +298,15 @@ class EventFeed:
 @dataclass
 class DeliveryState:
     delivered: int = 0
-    pending: int = 0
+    pending: int = 0            # records waiting in the outbox
+    pending_bytes: int = 0      # the disk they take (each record a file: at least one block)
+    dropped: int = 0            # records dropped undelivered to keep the outbox within its bound
+    dropped_bytes: int = 0
     failures: int = 0
     next_attempt: int = 0
     backoff: int = INITIAL_BACKOFF
     last_error: str | None = None
+    last_dropped: str | None = None     # the evaluation instant of the latest record dropped
 
 
 class Delivery:
@@ -307,87 +327,248 @@ class Delivery:
                 close()
 
 
+# A record is a file of its own, and a file takes whole blocks of disk: a record is counted
+# against the outbox's bound as the blocks it takes, so that many small records cannot take
+# many times the bound.
+BLOCK = 4096
+_RECORD = re.compile(r"^(\d{12})\.json$")
+
+
+def _disk_cost(size: int) -> int:
+    return max(1, -(-size // BLOCK)) * BLOCK
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    """`data` as the file `path`, whole or not at all, on disk before this returns (written to a
+    temporary name, synced, renamed, and the folder synced)."""
+    tmp = path.with_name("." + path.name + ".tmp")
+    try:
+        with tmp.open("wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
 class HttpSink:
     """POST each record of one query to `url`, in order, from a durable outbox: in `shape`
     (result_shapes.py; `variables` the query's SELECT clause), and with `send_empty` False
-    only the evaluations that gave results."""
+    only the evaluations that gave results.
+
+    The outbox is a folder holding one file per record waiting (`<sequence>.json`): a record is
+    written there, synced, before anything tries to deliver it, and its file is removed as soon
+    as the receiver took it, so the outbox holds what is undelivered and nothing else. Memory
+    holds only each waiting record's number and size; a record is read from its file when it is
+    sent.
+
+    The outbox holds at most `max_bytes` of records (counted as the disk blocks they take): a
+    record that would pass it drops the oldest waiting records first (the newest is always
+    kept), each counted in `state.dropped`, and the latest dropped instant is remembered. An
+    unattended engine keeps its newest results flowing once a receiver comes back, rather than
+    stopping the query or refusing fresh results in favour of old ones; the query's history
+    keeps the latest for polling either way. `fresh`: a new registration, which starts with an
+    empty outbox whatever an earlier query of that id left (`discard` removes the outbox with
+    its query)."""
 
     def __init__(self, query_id: str, url: str, directory: Path, post: Poster = post_with_requests,
-                 shape: str = SPARQL_JSON, variables: tuple[str, ...] | None = None, send_empty: bool = True):
+                 shape: str = SPARQL_JSON, variables: tuple[str, ...] | None = None, send_empty: bool = True,
+                 max_bytes: int = default("engine.outbox_bytes"), fresh: bool = False):
         self.query_id = query_id
         self.url = url
         self.post = post
         self.shape = shape
         self.variables = variables
         self.send_empty = send_empty
-        directory.mkdir(parents=True, exist_ok=True)
+        self.max_bytes = max_bytes
         name = bounded_name(quote(query_id, safe="") + "-" + quote(url, safe=""))
-        self.outbox = directory / (name + ".jsonl")
-        self.cursor = directory / (name + ".cursor")
+        self.outbox = directory / name
+        # What an earlier version kept: every record in one JSON-lines file, and the count of
+        # those delivered beside it. Its undelivered records move into the folder at the start.
+        self._legacy = (directory / (name + ".jsonl"), directory / (name + ".cursor"))
+        # `_lock` guards the waiting records and the state, never held while a record is sent
+        # (an evaluation adding its record does not wait for a slow receiver); `_sending` lets
+        # one delivery run at a time.
         self._lock = threading.Lock()
+        self._sending = threading.Lock()
         self.state = DeliveryState()
-        self._lines = self._read_outbox()
-        self.state.delivered = int(self.cursor.read_text()) if self.cursor.exists() else 0
-        self.state.pending = len(self._lines) - self.state.delivered
+        # (sequence, disk cost, evaluation instant or None when not read yet), oldest first
+        self._waiting: collections.deque[tuple[int, int, str | None]] = collections.deque()
+        self._sequence = 0
+        self._in_flight: int | None = None
+        self._discarded = False
+        if fresh:
+            self._remove_files()
+        self.outbox.mkdir(parents=True, exist_ok=True)
+        if not fresh:
+            self._read_outbox()
 
-    def _read_outbox(self) -> list[str]:
-        if not self.outbox.exists():
-            return []
-        with self.outbox.open("rb") as f:
+    def _path(self, sequence: int) -> Path:
+        return self.outbox / ("%012d.json" % sequence)
+
+    def _remove_files(self) -> None:
+        shutil.rmtree(self.outbox, ignore_errors=True)
+        for legacy in self._legacy:
+            legacy.unlink(missing_ok=True)
+
+    def _read_outbox(self) -> None:
+        found = []
+        for entry in os.scandir(self.outbox):
+            m = _RECORD.match(entry.name)
+            if m:
+                found.append((int(m.group(1)), entry.stat().st_size))
+            elif entry.name.endswith(".tmp"):
+                os.unlink(entry.path)       # a record cut short by a crash: never acknowledged as written
+        found.sort()
+        self._sequence = found[-1][0] + 1 if found else 0
+        for sequence, size in found:
+            self._waiting.append((sequence, _disk_cost(size), None))
+            self.state.pending += 1
+            self.state.pending_bytes += _disk_cost(size)
+        self._migrate()
+
+    def _migrate(self) -> None:
+        outbox, cursor = self._legacy
+        if not outbox.exists():
+            cursor.unlink(missing_ok=True)
+            return
+        delivered = int(cursor.read_text() or 0) if cursor.exists() else 0
+        with outbox.open("rb") as f:
             data = f.read()
-        if data and not data.endswith(b"\n"):
-            # A write cut short by a crash: drop the partial record (it was never acknowledged
-            # as written, so the evaluation that produced it had not completed).
-            data = data[:data.rfind(b"\n") + 1]
-            with self.outbox.open("wb") as f:
-                f.write(data)
-        return [line for line in data.decode("utf-8").splitlines() if line]
+        # A line cut short by a crash was never acknowledged as written: dropped.
+        lines = [line for line in data[:data.rfind(b"\n") + 1].split(b"\n") if line][delivered:]
+        for line in lines:
+            self._keep(line + b"\n", None)
+        outbox.unlink()
+        cursor.unlink(missing_ok=True)
 
     def enqueue(self, record: dict) -> None:
         if not self.send_empty and not has_results(record):
             return
-        line = shaped_json(record, self.shape, self.variables)
-        with self._lock:
-            with self.outbox.open("a", encoding="utf-8") as f:
-                f.write(line + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-            self._lines.append(line)
-            self.state.pending += 1
+        line = shaped_json(record, self.shape, self.variables) + "\n"
+        self._keep(line.encode("utf-8"), record.get("time"))
 
-    def _save_cursor(self) -> None:
-        replace_text(self.cursor, str(self.state.delivered))
+    def _keep(self, data: bytes, instant: str | None) -> None:
+        cost = _disk_cost(len(data))
+        with self._lock:
+            if self._discarded:
+                return
+            sequence = self._sequence
+            self._sequence += 1
+        # Written and synced outside the lock: a delivery and a status read do not wait for the disk.
+        path = self._path(sequence)
+        _write_durably(path, data)
+        with self._lock:
+            if self._discarded:             # removed with its query meanwhile
+                path.unlink(missing_ok=True)
+                return
+            self._waiting.append((sequence, cost, instant))
+            self.state.pending += 1
+            self.state.pending_bytes += cost
+            self._bound()
+
+    def _bound(self) -> None:
+        """Drop the oldest waiting records (not the one being sent, nor the newest) while the
+        outbox is past its bound."""
+        while self.state.pending_bytes > self.max_bytes:
+            k = 1 if self._waiting and self._waiting[0][0] == self._in_flight else 0
+            if k >= len(self._waiting) - 1:
+                break
+            sequence, cost, instant = self._waiting[k]
+            del self._waiting[k]
+            path = self._path(sequence)
+            if instant is None:             # a record kept from before a restart
+                try:
+                    instant = _record_time(path.read_bytes())
+                except OSError:
+                    pass
+            path.unlink(missing_ok=True)
+            self.state.pending -= 1
+            self.state.pending_bytes -= cost
+            self.state.dropped += 1
+            self.state.dropped_bytes += cost
+            self.state.last_dropped = instant or self.state.last_dropped
+            if self.state.dropped == 1 or self.state.dropped % 1000 == 0:
+                log.warning("sink %s of query %s: its outbox is full ([engine] outbox_bytes, %d bytes): the oldest "
+                            "waiting records are dropped (%d so far)", self.url, self.query_id, self.max_bytes,
+                            self.state.dropped)
+
+    def discard(self) -> None:
+        """The query is gone: its outbox and what waits there are removed (a delivery under way
+        stops after the record it is sending)."""
+        with self._lock:
+            self._discarded = True
+            self._waiting.clear()
+            self.state.pending = self.state.pending_bytes = 0
+            self._remove_files()
+
+    def describe(self) -> dict:
+        with self._lock:
+            state = self.state
+            return {"url": self.url, "pending": state.pending, "pending_bytes": state.pending_bytes,
+                    "max_bytes": self.max_bytes, "delivered": state.delivered, "dropped": state.dropped,
+                    "last_dropped": state.last_dropped, "failures": state.failures, "last_error": state.last_error}
 
     def deliver(self, now: int) -> int:
-        """Deliver pending records in order until one is refused; returns how many went."""
+        """Deliver waiting records in order until one is refused; returns how many went. The
+        record is sent without the outbox's lock held: an evaluation's record is added meanwhile."""
+        if not self._sending.acquire(blocking=False):
+            return 0                     # another delivery of this sink is under way
         sent = 0
-        with self._lock:
-            while self.state.delivered < len(self._lines):
-                if now < self.state.next_attempt:
-                    break
-                line = self._lines[self.state.delivered]
-                record = json.loads(line)
-                headers = {"Content-Type": "application/json",
-                           "Idempotency-Key": "%s@%s" % (self.query_id, record.get("time"))}
+        try:
+            while True:
+                with self._lock:
+                    if self._discarded or not self._waiting or now < self.state.next_attempt:
+                        break
+                    sequence = self._in_flight = self._waiting[0][0]
                 try:
-                    status = self.post(self.url, line.encode("utf-8"), headers)
+                    body = self._path(sequence).read_bytes()
+                except FileNotFoundError:     # removed with its query meanwhile
+                    break
+                instant = _record_time(body)
+                headers = {"Content-Type": "application/json",
+                           "Idempotency-Key": "%s@%s" % (self.query_id, instant)}
+                try:
+                    status = self.post(self.url, body.rstrip(b"\n"), headers)
                     error = None if 200 <= status < 300 else "HTTP %d" % status
                 except DeliveryError as e:
                     error = str(e)
                 except OSError as e:          # requests' errors (RequestException) are OSErrors
                     error = "%s: %s" % (type(e).__name__, e)
-                if error is not None:
-                    self.state.failures += 1
-                    self.state.last_error = error
-                    self.state.next_attempt = now + self.state.backoff
-                    self.state.backoff = min(self.state.backoff * 2, MAX_BACKOFF)
-                    log.warning("sink %s refused %s's record %s (%s); retrying in %.1f s", self.url,
-                                self.query_id, record.get("time"), error, self.state.backoff / 2e6)
-                    break
-                self.state.delivered += 1
-                self.state.pending -= 1
-                self.state.backoff = INITIAL_BACKOFF
-                self.state.next_attempt = 0
-                self._save_cursor()
-                sent += 1
+                with self._lock:
+                    self._in_flight = None
+                    if error is not None:
+                        self.state.failures += 1
+                        self.state.last_error = error
+                        self.state.next_attempt = now + self.state.backoff
+                        self.state.backoff = min(self.state.backoff * 2, MAX_BACKOFF)
+                        log.warning("sink %s refused %s's record %s (%s); retrying in %.1f s", self.url,
+                                    self.query_id, instant, error, self.state.backoff / 2e6)
+                        break
+                    if self._discarded:
+                        break
+                    _, cost, _ = self._waiting.popleft()
+                    self._path(sequence).unlink(missing_ok=True)
+                    self.state.delivered += 1
+                    self.state.pending -= 1
+                    self.state.pending_bytes -= cost
+                    self.state.backoff = INITIAL_BACKOFF
+                    self.state.next_attempt = 0
+                    sent += 1
+        finally:
+            self._sending.release()
         return sent
+
+
+def _record_time(data: bytes) -> str | None:
+    try:
+        return json.loads(data).get("time")
+    except (ValueError, AttributeError):
+        return None

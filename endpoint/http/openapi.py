@@ -182,6 +182,10 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                     "sinks": {"type": "array", "items": {"type": "string"}}, "options": {"type": "object"},
                     "windows": {"type": "array", "items": {"type": "object"}}, "status": {"type": "object"},
                     "sink_backlog": {"type": "object"},
+                    "sink_outboxes": {"type": "array", "items": {"type": "object"},
+                                      "description": "per sink: records waiting (pending, pending_bytes), delivered, "
+                                                     "dropped to keep the outbox within [engine] outbox_bytes "
+                                                     "(dropped, last_dropped), failures, last_error"},
                     "report": {"type": "string", "description": "the report policy, in words (spec 6.3, 6.6)"},
                     "policy": {"type": "string", "description": "the report policy as the report option writes it"},
                     "normalised": {"type": "array", "items": {"type": "string"},

@@ -25,8 +25,10 @@ def health():
     starting = not services().readiness.ready
     disk = services().disk.describe() if services().disk is not None else None
     # A background graph whose last reload failed still holds what it held: stale, so degraded.
+    # (Its statuses are read under a lock no reload holds while it fetches or reads.)
     refresh = services().engine.background_refresh
-    stale = refresh.failing() if refresh is not None else {}
+    graphs = refresh.statuses() if refresh is not None else []
+    stale = {g.graph: g.last_error for g in graphs if g.last_error is not None}
     status = "starting" if starting else "degraded" if down or stale or (disk and not disk["ok"]) else "ok"
     body = {"status": status, "queries": len(queries),
             "failed_queries": [q.id for q in queries if q.status.state == "failed"],
@@ -35,6 +37,7 @@ def health():
     if refresh is not None:
         body["background_graphs"] = len(refresh.graphs)
         body["background_failing"] = stale
+        body["background"] = [g.describe() for g in graphs]
     if disk is not None:
         body["disk"] = disk
     response = Response(json.dumps(body), status=200 if status == "ok" else 503, mimetype="application/json")
@@ -103,15 +106,28 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
     if budget is not None:
         metric("rspstar_evaluation_load_budget_cores", "gauge", "The load beyond which registrations are refused.",
                [({}, budget)])
+    sinks = [({"query": q.id, "sink": s.url}, s.describe()) for q in queries for s in q.http_sinks]
     metric("rspstar_sink_backlog", "gauge", "Records waiting in sink outboxes.",
-           [({"query": q.id, "sink": s.url}, s.state.pending) for q in queries for s in q.http_sinks])
+           [(labels, outbox["pending"]) for labels, outbox in sinks])
+    metric("rspstar_sink_outbox_bytes", "gauge", "Disk the records waiting in a sink's outbox take (at most "
+           "[engine] outbox_bytes).", [(labels, outbox["pending_bytes"]) for labels, outbox in sinks])
+    metric("rspstar_sink_delivered_total", "counter", "Records a sink's receiver took since the engine started.",
+           [(labels, outbox["delivered"]) for labels, outbox in sinks])
+    metric("rspstar_sink_dropped_total", "counter", "Records dropped undelivered, the oldest first, to keep a sink's "
+           "outbox within [engine] outbox_bytes.", [(labels, outbox["dropped"]) for labels, outbox in sinks])
     metric("rspstar_source_up", "gauge", "1 while a source's streaming query runs, 0 when it has stopped.",
            [({"source": name}, 1 if source.get("active") else 0) for name, source in sorted(sources.items())])
     refresh = engine.background_refresh
     if refresh is not None:
         graphs = refresh.statuses()
-        metric("rspstar_background_reloads_total", "counter", "Reloads of a refreshed background graph that "
-               "replaced it.", [({"graph": g.graph}, g.reloads) for g in graphs])
+        metric("rspstar_background_reloads_total", "counter", "Successful reloads of a refreshed background graph "
+               "(those that found the source unchanged included).", [({"graph": g.graph}, g.reloads) for g in graphs])
+        metric("rspstar_background_reloads_unchanged_total", "counter", "Reloads that found the source as it was "
+               "and wrote nothing.", [({"graph": g.graph}, g.unchanged) for g in graphs])
+        metric("rspstar_background_reloads_skipped_total", "counter", "Reloads not run because the one before "
+               "took longer than the graph's refresh.", [({"graph": g.graph}, g.skipped) for g in graphs])
+        metric("rspstar_background_reload_seconds", "gauge", "How long the graph's last reload took.",
+               [({"graph": g.graph}, g.seconds) for g in graphs if g.seconds is not None])
         metric("rspstar_background_reload_failures_total", "counter", "Reloads that failed (the graph kept what "
                "it held).", [({"graph": g.graph}, g.failures) for g in graphs])
         metric("rspstar_background_reload_failing", "gauge", "1 while a graph's last reload failed, with its error.",

@@ -197,7 +197,7 @@ def query_events(query_id):
                                   % (settings.max_event_streams_per_client, query_id))
     # Subscribed before the history is read, so that nothing published meanwhile is missed; what
     # both give is sent once (by instant).
-    subscription = feed.subscribe(settings.event_backlog)
+    subscription = feed.subscribe(settings.event_backlog, settings.event_backlog_bytes)
     released = []
 
     def release() -> None:

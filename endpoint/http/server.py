@@ -8,7 +8,10 @@ server), with the limits a public port needs.
   sending slowly costs no worker; `threads` workers answer requests.
 - At most `connection_limit` connections are open (beyond it new ones wait in the listen
   queue); a connection idle for `idle_timeout` seconds is closed, and so is one that has not
-  sent a whole request within `request_timeout` seconds of its first byte (slowloris).
+  sent a whole request within `request_timeout` seconds of its first byte (slowloris), and one
+  whose client has taken none of the answer waiting for it for `idle_timeout` seconds (a
+  client that does not read: waitress holds at most 16 MiB for it, past 1 MiB in a temporary
+  file, and then blocks the worker writing to it).
 - A body larger than `max_body`, declared or chunked, is answered 413 before the app sees
   anything, with the JSON error body every error of the API has (so are headers too large and
   malformed requests); the `Server` header names rspstar.
@@ -78,10 +81,16 @@ class _Server(TcpWSGIServer):
     def maintenance(self, now):
         super().maintenance(now)     # idle connections
         cutoff = now - self.request_timeout
+        stalled = now - self.adj.channel_timeout
         for channel in list(self.active_channels.values()):
             started = getattr(channel, "request_started", None)
             if started is not None and started < cutoff and not channel.requests:
                 channel.will_close = True
+            elif channel.total_outbufs_len and channel.last_activity < stalled:
+                # An answer waits for a client that has taken none of it for idle_timeout: a
+                # client that does not read. Closed, so the worker writing to it (an event
+                # stream, blocked once waitress holds its most) is freed with its slot.
+                channel.handle_close()
 
 
 class HttpServer:

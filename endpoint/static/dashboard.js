@@ -168,6 +168,20 @@ function behindCell(s) {
   return cell;
 }
 
+// The query's state, and what its sinks' outboxes dropped to stay within their bound (on a line of
+// its own when the column is narrow; only when they dropped some): never silent.
+function stateCell(s, outboxes) {
+  const cell = el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" });
+  const dropping = outboxes.filter(o => o.dropped);
+  if (dropping.length) {
+    const dropped = dropping.reduce((n, o) => n + o.dropped, 0);
+    cell.append(" ", el("span", `(${dropped} sink records dropped)`, { class: "part dropped",
+      title: dropping.map(o => `${o.url}: ${o.dropped} dropped, the latest ${o.last_dropped}; ${o.pending} waiting` +
+        (o.last_error ? ` (${o.last_error})` : "")).join("\n") }));
+  }
+  return cell;
+}
+
 async function refreshQueries() {
   let queries;
   try { queries = (await getJSON("/queries")).queries; } catch (e) { return; }
@@ -180,7 +194,7 @@ async function refreshQueries() {
     const caughtUp = s.caught_up ? `; ${s.caught_up} evaluations caught up after a restart, not counted` : "";
     row.append(el("td", q.id, { class: "id" }), el("td", q.form + (q.r2s !== "RSTREAM" ? " " + q.r2s : "")),
       windowsCell(q.windows),
-      el("td", s.state, { class: "state" + (s.state === "failed" ? " failed" : ""), title: s.last_error || "" }),
+      stateCell(s, q.sink_outboxes || []),
       countsCell(s),
       el("td", s.missed_runs, { class: "num", title: "scheduler polls folded into the next run (no evaluation is skipped)" }),
       behindCell(s),
