@@ -17,7 +17,7 @@ from .options import QueryOptions
 from .partition import PartitionKey, check_partitioned
 from .policy import ReportPolicy, report_policy
 from .temporal import format_duration, format_instant
-from .validate import compile_query
+from .validate import compile_query, with_option_warnings
 
 
 class QueryOverLimits(TranslatorError):
@@ -64,6 +64,7 @@ def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | No
         options = QueryOptions.from_pairs(options or {})
     query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start,
                                                                 base=options.base, streams=options.streams)
+    query = with_option_warnings(query, options)
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed, options.base)
     policy = report_policy(query, options.report)

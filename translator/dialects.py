@@ -739,6 +739,9 @@ class EpSparql(Dialect):
     dialect = "ep-sparql"
     language = "EP-SPARQL"
     report = "content-change"
+    # Its translation reads events through GRAPH patterns and element times through WINDOW
+    # blocks over timestamp triples alone (spec 6.12), never a window's merged content.
+    option_defaults = {"window_default_graph": "timestamps"}
 
     def translate(self) -> Translation:
         for _ in range(2):      # REGISTER ... AS before or after the prologue, copied as written
@@ -749,7 +752,7 @@ class EpSparql(Dialect):
                 self.expect_keyword("AS", "to end the REGISTER clause")
         events = translate_events(self, self.streams_given, self.origin)
         return Translation(self.dialect, self.source, events.text, events.placed, report=self.report,
-                           lower_closed=events.lower_closed)
+                           lower_closed=events.lower_closed, option_defaults=dict(self.option_defaults))
 
 
 DIALECTS = ("rspql", *_READERS)

@@ -36,11 +36,11 @@ from .namespaces import RDF, RSPU
 from .syntax import (
     Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group, InlineData,
     Keyworded, ParsedBody, PropertyValues, ReifiedTriple, Span, SubSelect, Term, TriplesBlock,
-    TriplesSameSubject, TripleTerm, UnionPattern,
+    TriplesSameSubject, TripleTerm, UnionPattern, holds_graph_pattern, walk,
 )
 from .tokens import BNODE, IRI, PNAME, VAR, SourceText
 from .uncertainty.functions import FUNCTION_NAMES, FUSED_PREFIX, fused_shape
-from .vocabulary import timestamps_graph
+from .vocabulary import PROV_GENERATED_AT_TIME, timestamps_graph
 
 # Variables the rewrite introduces start with this; they are never part of a query's results.
 INTERNAL_VARIABLE_PREFIX = "__rsp"
@@ -54,7 +54,10 @@ class RewriteOptions:
 
     lazy_bind: bool = True
     h4: bool = True
-    window_union: bool = False   # a window's default graph also holds its elements' content
+    # Whether a window's default graph also holds its elements' merged content: True in every
+    # WINDOW block, False in none (section 3), None in the blocks holding no GRAPH pattern
+    # (spec 6.15: `block_reads_content`).
+    window_union: bool | None = None
     fuse_rspu: bool = True       # nested rspu: calls as one call (functions.FUSED_PREFIX)
     entailment: bool = False     # RDFS entailment: elements read through their closure graphs
 
@@ -195,6 +198,9 @@ class Template:
     from_named: list[str] | None             # FROM NAMED graphs: the background GRAPH ranges over
     calls_rspu: bool = True                  # whether the text calls rspu: functions (fused or not)
     entailment: bool = False                 # reads elements through closure graphs (spec §6.11)
+    # Triple patterns read against timestamp triples alone whose constant predicate is not the
+    # timestamp predicate, so they never match: (source offset, window, predicate IRI).
+    unmatchable: tuple = ()
 
     def instantiate(self, elements: dict[str, list[str]], background_graphs: list[str],
                     closures: dict[str, str] | None = None) -> RewrittenQuery:
@@ -239,6 +245,16 @@ class _Emitter:
 class _Context:
     window: str | None = None     # the window whose dataset is active, None outside windows
     in_graph: bool = False        # inside a GRAPH pattern (triples are in that graph)
+    content: bool = False         # the window's default graph holds its elements' content too
+
+
+def block_reads_content(block: GraphPattern, options: RewriteOptions) -> bool:
+    """Whether a WINDOW block's default graph holds its elements' merged content besides their
+    timestamp triples: as the option (or the dialect) says, else when no GRAPH pattern stands
+    anywhere inside the block (spec 6.15)."""
+    if options.window_union is not None:
+        return options.window_union
+    return not holds_graph_pattern(block.group)
 
 
 class _Rewriter:
@@ -252,6 +268,7 @@ class _Rewriter:
         self.deferred: list[Filter] = _deferrable_filters(query) if options.h4 else []
         self._deferred_ids = {id(f) for f in self.deferred}
         self.fused: set[str] = set()
+        self.unmatchable: list[tuple[int, str, str]] = []
 
     # -- helpers ----------------------------------------------------------------------------
     def fresh(self) -> str:
@@ -294,7 +311,8 @@ class _Rewriter:
         described = bool(self.query.from_graphs or self.query.from_named_graphs)
         return Template(self.emit.parts, list(self.query.from_graphs) if described else None, body.source,
                         tuple(sorted(self.fused)), list(self.query.from_named_graphs) if described else None,
-                        bool(self.fused) or body.calls_rspu(), self.options.entailment)
+                        bool(self.fused) or body.calls_rspu(), self.options.entailment,
+                        tuple(dict.fromkeys(self.unmatchable)))
 
     def expression(self, expression: Expression, ctx: _Context) -> None:
         for part in expression.parts:
@@ -398,7 +416,7 @@ class _Rewriter:
             self.emit.copy(node.span)
         elif isinstance(node, TriplesBlock):
             if ctx.window is not None and not ctx.in_graph:
-                self.window_default_triples(node, ctx.window)
+                self.window_default_triples(node, ctx.window, ctx.content)
             elif ctx.window is None and not ctx.in_graph and self.query.merged_windows:
                 self.merged_default_triples(node)
             else:
@@ -419,7 +437,7 @@ class _Rewriter:
     # -- GRAPH and WINDOW -------------------------------------------------------------------
     def graph_pattern(self, node: GraphPattern, ctx: _Context) -> None:
         name = self.tokens[node.name]
-        inner = _Context(ctx.window, True)
+        inner = _Context(ctx.window, True, ctx.content)
         if ctx.window is not None and self.is_fact_window(ctx.window):
             # A fact window holds facts in its default graph and no named graph (spec §6.13).
             self.emit.put("{ %s }" % _NOTHING, node.keyword)
@@ -462,14 +480,15 @@ class _Rewriter:
 
     def window_pattern(self, node: GraphPattern, ctx: _Context) -> None:
         name = self.tokens[node.name]
+        content = block_reads_content(node, self.options)
         if name.kind != VAR:
-            self.group(node.group, _Context(self.resolve(node.name), False))
+            self.group(node.group, _Context(self.resolve(node.name), False, content))
             return
         for k, window in enumerate(self.query.windows):
             if k:
                 self.emit.put("UNION", node.keyword)
             self.emit.put("{ VALUES %s { <%s> }" % (name.text, window), node.name)
-            self.group(node.group, _Context(window, False))
+            self.group(node.group, _Context(window, False, content))
             self.emit.put("}", node.keyword)
 
     # -- a window's default graph --------------------------------------------------------------
@@ -496,15 +515,16 @@ class _Rewriter:
         self.emit.copy(block.span)
         self.emit.put(("} VALUES %s { " % graph, Values(window), " } }"), at)
 
-    def window_default_triples(self, block: TriplesBlock, window: str) -> None:
+    def window_default_triples(self, block: TriplesBlock, window: str, content: bool) -> None:
         if self.is_fact_window(window):
             self.fact_default_triples(block, window)
             return
         triples = self.block_triples(block)
         at = block.span.start
-        if self.options.window_union:
+        if content:
             self.union_default_triples(triples, [window], False, at)
             return
+        self.note_unmatchable(block, window)
         restricted: list[str] = []
         constants: list[str] = []
         impossible = False
@@ -527,6 +547,37 @@ class _Rewriter:
         if impossible:
             self.emit.put(_NOTHING, at)
         self.emit.put("}", at)
+
+    def note_unmatchable(self, block: TriplesBlock, window: str) -> None:
+        """Each constant predicate of a block read against its window's timestamp triples other
+        than the timestamp predicate (an annotation's too: its rdf:reifies triple is not there
+        either): such a pattern can never match (a warning, translator/warnings.py)."""
+        def visit(properties: list[PropertyValues]) -> None:
+            for pv in properties:
+                tok = self.tokens[pv.verb.start]
+                if pv.is_simple and (tok.kind in (IRI, PNAME) or tok.is_keyword("A")):
+                    predicate = RDF + "type" if tok.is_keyword("A") else self.resolve(pv.verb.start)
+                    if predicate != PROV_GENERATED_AT_TIME:
+                        self.unmatchable.append((tok.offset, window, predicate))
+                for obj in pv.objects:
+                    if obj.annotations:
+                        self.unmatchable.append((self.tokens[pv.verb.start].offset, window, RDF + "reifies"))
+                    for annotation in obj.annotations:
+                        visit(annotation.properties)
+                    nodes(obj.node)
+
+        def nodes(node) -> None:
+            if isinstance(node, BlankNodePropertyList):
+                visit(node.properties)
+            elif isinstance(node, Collection):
+                for item in node.items:
+                    nodes(item)
+            elif isinstance(node, ReifiedTriple):
+                self.unmatchable.append((self.tokens[node.verb.start].offset, window, RDF + "reifies"))
+
+        for tss in block.triples:
+            nodes(tss.subject)
+            visit(tss.properties)
 
     def union_default_triples(self, triples: list[tuple[str, str, str]], windows: list[str], background: bool,
                               at: int) -> None:
@@ -635,6 +686,51 @@ class _Rewriter:
                     reifier = self.term_text(annotation.reifier, labels) if annotation.reifier else self.fresh()
                     triples.append((reifier, "<%sreifies>" % RDF, "<<( %s %s %s )>>" % (subject, verb, o)))
                     self.expand_properties(reifier, annotation.properties, triples, labels)
+
+
+def window_readings(query: ContinuousQuery, options: RewriteOptions, forced_by: str = "") -> list[str]:
+    """What each WINDOW block of the query reads as its default graph and why (spec 6.15), one
+    line per block at its line and column (of the RSP-QL* translation, for a dialect query):
+    its elements' merged content and their timestamp triples, their timestamp triples alone
+    (its elements being its named graphs), or a fact window's facts. `forced_by` names what set
+    `options.window_union` (the option, the dialect), when something did."""
+    body = query.body
+    if body is None:
+        return []
+    where = " in the RSP-QL* translation" if query.translation is not None else ""
+    found = []
+    for node in walk(body.where):
+        if not (isinstance(node, GraphPattern) and node.is_window):
+            continue
+        name = body.tokens[node.name]
+        windows = list(query.windows) if name.kind == VAR else [body.resolve(node.name)]
+        facts = [w for w in windows if isinstance(query.windows.get(w), FactWindow)]
+        elements = [w for w in windows if w not in facts]
+        shown = name.text if name.kind == VAR else "<%s>" % windows[0]
+        line, column = body.source.position(body.tokens[node.keyword].offset)
+        parts = []
+        if elements:
+            content = block_reads_content(node, options)
+            what = ("its elements' merged content and their timestamp triples" if content else
+                    "its elements as named graphs (GRAPH), its default graph their timestamp triples")
+            if forced_by:
+                why = forced_by
+            elif content:
+                why = "no GRAPH pattern inside the block, spec 6.15"
+            else:
+                why = "a GRAPH pattern inside the block, spec section 3"
+            parts.append("%s (%s)" % (what, why))
+        if facts:
+            parts.append("%sthe facts that hold (spec 6.13)" % (
+                "" if not elements else "fact window%s %s: " % ("s" * (len(facts) > 1),
+                                                               ", ".join("<%s>" % f for f in facts))))
+        subject = "WINDOW %s%s" % (shown, " (each declared window)" if name.kind == VAR else "")
+        found.append("%d:%d%s: %s reads %s" % (line, column, where, subject, "; ".join(parts)))
+    if query.merged_windows:
+        found.append("outside WINDOW and GRAPH, the WHERE clause reads the merge of windows %s and the background "
+                     "default graph (the %s dialect, spec 6.5)" % (
+                         ", ".join("<%s>" % w for w in query.merged_windows), query.dialect))
+    return found
 
 
 def defers_filters(query: ContinuousQuery) -> bool:

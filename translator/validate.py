@@ -3,6 +3,7 @@ SPARQL the rewrite produces, with its errors reported at the user's line and col
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pyoxigraph as ox
 
@@ -19,7 +20,8 @@ from .syntax import (
 )
 from .tokens import IRI, PNAME
 from .uncertainty import FunctionLibrary
-from .warnings import query_warnings
+from .options import QueryOptions
+from .warnings import query_warnings, reading_warnings
 
 _POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
 _UNSUPPORTED_FUNCTION = re.compile(r"The custom function <([^>]*)> is not supported")
@@ -94,8 +96,26 @@ def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str 
             query = translation.apply(_compile(translation.text, functions, base), text)
         except QuerySyntaxError as e:
             raise translation.locate(e) from None
-    query.warnings = query_warnings(text)
+    query.warnings = query_warnings(text) + option_warnings(query, QueryOptions())
     return query
+
+
+def option_warnings(query: ContinuousQuery, options: "QueryOptions") -> list[str]:
+    """The warnings that depend on how the query is read under these options: its WINDOW blocks'
+    triple patterns that can never match (spec 6.15)."""
+    union, why = options.window_content(query)
+    return reading_warnings(query, RewriteOptions(lazy_bind=False, h4=False, window_union=union), why)
+
+
+def with_option_warnings(query: ContinuousQuery, options: "QueryOptions") -> ContinuousQuery:
+    """The query with the warnings its options give in place of the ones compile_query found
+    under its defaults (the same query when they are the same)."""
+    if options.window_content(query) == QueryOptions().window_content(query):
+        return query
+    default, given = option_warnings(query, QueryOptions()), option_warnings(query, options)
+    if default == given:
+        return query
+    return replace(query, warnings=[w for w in query.warnings if w not in default] + given)
 
 
 def _compile(text: str, functions: FunctionLibrary | None, base: str | None) -> ContinuousQuery:
