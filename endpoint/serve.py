@@ -205,7 +205,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     for skipped_runs in ("apscheduler.scheduler", "apscheduler.executors.default"):
         logging.getLogger(skipped_runs).setLevel(logging.ERROR)
     configure_process()
-    from rspstar.store.ingestion import SparkIngestion, find_java_home, spark_session, stop_session
+    from rspstar.store.ingestion import SOURCE_KINDS, SparkIngestion, find_java_home, spark_session, stop_session
     find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
 
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -217,6 +217,9 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
     engine = Runner(store, WallClock(), config.engine)
+    fed = {stream for source in sources if source.kind in SOURCE_KINDS
+           for stream in SOURCE_KINDS[source.kind].streams(source)}
+    engine.fed_streams = lambda: fed
     engine.background_refresh = background_refresh(config, engine, engine.clock)
     if engine.background_refresh is not None:
         engine.background_refresh.run_due()         # loaded before the first evaluation

@@ -454,6 +454,8 @@ class ContinuousQuery:
     # its line and column in the user's text.
     normalised: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What each WINDOW block reads and why (spec 6.15), under the options it was admitted with.
+    readings: list[str] = field(default_factory=list)
     # The IRI the text was retrieved from (its file, the URL it was registered at, a configured
     # base), which its relative IRIs resolve against before any BASE of its own: a text made
     # from this one (a part of a join, queries differing in constants) is read with it too.
