@@ -10,7 +10,7 @@ import pyoxigraph as ox
 from .dialects import translate
 from .errors import QuerySyntaxError
 from .facts import GRAPHS, constants_query, match_query
-from .model import ContinuousQuery, FactWindow
+from .model import ContinuousQuery, FactWindow, QueryForm
 from .nesting import REWRITE_ALLOWANCE, STACK_BUDGET, check_nesting
 from .parser import parse_query
 from .rewrite import RewriteOptions, RewrittenQuery, rewrite
@@ -18,7 +18,7 @@ from .namespaces import RSPU
 from .syntax import (
     Bind, Expression, Filter, GraphPattern, Group, Keyworded, ParsedBody, Span, SubSelect, UnionPattern, nested_groups,
 )
-from .tokens import IRI, PNAME
+from .tokens import IRI, NAME, PNAME, VAR
 from .uncertainty import FunctionLibrary
 from .options import QueryOptions
 from .warnings import query_warnings, reading_warnings
@@ -118,8 +118,50 @@ def with_option_warnings(query: ContinuousQuery, options: "QueryOptions") -> Con
     return replace(query, warnings=[w for w in query.warnings if w not in default] + given)
 
 
+_AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"}
+_AFTER_GROUP_BY = {"HAVING", "ORDER", "LIMIT", "OFFSET", "VALUES"}
+
+
+def check_grouping(query: ContinuousQuery) -> None:
+    """A variable the SELECT projects as it is, in a query that groups (GROUP BY, HAVING or an
+    aggregate), must be grouped by: SPARQL 1.1 (18.2.4.1) refuses it, and Oxigraph's message
+    names neither the variable nor the rule. Refused here at the variable."""
+    body = query.body
+    if query.form is not QueryForm.SELECT:
+        return
+    tokens = body.tokens
+    head = [k for part in body.form_head.parts if isinstance(part, Span) for k in range(part.start, part.end)]
+    modifiers = [k for part in body.modifiers.parts if isinstance(part, Span) for k in range(part.start, part.end)]
+    words = [tokens[k].text.upper() for k in head + modifiers if tokens[k].kind == NAME]
+    aggregated = any(tokens[k].kind == NAME and tokens[k].text.upper() in _AGGREGATES and k + 1 < len(tokens)
+                     and tokens[k + 1].is_punct("(") for k in head) or "GROUP" in words or "HAVING" in words
+    if not aggregated:
+        return
+    grouped, k = set(), 0
+    while k < len(modifiers):
+        if tokens[modifiers[k]].is_keyword("GROUP") and k + 1 < len(modifiers) and tokens[modifiers[k + 1]].is_keyword("BY"):
+            k += 2
+            while k < len(modifiers) and not tokens[modifiers[k]].is_keyword(*_AFTER_GROUP_BY):
+                if tokens[modifiers[k]].kind == VAR:
+                    grouped.add(tokens[modifiers[k]].text[1:])
+                k += 1
+        else:
+            k += 1
+    depth = 0
+    for k in head[1:]:
+        tok = tokens[k]
+        depth += tok.is_punct("(") - tok.is_punct(")")
+        if depth == 0 and tok.kind == VAR and tok.text[1:] not in grouped:
+            raise QuerySyntaxError("%s is projected but neither grouped by nor aggregated: SPARQL projects only the "
+                                   "GROUP BY variables and aggregates of a grouping query; add it to GROUP BY or "
+                                   "project an aggregate of it, such as (SAMPLE(%s) AS %s1)" % (tok.text, tok.text,
+                                                                                                tok.text),
+                                   *body.source.position(tok.offset))
+
+
 def _compile(text: str, functions: FunctionLibrary | None, base: str | None) -> ContinuousQuery:
     query = parse_query(text, base)
+    check_grouping(query)
     functions = functions or FunctionLibrary()
     rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
     check_with_oxigraph(query, rewritten, functions)

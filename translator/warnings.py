@@ -72,7 +72,7 @@ def background_warnings(query: ContinuousQuery, holds: Callable[[str | None], bo
     described = bool(query.from_graphs or query.from_named_graphs)
     warnings = []
     if outside:
-        if not described:
+        if not described or (query.named_keep_default and not query.from_graphs):
             empty, what = not holds(None), "the background default graph"
         elif query.from_graphs:
             empty = not any(holds(g) for g in query.from_graphs)
