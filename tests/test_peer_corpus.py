@@ -81,7 +81,9 @@ def test_every_file_of_the_corpus_runs_as_a_case_or_is_refused_by_name(entry):
     readme = (case / "README.md").read_text()
     assert entry["repository"] in readme and entry["commit"] in readme and entry["path"] in readme
     query = (case / json.loads((case / "manifest.json").read_text())["query"]).read_text()
-    if entry.get("changes"):
+    if entry.get("query", "").startswith("written here"):
+        assert entry["path"] in readme
+    elif entry.get("changes"):
         assert query != text and all(" ".join(change.split()) in " ".join(readme.split()) for change in entry["changes"])
     else:
         assert query == text
