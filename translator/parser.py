@@ -68,7 +68,9 @@ class PrologueReader(TokenReader):
         try:
             return resolve_iri(text, tok.kind, self.prefixes, self.base)
         except KeyError:
-            raise self.error("undeclared prefix %r" % (text.partition(":")[0] + ":"), tok) from None
+            prefix = text.partition(":")[0] + ":"
+            raise self.error("undeclared prefix %r (declare it before the query: PREFIX %s <http://example.org/>)"
+                             % (prefix, prefix), tok) from None
         except ValueError as e:
             raise self.error("%s cannot be resolved against the base <%s>: %s" % (text, self.base, e), tok) from None
 
