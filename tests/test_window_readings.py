@@ -175,3 +175,41 @@ def test_kolibries_variable_stream_is_refused_by_name():
     assert (info.value.line, info.value.column) == (2, 74)
     assert info.value.message.startswith("a variable as a window's stream (ON ?stream, as Kolibrie writes it) has no "
                                          "equivalent in this engine")
+
+
+def test_the_background_warnings_name_the_graph_each_pattern_reads():
+    from rspstar.translator.warnings import background_warnings
+    head = "PREFIX ex: <http://example.org/>\nSELECT * %s FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S]\nWHERE { %s }"
+    window = "WINDOW ex:w { ?s ?p ?o }"
+
+    def warned(text, default=False, graphs=(), dialect=None):
+        query = compile_query(text, dialect=dialect)
+        return background_warnings(query, lambda g: default if g is None else g in graphs, list(graphs))
+    assert warned(head % ("", "?s ex:in ?room . " + window), default=True) == []
+    [empty] = warned(head % ("", "?s ex:in ?room . " + window))
+    assert empty.startswith("3:9: the triple patterns outside every WINDOW read the background default graph")
+    # FROM NAMED alone leaves the default graph empty (SPARQL's dataset description) ...
+    [named_only] = warned(head % ("FROM NAMED ex:rooms", "?s ex:in ?room . " + window), default=True,
+                          graphs=["http://example.org/rooms"])
+    assert "an empty default graph (the query names FROM NAMED graphs and no FROM graph)" in named_only
+    # ... but not in CQELS-QL, which reads its default dataset whatever it names.
+    cqels = ("PREFIX ex: <http://example.org/> SELECT * FROM NAMED ex:rooms WHERE { ?s ex:in ?room . "
+             "STREAM ex:s [RANGE 1s] { ?s ?p ?o } }")
+    assert warned(cqels, default=True, graphs=["http://example.org/rooms"]) == []
+    # GRAPH outside every window: a graph that holds nothing, or no named graph at all.
+    [graph] = warned(head % ("", "GRAPH ex:rooms { ?room ex:label ?l } " + window), default=True)
+    assert graph.startswith("3:15: GRAPH outside every WINDOW reads <http://example.org/rooms>, which holds no triple")
+    [any_graph] = warned(head % ("", "GRAPH ?g { ?room ex:label ?l } " + window))
+    assert "reads the background named graphs, which hold no triple now" in any_graph
+    assert warned(head % ("", "GRAPH ?g { ?room ex:label ?l } " + window), graphs=["http://example.org/x"]) == []
+    # C-SPARQL reads its windows merged with the background: its patterns read the windows too.
+    assert warned("PREFIX ex: <http://example.org/> SELECT * FROM STREAM ex:s [RANGE 1s] FROM ex:rooms "
+                  "WHERE { ?s ex:in ?room }") == []
+
+
+def test_an_annotation_read_against_timestamp_triples_is_warned_about():
+    query = compile_query("PREFIX ex: <http://example.org/> PREFIX prov: <http://www.w3.org/ns/prov#>\n"
+                          "SELECT * FROM NAMED WINDOW ex:w ON ex:s [RANGE PT1S]\n"
+                          "WHERE { WINDOW ex:w { ?g prov:generatedAtTime ?t {| ex:by ?who |} . GRAPH ?g { ?a ?b ?c } } }")
+    assert [w.split(" in WINDOW")[0] for w in query.warnings] == [
+        "3:26: rdf:reifies", "3:53: <http://example.org/by>"]

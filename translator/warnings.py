@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection
 
 from .model import ContinuousQuery
 from .rewrite import RewriteOptions, compile_template
-from .syntax import GraphPattern, TriplesBlock, walk
+from .syntax import Expression, GraphPattern, Group, SubSelect, TriplesBlock, nested_groups
 from .tokens import EOF, VAR, SourceText, Token, tokenize
 from .vocabulary import PROV_GENERATED_AT_TIME
 
@@ -120,7 +120,6 @@ def _visit_outside(group, body, outside: list[int], named: list) -> None:
 
 
 def _children(node):
-    from .syntax import Expression, Group, SubSelect, nested_groups
     if isinstance(node, Group):
         return list(node.items)
     if isinstance(node, SubSelect):

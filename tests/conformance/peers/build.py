@@ -411,8 +411,6 @@ SAO = "http://purl.oclc.org/NET/sao/"
 CT = "http://www.insight-centre.org/citytraffic#"
 RDF_TYPE = ox.NamedNode("http://www.w3.org/1999/02/22-rdf-syntax-ns#type")
 CITYBENCH_T0 = 1406880000000        # 2014-08-01T08:00:00Z, in the weeks CityBench's data covers
-# Where CityBench's web server (dataset/csparql_web_server) serves its static datasets.
-WEBGL = "http://127.0.0.1:9000/WebGlCity/RDF/"
 # Users' locations: near the cultural events' venues (within 0.1 degree², which CityBench's
 # distance filters keep) and far from them, in turn.
 NEAR, FAR = (56.1522, 10.1991), (56.31, 10.61)
