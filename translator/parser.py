@@ -169,8 +169,7 @@ class _Parser(PrologueReader):
 
     def duration(self, what: str, milliseconds: bool = False) -> tuple[int, Token]:
         """An xsd:duration (PT10S, or a quoted "..."^^xsd:duration); with `milliseconds` (a
-        window's RANGE and STEP) also a bare integer, milliseconds as RSP-JS and rsp-rs read it
-        (spec 6.15)."""
+        window's RANGE and STEP) also a bare integer of milliseconds (spec 6.15)."""
         tok = self.peek()
         if milliseconds and tok.kind == NUMBER and tok.text.isdigit():
             self.advance()

@@ -757,8 +757,9 @@ _AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"}
 
 def projection_aliases(body: ParsedBody) -> dict[int, str]:
     """In a grouping SELECT, each variable token of a projected expression that names an alias
-    bound before it in the same SELECT (`(COUNT(?r) AS ?n) (?n > 3 AS ?many)`, as RSP4J's
-    queries write them): the text of that alias's expression, itself written out the same way.
+    bound before it in the same SELECT (`(COUNT(?r) AS ?n) (?n > 3 AS ?many)`, as the peer
+    corpus's queries write them, docs/peers.md): the text of that alias's expression, itself
+    written out the same way.
     SPARQL 1.1 evaluates projected expressions in order (18.2.4.4), and Oxigraph refuses a
     grouping query that reads an alias so; written out, it reads the aggregates themselves."""
     parts = body.form_head.parts
