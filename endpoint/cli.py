@@ -20,6 +20,7 @@ from rspstar.translator.options import QueryOptions, r2r_plan
 from rspstar.translator.rewrite import compile_template
 from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.validate import compile_query
+from rspstar.translator.warnings import background_warnings
 
 from .allocator import use_jemalloc
 from .launch import UNDER_JEMALLOC
@@ -193,6 +194,8 @@ def cmd_check(args) -> int:
         print("%s:%d:%d: %s" % (args.query, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
     query, policy, options = admitted.query, admitted.policy, admitted.options
+    if args.background:
+        query = replace(query, warnings=query.warnings + _background_warnings(query, Path(args.background)))
     plan = r2r_plan(query, policy, options)
     summary = {
         "dialect": query.dialect, "form": query.form.value, "r2s": query.r2s.value, "name": query.name,
@@ -201,6 +204,7 @@ def cmd_check(args) -> int:
         "report": policy.describe(),
         "policy": policy.show(),
         "normalised": query.normalised,
+        "readings": query.readings,
         "warnings": query.warnings + ([NEVER_EVALUATED] if policy.never_reports else []),
         **_base_described(query, given_base),
     }
@@ -222,6 +226,24 @@ def cmd_check(args) -> int:
         summary["entailment"] = entailment_summary(query, plan)
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def _background_warnings(query, path: Path) -> list[str]:
+    """What `check --background FILE` adds: the query's patterns outside its windows that read
+    a graph the file leaves empty (translator/warnings.py)."""
+    from rspstar.store.rdf_input import format_for_path
+    from rspstar.store.stream_store import StreamStore
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise UsageError("cannot read background %s: %s" % (path, e.strerror)) from None
+    store = StreamStore()
+    store.background.load(data, format_for_path(path), str(path))
+
+    def holds(graph: str | None) -> bool:
+        return bool(store.query("ASK { ?s ?p ?o }" if graph is None else "ASK { GRAPH <%s> { ?s ?p ?o } }" % graph))
+
+    return background_warnings(query, holds, [g for g in store.background.graphs() if holds(g)])
 
 
 def entailment_summary(query, plan) -> list[str]:
@@ -313,6 +335,9 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("query")
     ck.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                     help="query option, as for replay")
+    ck.add_argument("--background", metavar="FILE",
+                    help="background data the query will read (TriG, Turtle, N-Quads): its patterns outside "
+                         "windows that would read an empty graph are warned about")
     ck.set_defaults(handler=cmd_check)
     return parser
 

@@ -248,6 +248,9 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
     engine = Runner(store, WallClock(), config.engine)
+    fed = set() if spark is None else {stream for source in sources if source.kind in spark.SOURCE_KINDS
+                                       for stream in spark.SOURCE_KINDS[source.kind].streams(source)}
+    engine.fed_streams = lambda: fed
     engine.background_refresh = background_refresh(config, engine, engine.clock)
     if engine.background_refresh is not None:
         engine.background_refresh.run_due()         # loaded before the first evaluation

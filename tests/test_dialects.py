@@ -367,3 +367,31 @@ def test_registration_answers_with_the_forms_normalised_and_the_warnings():
     assert described["normalised"] == ["3:44: 5 min read as 5m", "3:50: SLIDE read as STEP (C-SPARQL's [RANGE 5m STEP 1m])",
                                        "3:56: 1 min read as 1m"]
     assert described["warnings"][0].startswith("6:9: HAVING reads ?rooms")
+
+
+def test_a_cqels_query_naming_its_named_datasets_still_reads_the_default_dataset(tmp_path):
+    # CityBench's CQELS queries (cqels_query/Q5.txt, Q8, Q9) name `from named <culturalevents>`
+    # and read the sensor repository outside their STREAM blocks: CQELS loads that as its default
+    # dataset (CityBench's RDFFileManager: loadDefaultDataset, loadDataset("culturalevents", ...)),
+    # so FROM NAMED leaves the default graph the background's there. In RSP-QL* it empties it,
+    # as SPARQL's dataset clauses do.
+    text = EX + ("SELECT ?t ?room ?label FROM NAMED <http://example.org/rooms> WHERE { ?t ex:in ?room . "
+                 "GRAPH <http://example.org/rooms> { ?room ex:label ?label } "
+                 "STREAM <http://example.org/temp> [RANGE 3s] { ?t ex:value ?v } }")
+    stream = tmp_path / "temp.trig"
+    stream.write_text('@prefix ex: <http://example.org/> .\nex:e1 <http://www.w3.org/ns/prov#generatedAtTime> '
+                      '"2026-03-01T08:00:01Z"^^<http://www.w3.org/2001/XMLSchema#dateTime> .\nex:e1 { ex:t1 ex:value 5 }\n')
+    background = tmp_path / "bg.trig"
+    background.write_text("@prefix ex: <http://example.org/> .\nex:t1 ex:in ex:kitchen .\n"
+                          'ex:rooms { ex:kitchen ex:label "kitchen" }\n')
+    query = tmp_path / "q.rq"
+    query.write_text(text)
+    out = tmp_path / "out.jsonl"
+    assert main(["replay", str(query), "--stream", "http://example.org/temp=%s" % stream, "--background",
+                 str(background), "--from", "2026-03-01T08:00:00Z", "--to", "2026-03-01T08:00:01Z", "--out", str(out)]) == 0
+    [record] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["bindings"] == [{"t": "<http://example.org/t1>", "room": "<http://example.org/kitchen>",
+                                   "label": '"kitchen"'}]
+    compiled = compile_query(text)
+    assert compiled.named_keep_default and compiled.from_named_graphs == ["http://example.org/rooms"]
+    assert not compile_query(RSPQL.replace("WHERE", "FROM NAMED <http://example.org/rooms> WHERE")).named_keep_default

@@ -21,6 +21,7 @@ differential_long tests/test_differential.py` (DIFFERENTIAL_EXAMPLES sets how ma
 Which examples reach which fast path is written down in FAST_PATH_EXAMPLES below, each checked
 to reach it; the drawn examples of the normal run are checked to reach every one of them.
 """
+import collections
 import dataclasses
 import math
 import os
@@ -33,8 +34,8 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from conftest import compare_lines
 from rspstar.store.isolation import EvaluationWorkers
 from differential.model import (
-    EX, T0, Aggregates, Background, BackgroundData, Binary, Bind, Call, Case, CountWindow, Declaration, Element,
-    EventGroup, EventPattern, EventQuery, FactBlock, FactWindow, Filter, KeyTriple, LandmarkWindow, MS, Num,
+    EX, T0, Aggregates, Background, BackgroundData, Binary, Bind, Call, Case, ContentBlock, CountWindow, Declaration,
+    Element, EventGroup, EventPattern, EventQuery, FactBlock, FactWindow, Filter, KeyTriple, LandmarkWindow, MS, Num,
     PartitionedWindow, PastWindow, Query, TimeWindow, TypeTriple, ValueTriple, Var, WindowBlock,
 )
 from rspstar.translator.temporal import parse_instant as instant
@@ -46,8 +47,8 @@ DATABASE = DirectoryBasedExampleDatabase(str(Path(__file__).parent / "differenti
 NORMAL_EXAMPLES = 600
 
 
-def check(case: Case, reached: Reached | None = None) -> None:
-    """The three evaluations of the case agree at every instant."""
+def check(case: Case, reached: Reached | None = None) -> list[dict]:
+    """The three evaluations of the case agree at every instant; the reference's records."""
     queries = optimised_queries(case.query)
     before = reached["evaluated with the rspu table"] if reached is not None else 0
     try:
@@ -70,6 +71,7 @@ def check(case: Case, reached: Reached | None = None) -> None:
         problems += differences(expected[k], optimised[qid], "all optimisations on, query %r" % qid)
     assert not problems, "\n".join(problems[:12]) + "\n\n" + "\n\n".join(
         "%s:\n%s" % (qid, q.text()) for qid, q in queries.items()) + "\n\n%r" % case
+    return expected[0]
 
 
 def differences(expected: list, actual: list, what: str) -> list[str]:
@@ -120,16 +122,35 @@ FIXED = dict(SETTINGS, derandomize=True, database=None)
 
 def test_the_optimised_engine_the_plain_engine_and_the_reference_agree_and_every_fast_path_is_reached():
     reached = Reached()
+    readings = collections.Counter()
 
     @settings(max_examples=NORMAL_EXAMPLES, **FIXED)
     @given(cases())
     def agree(case):
-        check(case, reached)
+        records = check(case, reached)
+        if holds_content_block(case.query):
+            # Spec 6.15: the blocks holding no GRAPH pattern, by the option's value, and how
+            # many of those examples answered something.
+            readings[case.query.default_graph] += 1
+            readings["answered"] += any(r.get("bindings") or r.get("triples") or r.get("boolean") for r in records)
 
     with reached.counting():
         agree()
     missing = [path for path in FAST_PATHS if not reached[path]]
     assert not missing, "fast paths the drawn examples did not reach: %s (reached: %s)" % (missing, dict(reached))
+    assert readings[None] >= 40 and readings["union"] and readings["timestamps"] and readings["answered"] >= 10, \
+        "too few GRAPH-less window blocks drawn: %s" % dict(readings)
+
+
+def holds_content_block(node) -> bool:
+    """Whether a WINDOW block holding no GRAPH pattern (model.ContentBlock) stands in the query."""
+    if isinstance(node, ContentBlock):
+        return True
+    if isinstance(node, tuple):
+        return any(holds_content_block(n) for n in node)
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        return any(holds_content_block(getattr(node, f.name)) for f in dataclasses.fields(node))
+    return False
 
 
 def keyed(case: Case) -> Case:

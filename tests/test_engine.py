@@ -91,7 +91,10 @@ def test_conformance_cases_through_the_live_engine_and_its_sinks(case, tmp_path)
     start, end = parse_instant(manifest["from"]), parse_instant(manifest["to"])
     clock = VirtualClock(start)
     delivered = []
-    engine = Runner(store, clock, EngineConfig(data_dir=tmp_path, allowed_sinks=["http://receiver.test"]),
+    # The peer corpus's RSP-JS and Kolibrie cases step their windows by milliseconds, as those
+    # engines' tests do: above the default max_reports_per_second, which test_admission tests.
+    engine = Runner(store, clock, EngineConfig(data_dir=tmp_path, allowed_sinks=["http://receiver.test"],
+                                               max_reports_per_second=1000.0),
                     post=lambda url, body, headers: delivered.append(json.loads(body)) or 200)
     registered = engine.register((case_dir / manifest["query"]).read_text(), "case",
                                  sinks=["http://receiver.test/results"], options=live_options(manifest))

@@ -223,3 +223,16 @@ def test_the_select_clauses_variables_are_kept_in_order():
     assert compile_query(P + VERSIONED.replace("SELECT ?o", "SELECT ?v (STR(?o) AS ?s) ?o")).variables == ("v", "s", "o")
     assert compile_query(P + VERSIONED.replace("SELECT ?o", "SELECT *")).variables is None
     assert compile_query(P + VERSIONED.replace("SELECT ?o", "ASK")).variables is None
+
+
+def test_a_projected_variable_neither_grouped_nor_aggregated_is_named():
+    # RSP4J's CityBench q12 (SELECT ?service ?p ... GROUP BY ?service): Oxigraph's message named
+    # neither the variable nor the rule.
+    from rspstar.translator.validate import compile_query
+    with pytest.raises(QuerySyntaxError) as info:
+        compile_query("PREFIX ex: <http://example.org/>\nSELECT ?s ?p (COUNT(?o) AS ?n)\nFROM NAMED WINDOW ex:w ON ex:s "
+                      "[RANGE PT1S]\nWHERE { WINDOW ex:w { ?s ?p ?o } } GROUP BY ?s")
+    assert (info.value.line, info.value.column) == (2, 11)
+    assert info.value.message.startswith("?p is projected but neither grouped by nor aggregated")
+    compile_query("PREFIX ex: <http://example.org/>\nSELECT ?s (COUNT(?o) AS ?n) (SAMPLE(?p) AS ?q)\nFROM NAMED WINDOW "
+                  "ex:w ON ex:s [RANGE PT1S]\nWHERE { WINDOW ex:w { ?s ?p ?o } } GROUP BY ?s")

@@ -7,7 +7,7 @@ rules checked. What is refused raises a TranslatorError naming what and where; n
 registered."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
 from .errors import TranslatorError
@@ -17,7 +17,7 @@ from .options import QueryOptions
 from .partition import PartitionKey, check_partitioned
 from .policy import ReportPolicy, report_policy
 from .temporal import format_duration, format_instant
-from .validate import compile_query
+from .validate import compile_query, with_option_warnings
 
 
 class QueryOverLimits(TranslatorError):
@@ -64,6 +64,8 @@ def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | No
         options = QueryOptions.from_pairs(options or {})
     query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start,
                                                                 base=options.base, streams=options.streams)
+    query = with_option_warnings(query, options)
+    query = replace(query, readings=options.readings(query))
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed, options.base)
     policy = report_policy(query, options.report)

@@ -14,7 +14,7 @@ as their dialect's own and named in `Translation.normalised`.
 | | window clause | window content | bounds | report | R2S |
 | --- | --- | --- | --- | --- | --- |
 | C-SPARQL | `FROM STREAM <s> [RANGE 10s STEP 1s]` | merge of all windows and background | (x − a, x] | close, non-empty | RStream |
-| CQELS-QL | `STREAM <s> [RANGE 5s] { P }` in WHERE | merge of the block's window | (t − a, t] | content change | IStream |
+| CQELS-QL | `STREAM <s> [RANGE 5s] { P }` in WHERE | merge of the block's window (outside: the background default graph, FROM NAMED or not) | (t − a, t] | content change | IStream |
 | Streaming SPARQL | `FROM STREAM <s> WINDOW RANGE 30 MINUTE SLIDE` | merge of all windows | [x − a, x) | close | RStream |
 | SPARQLstream | `FROM NAMED STREAM <s> [1 MINUTES SLIDE 1 MINUTES]` | merge of all windows and background | (x − a, x] | close, non-empty | as written |
 | EP-SPARQL | `STREAM <s> { P }` and a top-level `FILTER(getDURATION() < d)` (ep_sparql.py) | every triple an event with its element's time | (t − d, t], [t − d, t] for <= d | content change, matches ending at t | RStream |
@@ -70,6 +70,7 @@ class Translation:
     normalised: list[str] = field(default_factory=list)     # community forms read as the dialect's (§6.7)
     tumbling: tuple[str, ...] = ()      # CQELS windows written TUMBLING: their periods under content change
     lower_closed: bool = False      # time windows hold [t − a, t] under content change (EP-SPARQL's <= d)
+    named_keep_default: bool = False    # FROM NAMED leaves the default graph the background's (CQELS-QL)
 
     def locate(self, error: QuerySyntaxError) -> QuerySyntaxError:
         """The error at the user's line and column."""
@@ -93,7 +94,7 @@ class Translation:
                        option_defaults=dict(self.option_defaults), translation=self.text,
                        merged_windows=tuple(windows) if self.merged else None,
                        name=self.name if self.name is not None else query.name,
-                       normalised=list(self.normalised))
+                       normalised=list(self.normalised), named_keep_default=self.named_keep_default)
 
 
 def detect(text: str) -> str:
@@ -183,6 +184,9 @@ class Dialect(PrologueReader):
     report: str | None = None
     upper_closed = False
     option_defaults: dict[str, str] = {}
+    # Whether FROM NAMED leaves the query's default graph the background's (CQELS-QL: its engine
+    # reads its default dataset, and FROM NAMED names its named datasets).
+    named_keep_default = False
     streams_given: tuple[str, ...] = ()     # the streams the query is given (translate's `streams`)
 
     def __init_subclass__(cls, **kwargs):
@@ -411,7 +415,8 @@ class Dialect(PrologueReader):
         return Translation(self.dialect, self.source, "".join(pieces), placed, report=self.report,
                            upper_closed=self.upper_closed, merged=merged, name=self.name,
                            option_defaults=dict(self.option_defaults), normalised=normalised,
-                           tumbling=tuple(w.iri for k, w in enumerate(self.windows) if k in self.tumbling_windows))
+                           tumbling=tuple(w.iri for k, w in enumerate(self.windows) if k in self.tumbling_windows),
+                           named_keep_default=self.named_keep_default)
 
     def group_by(self, where_close: int) -> None:
         """`GROUPBY` after the WHERE clause (the RSP query features page writes it) read as GROUP BY."""
@@ -497,6 +502,7 @@ class Cqels(Dialect):
     report = "content-change"
     upper_closed = True
     option_defaults = {"window_default_graph": "union"}
+    named_keep_default = True
     from_stream = ("CQELS-QL", " (CQELS-QL reads a stream with STREAM <s> [RANGE ...] { ... } inside WHERE)")
 
     def translate(self) -> Translation:
@@ -739,6 +745,9 @@ class EpSparql(Dialect):
     dialect = "ep-sparql"
     language = "EP-SPARQL"
     report = "content-change"
+    # Its translation reads events through GRAPH patterns and element times through WINDOW
+    # blocks over timestamp triples alone (spec 6.12), never a window's merged content.
+    option_defaults = {"window_default_graph": "timestamps"}
 
     def translate(self) -> Translation:
         for _ in range(2):      # REGISTER ... AS before or after the prologue, copied as written
@@ -749,7 +758,7 @@ class EpSparql(Dialect):
                 self.expect_keyword("AS", "to end the REGISTER clause")
         events = translate_events(self, self.streams_given, self.origin)
         return Translation(self.dialect, self.source, events.text, events.placed, report=self.report,
-                           lower_closed=events.lower_closed)
+                           lower_closed=events.lower_closed, option_defaults=dict(self.option_defaults))
 
 
 DIALECTS = ("rspql", *_READERS)

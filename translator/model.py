@@ -454,6 +454,11 @@ class ContinuousQuery:
     # its line and column in the user's text.
     normalised: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # What each WINDOW block reads and why (spec 6.15), under the options it was admitted with.
+    readings: list[str] = field(default_factory=list)
+    # CQELS-QL: FROM NAMED graphs name the background graphs GRAPH ranges over and leave the
+    # default graph the background's (CQELS reads its default dataset whatever a query names).
+    named_keep_default: bool = False
     # The IRI the text was retrieved from (its file, the URL it was registered at, a configured
     # base), which its relative IRIs resolve against before any BASE of its own: a text made
     # from this one (a part of a join, queries differing in constants) is read with it too.

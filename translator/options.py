@@ -15,7 +15,7 @@ from .errors import TemporalValueError, TranslatorError, UsageError
 from .incremental import Join, Landmark, distributive_window, joined_windows, landmark_window
 from .model import ContinuousQuery
 from .policy import PolicyError, ReportPolicy, parse_strategies
-from .rewrite import RewriteOptions
+from .rewrite import RewriteOptions, window_readings
 from .syntax import valid_base
 from .temporal import parse_instant
 
@@ -142,10 +142,25 @@ class QueryOptions:
 
     def rewrite_options(self, query: ContinuousQuery) -> RewriteOptions:
         """How this query is rewritten: these options over the ones its dialect implies."""
-        window_default_graph = self.window_default_graph or \
-            query.option_defaults.get("window_default_graph", "timestamps")
-        return RewriteOptions(lazy_bind=self.lazy_bind, h4=self.h4, window_union=window_default_graph == "union",
+        return RewriteOptions(lazy_bind=self.lazy_bind, h4=self.h4, window_union=self.window_content(query)[0],
                               fuse_rspu=self.fuse_rspu, entailment=self.entailment == "rdfs")
+
+    def window_content(self, query: ContinuousQuery) -> tuple[bool | None, str]:
+        """(whether every WINDOW block's default graph holds its elements' merged content, and
+        what says so): the option window_default_graph when given, else the dialect's reading,
+        else (None, ""): each block as spec 6.15 reads it, by whether it holds a GRAPH pattern."""
+        if self.window_default_graph is not None:
+            return self.window_default_graph == "union", "option window_default_graph = %s" % self.window_default_graph
+        implied = query.option_defaults.get("window_default_graph")
+        if implied is not None:
+            return implied == "union", "the %s dialect's reading, spec %s" % (
+                query.dialect, "6.12" if query.dialect == "ep-sparql" else "6.5")
+        return None, ""
+
+    def readings(self, query: ContinuousQuery) -> list[str]:
+        """What each WINDOW block of the query reads and why (spec 6.15): what `rspstar check`
+        and the registration answer show."""
+        return window_readings(query, self.rewrite_options(query), self.window_content(query)[1])
 
 
 @dataclass(frozen=True)

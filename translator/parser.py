@@ -19,7 +19,7 @@ from .syntax import (
     SubSelect, Term, TriplesBlock, TriplesSameSubject, TripleTerm, UnionPattern, calls_rspu, is_absolute_iri,
     resolve_iri,
 )
-from .temporal import parse_duration, parse_instant
+from .temporal import format_duration, parse_duration, parse_instant
 from .nesting import check_nesting
 from .tokens import (
     BNODE, EOF, IRI, LANGTAG, NAME, NUMBER, PNAME, STRING, VAR, Token, TokenReader, Tokens,
@@ -68,7 +68,9 @@ class PrologueReader(TokenReader):
         try:
             return resolve_iri(text, tok.kind, self.prefixes, self.base)
         except KeyError:
-            raise self.error("undeclared prefix %r" % (text.partition(":")[0] + ":"), tok) from None
+            prefix = text.partition(":")[0] + ":"
+            raise self.error("undeclared prefix %r (declare it before the query: PREFIX %s <http://example.org/>)"
+                             % (prefix, prefix), tok) from None
         except ValueError as e:
             raise self.error("%s cannot be resolved against the base <%s>: %s" % (text, self.base, e), tok) from None
 
@@ -136,10 +138,20 @@ class PrologueReader(TokenReader):
         self.advance()
 
 
+# The window specifications the parser reads, for the message when none is found.
+WINDOW_FORMS = ("[RANGE PT10S STEP PT5S] (a time window; TUMBLING for STEP = RANGE; START \"...\"^^xsd:dateTime; "
+                "a bare integer is milliseconds: [RANGE 10000 STEP 2000]), [RANGE UNBOUNDED STEP PT5S] (a landmark, "
+                "spec 6.10), [FROM NOW-PT10M TO NOW-PT2M STEP PT1M] (a window in the past, 6.2), [ELEMS 5 STEP 2] "
+                "(a count window, 6.1), [ELEMS 1 PARTITION BY ex:sensor] (partitioned, 6.9), "
+                "[FACTS { ... } SINCE { ... } TILL { ... }] (facts, 6.13)")
+
+
 class _Parser(PrologueReader):
     def __init__(self, text: str, base: str | None = None):
         super().__init__(text, base)
         self.removed: list[Span] = []
+        # Forms of other RSP-QL engines read as this engine's (spec 6.7, 6.15), at their offsets.
+        self.notes: list[tuple[int, str]] = []
 
     # -- temporal values ------------------------------------------------------------------
     def _typed_literal(self, datatype: str, what: str) -> tuple[str, Token]:
@@ -155,8 +167,23 @@ class _Parser(PrologueReader):
                 raise self.error("%s must be an xsd:%s, not <%s>" % (what, datatype, self.resolve(dt_tok)), dt_tok)
         return lexical, tok
 
-    def duration(self, what: str) -> tuple[int, Token]:
+    def duration(self, what: str, milliseconds: bool = False) -> tuple[int, Token]:
+        """An xsd:duration (PT10S, or a quoted "..."^^xsd:duration); with `milliseconds` (a
+        window's RANGE and STEP) also a bare integer of milliseconds (spec 6.15)."""
         tok = self.peek()
+        if milliseconds and tok.kind == NUMBER and tok.text.isdigit():
+            self.advance()
+            after = self.peek()
+            if after.kind == NAME and after.offset == tok.end:
+                raise self.error("%s%s is not an xsd:duration; write %s (or a bare integer of milliseconds, "
+                                 "[RANGE 10000 STEP 2000])" % (tok.text, after.text, _as_xsd(tok.text, after.text)),
+                                 tok)
+            value = int(tok.text) * 1000
+            if value <= 0:
+                raise self.error("%s must be positive, got %s" % (what, tok.text), tok)
+            self.notes.append((tok.offset, "%s %s read as %s (a bare integer is milliseconds, as RSP-JS and rsp-rs "
+                                           "read it)" % (what, tok.text, format_duration(value))))
+            return value, tok
         if tok.kind == STRING:
             text, tok = self._typed_literal("duration", what)
         elif tok.kind == NAME:
@@ -166,7 +193,8 @@ class _Parser(PrologueReader):
                 text += self.peek().text
                 end = self.advance().end
         else:
-            raise self.error("expected a duration (such as PT10S) for %s, found %s" % (what, self.describe(tok)))
+            raise self.error("expected a duration (such as PT10S%s) for %s, found %s" % (
+                ", or 10000 for milliseconds" if milliseconds else "", what, self.describe(tok)))
         try:
             value = parse_duration(text)
         except TemporalValueError as e:
@@ -221,7 +249,8 @@ class _Parser(PrologueReader):
             text=self.source.text, form=form, r2s=r2s, windows=windows, body=body, name=name,
             output_stream=output_stream, computed_every=every, from_graphs=from_graphs,
             from_named_graphs=from_named, base=self.retrieval_base,
-            variables=projected if form is QueryForm.SELECT else None)
+            variables=projected if form is QueryForm.SELECT else None,
+            normalised=["%d:%d: %s" % (*self.source.position(offset), note) for offset, note in sorted(self.notes)])
 
     def check_resolvable(self, first: int) -> None:
         """Every IRI from token `first` on resolves (the parser resolves the IRIs it reads;
@@ -341,6 +370,9 @@ class _Parser(PrologueReader):
                              % self.describe(kind_tok))
         self.advance()
         kind = kind_tok.text.upper()
+        if kind_tok.text not in (kind, kind.lower()):
+            self.notes.append((kind_tok.offset, "REGISTER %s read as REGISTER %s (RSP-JS and rsp-rs spell it so)"
+                               % (kind_tok.text, kind)))
         kind = "RSTREAM" if kind == "STREAM" else kind
         iri, _ = self.declaration_iri("after REGISTER %s" % kind_tok.text.upper())
         every = None
@@ -391,6 +423,10 @@ class _Parser(PrologueReader):
         self.expect_keyword("ON", "after the window name")
         if self.peek().is_keyword("STREAM"):
             self.advance()
+        if self.peek().kind == VAR:
+            raise self.error("a variable as a window's stream (ON %s, as Kolibrie writes it) has no equivalent in this "
+                             "engine: a window reads one stream, named by its IRI (ON <http://example.org/stream>)"
+                             % self.peek().text)
         stream, _ = self.declaration_iri("naming the stream after ON")
         self.expect_punct("[", "to open the window specification")
         line, column = self.source.position(name_tok.offset)
@@ -417,24 +453,27 @@ class _Parser(PrologueReader):
             self.advance()
             self.expect_keyword("NOW", "after FROM in a window in the past")
             self.expect_punct("-", "after FROM NOW")
-            width, _ = self.duration("FROM NOW-")
+            width, _ = self.duration("FROM NOW-", milliseconds=True)
             self.expect_keyword("TO", "after FROM NOW-a")
             self.expect_keyword("NOW", "after TO")
             if self.peek().is_punct("-"):
                 self.advance()
-                lag, lag_tok = self.duration("TO NOW-")
+                lag, lag_tok = self.duration("TO NOW-", milliseconds=True)
                 if lag >= width:
                     raise self.error("a window in the past ends before it begins: FROM NOW-a TO NOW-b needs "
                                      "a > b", lag_tok)
             self.expect_keyword("STEP", "after FROM NOW-a TO NOW-b")
-            step, _ = self.duration("STEP")
+            step, _ = self.duration("STEP", milliseconds=True)
         else:
-            self.expect_keyword("RANGE", "in the window specification")
-            width, _ = self.duration("RANGE")
+            if not self.peek().is_keyword("RANGE"):
+                raise self.error("expected a window specification, found %s; the forms: %s"
+                                 % (self.describe(self.peek()), WINDOW_FORMS))
+            self.advance()
+            width, _ = self.duration("RANGE", milliseconds=True)
             step = width
             if self.peek().is_keyword("STEP"):
                 self.advance()
-                step, _ = self.duration("STEP")
+                step, _ = self.duration("STEP", milliseconds=True)
             elif self.peek().is_keyword("TUMBLING"):
                 self.advance()
         start = 0
@@ -475,7 +514,7 @@ class _Parser(PrologueReader):
                              "STEP; one that closes at every element is the report policy content-change), found %s"
                              % self.describe(self.peek()), self.peek() if self.peek().is_keyword("TUMBLING") else unbounded)
         self.advance()
-        step, _ = self.duration("STEP")
+        step, _ = self.duration("STEP", milliseconds=True)
         start = 0
         if self.peek().is_keyword("START"):
             self.advance()
@@ -496,7 +535,7 @@ class _Parser(PrologueReader):
         step, start = None, 0
         if self.peek().is_keyword("STEP"):
             self.advance()
-            step, _ = self.duration("STEP")
+            step, _ = self.duration("STEP", milliseconds=True)
             if self.peek().is_keyword("START"):
                 self.advance()
                 start = self.instant("START")
@@ -990,6 +1029,18 @@ class _Parser(PrologueReader):
                 self.advance()
             return Term(Span(start, self.i))
         raise self.error("expected an RDF term, found %s" % self.describe(tok))
+
+
+_XSD_UNITS = {"ms": (0.001, "S"), "s": (1, "S"), "m": (60, "S"), "h": (3600, "S"), "d": (86400, "S")}
+
+
+def _as_xsd(number: str, unit: str) -> str:
+    """C-SPARQL's `10s`, `5m`, `200ms` as an xsd:duration (PT10S, PT300S, PT0.2S); `PT<n>...`
+    for a unit C-SPARQL has not."""
+    factor = _XSD_UNITS.get(unit.lower(), (None, None))[0]
+    if factor is None or unit == "M":
+        return "PT%s..." % number
+    return format_duration(round(int(number) * factor * 1_000_000))
 
 
 def tef_sparql_message(text: str, at: int) -> str:

@@ -36,11 +36,11 @@ from .namespaces import RDF, RSPU
 from .syntax import (
     Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group, InlineData,
     Keyworded, ParsedBody, PropertyValues, ReifiedTriple, Span, SubSelect, Term, TriplesBlock,
-    TriplesSameSubject, TripleTerm, UnionPattern,
+    TriplesSameSubject, TripleTerm, UnionPattern, holds_graph_pattern, walk,
 )
-from .tokens import BNODE, IRI, PNAME, VAR, SourceText
+from .tokens import BNODE, IRI, NAME, PNAME, VAR, SourceText
 from .uncertainty.functions import FUNCTION_NAMES, FUSED_PREFIX, fused_shape
-from .vocabulary import timestamps_graph
+from .vocabulary import PROV_GENERATED_AT_TIME, timestamps_graph
 
 # Variables the rewrite introduces start with this; they are never part of a query's results.
 INTERNAL_VARIABLE_PREFIX = "__rsp"
@@ -54,7 +54,10 @@ class RewriteOptions:
 
     lazy_bind: bool = True
     h4: bool = True
-    window_union: bool = False   # a window's default graph also holds its elements' content
+    # Whether a window's default graph also holds its elements' merged content: True in every
+    # WINDOW block, False in none (section 3), None in the blocks holding no GRAPH pattern
+    # (spec 6.15: `block_reads_content`).
+    window_union: bool | None = None
     fuse_rspu: bool = True       # nested rspu: calls as one call (functions.FUSED_PREFIX)
     entailment: bool = False     # RDFS entailment: elements read through their closure graphs
 
@@ -195,6 +198,9 @@ class Template:
     from_named: list[str] | None             # FROM NAMED graphs: the background GRAPH ranges over
     calls_rspu: bool = True                  # whether the text calls rspu: functions (fused or not)
     entailment: bool = False                 # reads elements through closure graphs (spec §6.11)
+    # Triple patterns read against timestamp triples alone whose constant predicate is not the
+    # timestamp predicate, so they never match: (source offset, window, predicate IRI).
+    unmatchable: tuple = ()
 
     def instantiate(self, elements: dict[str, list[str]], background_graphs: list[str],
                     closures: dict[str, str] | None = None) -> RewrittenQuery:
@@ -239,6 +245,16 @@ class _Emitter:
 class _Context:
     window: str | None = None     # the window whose dataset is active, None outside windows
     in_graph: bool = False        # inside a GRAPH pattern (triples are in that graph)
+    content: bool = False         # the window's default graph holds its elements' content too
+
+
+def block_reads_content(block: GraphPattern, options: RewriteOptions) -> bool:
+    """Whether a WINDOW block's default graph holds its elements' merged content besides their
+    timestamp triples: as the option (or the dialect) says, else when no GRAPH pattern stands
+    anywhere inside the block (spec 6.15)."""
+    if options.window_union is not None:
+        return options.window_union
+    return not holds_graph_pattern(block.group)
 
 
 class _Rewriter:
@@ -252,6 +268,7 @@ class _Rewriter:
         self.deferred: list[Filter] = _deferrable_filters(query) if options.h4 else []
         self._deferred_ids = {id(f) for f in self.deferred}
         self.fused: set[str] = set()
+        self.unmatchable: list[tuple[int, str, str]] = []
 
     # -- helpers ----------------------------------------------------------------------------
     def fresh(self) -> str:
@@ -272,7 +289,7 @@ class _Rewriter:
             # CONSTRUCT template, the query's own BASE) against the IRI the parser used.
             self.emit.put("BASE <%s>" % self.query.base, 0)
         self.emit.copy(body.prologue)
-        self.expression(body.form_head, _Context())
+        self.form_head(body)
         if body.construct_template is not None:
             t = body.construct_template
             self.emit.copy(Span(t.open, t.close + 1))
@@ -292,9 +309,29 @@ class _Rewriter:
             self.group(body.where, _Context())
         self.expression(body.modifiers, _Context())
         described = bool(self.query.from_graphs or self.query.from_named_graphs)
-        return Template(self.emit.parts, list(self.query.from_graphs) if described else None, body.source,
+        default = list(self.query.from_graphs) if described else None
+        if self.query.named_keep_default and not self.query.from_graphs:
+            default = None          # CQELS-QL: FROM NAMED alone leaves the background default graph
+        return Template(self.emit.parts, default, body.source,
                         tuple(sorted(self.fused)), list(self.query.from_named_graphs) if described else None,
-                        bool(self.fused) or body.calls_rspu(), self.options.entailment)
+                        bool(self.fused) or body.calls_rspu(), self.options.entailment,
+                        tuple(dict.fromkeys(self.unmatchable)))
+
+    def form_head(self, body: ParsedBody) -> None:
+        """The query form and its projection, an alias read by a later projected expression of a
+        grouping SELECT written out as its expression (`projection_aliases`)."""
+        inlined = projection_aliases(body)
+        if not inlined:
+            self.expression(body.form_head, _Context())
+            return
+        for part in body.form_head.parts:
+            at = part.start
+            for k in range(part.start, part.end):
+                if k in inlined:
+                    self.expression_span(Span(at, k))
+                    self.emit.put("(%s)" % inlined[k], k)
+                    at = k + 1
+            self.expression_span(Span(at, part.end))
 
     def expression(self, expression: Expression, ctx: _Context) -> None:
         for part in expression.parts:
@@ -398,7 +435,7 @@ class _Rewriter:
             self.emit.copy(node.span)
         elif isinstance(node, TriplesBlock):
             if ctx.window is not None and not ctx.in_graph:
-                self.window_default_triples(node, ctx.window)
+                self.window_default_triples(node, ctx.window, ctx.content)
             elif ctx.window is None and not ctx.in_graph and self.query.merged_windows:
                 self.merged_default_triples(node)
             else:
@@ -419,7 +456,7 @@ class _Rewriter:
     # -- GRAPH and WINDOW -------------------------------------------------------------------
     def graph_pattern(self, node: GraphPattern, ctx: _Context) -> None:
         name = self.tokens[node.name]
-        inner = _Context(ctx.window, True)
+        inner = _Context(ctx.window, True, ctx.content)
         if ctx.window is not None and self.is_fact_window(ctx.window):
             # A fact window holds facts in its default graph and no named graph (spec §6.13).
             self.emit.put("{ %s }" % _NOTHING, node.keyword)
@@ -462,14 +499,15 @@ class _Rewriter:
 
     def window_pattern(self, node: GraphPattern, ctx: _Context) -> None:
         name = self.tokens[node.name]
+        content = block_reads_content(node, self.options)
         if name.kind != VAR:
-            self.group(node.group, _Context(self.resolve(node.name), False))
+            self.group(node.group, _Context(self.resolve(node.name), False, content))
             return
         for k, window in enumerate(self.query.windows):
             if k:
                 self.emit.put("UNION", node.keyword)
             self.emit.put("{ VALUES %s { <%s> }" % (name.text, window), node.name)
-            self.group(node.group, _Context(window, False))
+            self.group(node.group, _Context(window, False, content))
             self.emit.put("}", node.keyword)
 
     # -- a window's default graph --------------------------------------------------------------
@@ -496,15 +534,16 @@ class _Rewriter:
         self.emit.copy(block.span)
         self.emit.put(("} VALUES %s { " % graph, Values(window), " } }"), at)
 
-    def window_default_triples(self, block: TriplesBlock, window: str) -> None:
+    def window_default_triples(self, block: TriplesBlock, window: str, content: bool) -> None:
         if self.is_fact_window(window):
             self.fact_default_triples(block, window)
             return
         triples = self.block_triples(block)
         at = block.span.start
-        if self.options.window_union:
+        if content:
             self.union_default_triples(triples, [window], False, at)
             return
+        self.note_unmatchable(block, window)
         restricted: list[str] = []
         constants: list[str] = []
         impossible = False
@@ -527,6 +566,37 @@ class _Rewriter:
         if impossible:
             self.emit.put(_NOTHING, at)
         self.emit.put("}", at)
+
+    def note_unmatchable(self, block: TriplesBlock, window: str) -> None:
+        """Each constant predicate of a block read against its window's timestamp triples other
+        than the timestamp predicate (an annotation's too: its rdf:reifies triple is not there
+        either): such a pattern can never match (a warning, translator/warnings.py)."""
+        def visit(properties: list[PropertyValues]) -> None:
+            for pv in properties:
+                tok = self.tokens[pv.verb.start]
+                if pv.is_simple and (tok.kind in (IRI, PNAME) or tok.is_keyword("A")):
+                    predicate = RDF + "type" if tok.is_keyword("A") else self.resolve(pv.verb.start)
+                    if predicate != PROV_GENERATED_AT_TIME:
+                        self.unmatchable.append((tok.offset, window, predicate))
+                for obj in pv.objects:
+                    if obj.annotations:
+                        self.unmatchable.append((self.tokens[pv.verb.start].offset, window, RDF + "reifies"))
+                    for annotation in obj.annotations:
+                        visit(annotation.properties)
+                    nodes(obj.node)
+
+        def nodes(node) -> None:
+            if isinstance(node, BlankNodePropertyList):
+                visit(node.properties)
+            elif isinstance(node, Collection):
+                for item in node.items:
+                    nodes(item)
+            elif isinstance(node, ReifiedTriple):
+                self.unmatchable.append((self.tokens[node.verb.start].offset, window, RDF + "reifies"))
+
+        for tss in block.triples:
+            nodes(tss.subject)
+            visit(tss.properties)
 
     def union_default_triples(self, triples: list[tuple[str, str, str]], windows: list[str], background: bool,
                               at: int) -> None:
@@ -635,6 +705,100 @@ class _Rewriter:
                     reifier = self.term_text(annotation.reifier, labels) if annotation.reifier else self.fresh()
                     triples.append((reifier, "<%sreifies>" % RDF, "<<( %s %s %s )>>" % (subject, verb, o)))
                     self.expand_properties(reifier, annotation.properties, triples, labels)
+
+
+def window_readings(query: ContinuousQuery, options: RewriteOptions, forced_by: str = "") -> list[str]:
+    """What each WINDOW block of the query reads as its default graph and why (spec 6.15), one
+    line per block at its line and column (of the RSP-QL* translation, for a dialect query):
+    its elements' merged content and their timestamp triples, their timestamp triples alone
+    (its elements being its named graphs), or a fact window's facts. `forced_by` names what set
+    `options.window_union` (the option, the dialect), when something did."""
+    body = query.body
+    if body is None:
+        return []
+    where = " in the RSP-QL* translation" if query.translation is not None else ""
+    found = []
+    for node in walk(body.where):
+        if not (isinstance(node, GraphPattern) and node.is_window):
+            continue
+        name = body.tokens[node.name]
+        windows = list(query.windows) if name.kind == VAR else [body.resolve(node.name)]
+        facts = [w for w in windows if isinstance(query.windows.get(w), FactWindow)]
+        elements = [w for w in windows if w not in facts]
+        shown = name.text if name.kind == VAR else "<%s>" % windows[0]
+        line, column = body.source.position(body.tokens[node.keyword].offset)
+        parts = []
+        if elements:
+            content = block_reads_content(node, options)
+            what = ("its elements' merged content and their timestamp triples" if content else
+                    "its elements as named graphs (GRAPH), its default graph their timestamp triples")
+            if forced_by:
+                why = forced_by
+            elif content:
+                why = "no GRAPH pattern inside the block, spec 6.15"
+            else:
+                why = "a GRAPH pattern inside the block, spec section 3"
+            parts.append("%s (%s)" % (what, why))
+        if facts:
+            parts.append("%sthe facts that hold (spec 6.13)" % (
+                "" if not elements else "fact window%s %s: " % ("s" * (len(facts) > 1),
+                                                               ", ".join("<%s>" % f for f in facts))))
+        subject = "WINDOW %s%s" % (shown, " (each declared window)" if name.kind == VAR else "")
+        found.append("%d:%d%s: %s reads %s" % (line, column, where, subject, "; ".join(parts)))
+    if query.merged_windows:
+        found.append("outside WINDOW and GRAPH, the WHERE clause reads the merge of windows %s and the background "
+                     "default graph (the %s dialect, spec 6.5)" % (
+                         ", ".join("<%s>" % w for w in query.merged_windows), query.dialect))
+    return found
+
+
+_AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"}
+
+
+def projection_aliases(body: ParsedBody) -> dict[int, str]:
+    """In a grouping SELECT, each variable token of a projected expression that names an alias
+    bound before it in the same SELECT (`(COUNT(?r) AS ?n) (?n > 3 AS ?many)`, as the peer
+    corpus's queries write them, docs/peers.md): the text of that alias's expression, itself
+    written out the same way.
+    SPARQL 1.1 evaluates projected expressions in order (18.2.4.4), and Oxigraph refuses a
+    grouping query that reads an alias so; written out, it reads the aggregates themselves."""
+    parts = body.form_head.parts
+    if not parts or not all(isinstance(p, Span) for p in parts):
+        return {}
+    tokens = body.tokens
+    head = [k for p in parts for k in range(p.start, p.end)]
+    if not any(tokens[k].kind == NAME and tokens[k].text.upper() in _AGGREGATES and k + 1 < len(tokens)
+               and tokens[k + 1].is_punct("(") for k in head):
+        return {}
+    text = body.source.text
+    aliases: dict[str, str] = {}
+    inlined: dict[int, str] = {}
+    position = 0
+    while position < len(head):
+        k = head[position]
+        if not tokens[k].is_punct("("):
+            position += 1
+            continue
+        depth, end = 0, position
+        for end in range(position, len(head)):
+            depth += tokens[head[end]].is_punct("(") - tokens[head[end]].is_punct(")")
+            if depth == 0:
+                break
+        inner = head[position + 1:end]
+        if len(inner) >= 3 and tokens[inner[-2]].is_keyword("AS") and tokens[inner[-1]].kind == VAR:
+            expression = inner[:-2]
+            pieces, at = [], tokens[expression[0]].offset if expression else 0
+            for j in expression:
+                name = tokens[j].text[1:] if tokens[j].kind == VAR else None
+                if name in aliases:
+                    inlined[j] = aliases[name]
+                    pieces += [text[at:tokens[j].offset], "(%s)" % aliases[name]]
+                    at = tokens[j].end
+            if expression:
+                pieces.append(text[at:tokens[expression[-1]].end])
+            aliases[tokens[inner[-1]].text[1:]] = "".join(pieces)
+        position = end + 1
+    return inlined
 
 
 def defers_filters(query: ContinuousQuery) -> bool:

@@ -189,6 +189,35 @@ def nested_groups(item: Node) -> list[Group]:
     return []
 
 
+def walk(node):
+    """Every pattern node inside `node` (itself first), depth first: the items of groups, the
+    groups of GRAPH, WINDOW, OPTIONAL, MINUS, SERVICE and UNION, a sub-select's WHERE and the
+    EXISTS groups of any expression (FILTER, BIND, a sub-select's head and modifiers)."""
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        yield item
+        if isinstance(item, Group):
+            pending.extend(reversed(item.items))
+        elif isinstance(item, GraphPattern):
+            pending.append(item.group)
+        elif isinstance(item, SubSelect):
+            pending.extend(part for part in reversed(item.tail.parts) if isinstance(part, Group))
+            pending.append(item.where)
+            pending.extend(part for part in reversed(item.head.parts) if isinstance(part, Group))
+        elif isinstance(item, Expression):
+            pending.extend(part for part in reversed(item.parts) if isinstance(part, Group))
+        else:
+            pending.extend(reversed(nested_groups(item)))
+
+
+def holds_graph_pattern(group: Group) -> bool:
+    """Whether a GRAPH pattern stands anywhere inside `group` (nested groups, OPTIONAL, UNION,
+    sub-selects, EXISTS, nested WINDOW blocks): a WINDOW block holding one reads its window as
+    section 3 defines it, one holding none its elements' merged content (spec 6.15)."""
+    return any(isinstance(item, GraphPattern) and not item.is_window for item in walk(group))
+
+
 @dataclass
 class ParsedBody:
     """Everything the rewriter needs: tokens, prologue, the WHERE group and modifiers."""

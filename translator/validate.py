@@ -3,13 +3,14 @@ SPARQL the rewrite produces, with its errors reported at the user's line and col
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pyoxigraph as ox
 
 from .dialects import translate
 from .errors import QuerySyntaxError
 from .facts import GRAPHS, constants_query, match_query
-from .model import ContinuousQuery, FactWindow
+from .model import ContinuousQuery, FactWindow, QueryForm
 from .nesting import REWRITE_ALLOWANCE, STACK_BUDGET, check_nesting
 from .parser import parse_query
 from .rewrite import RewriteOptions, RewrittenQuery, rewrite
@@ -17,9 +18,10 @@ from .namespaces import RSPU
 from .syntax import (
     Bind, Expression, Filter, GraphPattern, Group, Keyworded, ParsedBody, Span, SubSelect, UnionPattern, nested_groups,
 )
-from .tokens import IRI, PNAME
+from .tokens import IRI, NAME, PNAME, VAR
 from .uncertainty import FunctionLibrary
-from .warnings import query_warnings
+from .options import QueryOptions
+from .warnings import query_warnings, reading_warnings
 
 _POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
 _UNSUPPORTED_FUNCTION = re.compile(r"The custom function <([^>]*)> is not supported")
@@ -94,12 +96,72 @@ def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str 
             query = translation.apply(_compile(translation.text, functions, base), text)
         except QuerySyntaxError as e:
             raise translation.locate(e) from None
-    query.warnings = query_warnings(text)
+    query.warnings = query_warnings(text) + option_warnings(query, QueryOptions())
     return query
+
+
+def option_warnings(query: ContinuousQuery, options: "QueryOptions") -> list[str]:
+    """The warnings that depend on how the query is read under these options: its WINDOW blocks'
+    triple patterns that can never match (spec 6.15)."""
+    union, why = options.window_content(query)
+    return reading_warnings(query, RewriteOptions(lazy_bind=False, h4=False, window_union=union), why)
+
+
+def with_option_warnings(query: ContinuousQuery, options: "QueryOptions") -> ContinuousQuery:
+    """The query with the warnings its options give in place of the ones compile_query found
+    under its defaults (the same query when they are the same)."""
+    if options.window_content(query) == QueryOptions().window_content(query):
+        return query
+    default, given = option_warnings(query, QueryOptions()), option_warnings(query, options)
+    if default == given:
+        return query
+    return replace(query, warnings=[w for w in query.warnings if w not in default] + given)
+
+
+_AGGREGATES = {"COUNT", "SUM", "MIN", "MAX", "AVG", "SAMPLE", "GROUP_CONCAT"}
+_AFTER_GROUP_BY = {"HAVING", "ORDER", "LIMIT", "OFFSET", "VALUES"}
+
+
+def check_grouping(query: ContinuousQuery) -> None:
+    """A variable the SELECT projects as it is, in a query that groups (GROUP BY, HAVING or an
+    aggregate), must be grouped by: SPARQL 1.1 (18.2.4.1) refuses it, and Oxigraph's message
+    names neither the variable nor the rule. Refused here at the variable."""
+    body = query.body
+    if query.form is not QueryForm.SELECT:
+        return
+    tokens = body.tokens
+    head = [k for part in body.form_head.parts if isinstance(part, Span) for k in range(part.start, part.end)]
+    modifiers = [k for part in body.modifiers.parts if isinstance(part, Span) for k in range(part.start, part.end)]
+    words = [tokens[k].text.upper() for k in head + modifiers if tokens[k].kind == NAME]
+    aggregated = any(tokens[k].kind == NAME and tokens[k].text.upper() in _AGGREGATES and k + 1 < len(tokens)
+                     and tokens[k + 1].is_punct("(") for k in head) or "GROUP" in words or "HAVING" in words
+    if not aggregated:
+        return
+    grouped, k = set(), 0
+    while k < len(modifiers):
+        if tokens[modifiers[k]].is_keyword("GROUP") and k + 1 < len(modifiers) and tokens[modifiers[k + 1]].is_keyword("BY"):
+            k += 2
+            while k < len(modifiers) and not tokens[modifiers[k]].is_keyword(*_AFTER_GROUP_BY):
+                if tokens[modifiers[k]].kind == VAR:
+                    grouped.add(tokens[modifiers[k]].text[1:])
+                k += 1
+        else:
+            k += 1
+    depth = 0
+    for k in head[1:]:
+        tok = tokens[k]
+        depth += tok.is_punct("(") - tok.is_punct(")")
+        if depth == 0 and tok.kind == VAR and tok.text[1:] not in grouped:
+            raise QuerySyntaxError("%s is projected but neither grouped by nor aggregated: SPARQL projects only the "
+                                   "GROUP BY variables and aggregates of a grouping query; add it to GROUP BY or "
+                                   "project an aggregate of it, such as (SAMPLE(%s) AS %s1)" % (tok.text, tok.text,
+                                                                                                tok.text),
+                                   *body.source.position(tok.offset))
 
 
 def _compile(text: str, functions: FunctionLibrary | None, base: str | None) -> ContinuousQuery:
     query = parse_query(text, base)
+    check_grouping(query)
     functions = functions or FunctionLibrary()
     rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
     check_with_oxigraph(query, rewritten, functions)

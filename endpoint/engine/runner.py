@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 from urllib.parse import quote
@@ -33,6 +33,7 @@ from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, PartitionedWindow, QueryForm
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.admission import admit, check_landmark_starts
+from rspstar.translator.warnings import background_warnings, unfed_stream_warnings
 
 from .clock import Clock
 from .errors import EndpointError
@@ -243,7 +244,7 @@ class RegisteredQuery:
             "report": self.evaluator.policy.describe(), "policy": self.evaluator.policy.show(),
             "variables": None if self.query.variables is None else list(self.query.variables),
             "dialect": self.query.dialect, "translation": self.query.translation,
-            "normalised": self.query.normalised, "warnings": self.query.warnings,
+            "normalised": self.query.normalised, "readings": self.query.readings, "warnings": self.query.warnings,
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
                            isolated=self.scope.isolated(), probation=self.scope.on_probation()),
             "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
@@ -308,6 +309,10 @@ class Runner:
         self.repository = QueryRepository(config.data_dir)
         self._configured: set[str] = set()      # ids of the configuration's queries (`configured`)
         self.background_refresh = None          # refresh.BackgroundRefresh of [[background.graphs]], if any
+        # The streams the running engine's sources feed (set by `serve`, which knows them; None:
+        # not known, a replay or the Python API): a window on any other stream, holding no
+        # element, is warned about at registration.
+        self.fed_streams: Callable[[], set[str]] | None = None
         self.removals = 0                       # queries removed since the engine started
         # Instants up to this one closed before the engine started: their evaluations (a
         # restart's catch-up) are counted apart from the close-to-result latency.
@@ -360,7 +365,7 @@ class Runner:
         text as compile_query gave it under the options' dialect, start and base, when the caller has it."""
         options = dict(options or {})
         admitted = admit(text, self.config, options, compiled=compiled)
-        query = admitted.query
+        query = admitted.query = self._with_data_warnings(admitted.query)
         if resume_after is None:       # a restored query's landmark holds what it held
             check_landmark_starts(query, self.store.evicted_before)
         for url in sinks:
@@ -406,6 +411,22 @@ class Runner:
         for listener in self.listeners:
             listener("registered", query_id)
         return registered
+
+    def _with_data_warnings(self, query: ContinuousQuery) -> ContinuousQuery:
+        """The query with a warning for each part that can match nothing in the data the engine
+        holds now (translator/warnings.py): patterns outside its windows over an empty
+        background, windows on streams no source feeds and holding no element."""
+        store = self.store
+
+        def holds(graph: str | None) -> bool:
+            return bool(store.query("ASK { ?s ?p ?o }" if graph is None else "ASK { GRAPH <%s> { ?s ?p ?o } }" % graph))
+
+        found = background_warnings(query, holds, [g for g in store.background.graphs() if holds(g)])
+        if self.fed_streams is not None:
+            fed = set(self.fed_streams()) | {q.query.output_stream for q in self.queries() if q.query.output_stream}
+            streams = store.streams()
+            found += unfed_stream_warnings(query, fed, lambda s: s in streams and streams[s].ingested > 0)
+        return replace(query, warnings=query.warnings + found) if found else query
 
     def load(self) -> float:
         """Cores the registered queries' evaluations take together, as measured; an evaluation

@@ -190,6 +190,8 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                     "policy": {"type": "string", "description": "the report policy as the report option writes it"},
                     "normalised": {"type": "array", "items": {"type": "string"},
                                    "description": "community window forms read as the dialect's own (spec 6.7)"},
+                    "readings": {"type": "array", "items": {"type": "string"},
+                                 "description": "what each WINDOW block reads and why, at line:column (spec 6.15)"},
                     "warnings": {"type": "array", "items": {"type": "string"},
                                  "description": "valid but surely not meant, at line:column; the query runs as written"},
                     "dialect": {"type": "string", "enum": list(DIALECTS)},

@@ -85,63 +85,155 @@ class Window:
     range: int
     step: int
     start: int = 0
+    upper_closed: bool = False      # (x − α, x], the C-SPARQL and CQELS dialects' bounds (spec 6.5)
 
-    def content(self, elements: list[Element], t: int) -> tuple[list[Element], tuple[int, int]] | None:
+    def content(self, elements: list[Element], t: int, change: bool = False
+                ) -> tuple[list[Element], tuple[int, int]] | None:
+        """The window's elements at an evaluation at t: its latest close x <= t, holding
+        [x − α, x) ((x − α, x] upper-closed); under content change (spec 6.3), (t − α, t]."""
+        if change:
+            return [e for e in elements if t - self.range < e.time <= t], (t - self.range, t)
         if t < self.start + self.range:
             return None
         x = self.start + self.range + (t - self.start - self.range) // self.step * self.step
+        if self.upper_closed:
+            return [e for e in elements if x - self.range < e.time <= x], (x - self.range, x)
         return [e for e in elements if x - self.range <= e.time < x], (x - self.range, x)
 
 
-def records(case: Path) -> list[dict]:
-    manifest = json.loads((case / "manifest.json").read_text())
-    spec = json.loads((case / "reference.json").read_text())
-    text = (case / spec["query"]).read_text()
-    windows = {iri: Window(w["stream"], duration(w["range"]), duration(w["step"]),
-                           instant(w["start"]) if w.get("start") else 0) for iri, w in spec["windows"].items()}
-    streams = {iri: stream_elements(case / file, k) for k, (iri, file) in enumerate(sorted(manifest["streams"].items()))}
-    lo, hi = instant(manifest["from"]), instant(manifest["to"])
+def _instants(spec: dict, windows: dict[str, Window], streams: dict, lo: int, hi: int) -> list[int]:
+    """The report policy's instants in (lo, hi]: COMPUTED EVERY's, every element's time on a
+    stream the query windows (content change), else every window close."""
     if spec.get("every"):
         period = duration(spec["every"])
         starts = [w.start for w in windows.values()]
         origin = min(starts) if starts else 0
-        instants = [t for t in range(origin + ((lo - origin) // period + 1) * period, hi + 1, period)]
-    else:
-        closes = set()
-        for w in windows.values():
-            x = w.start + w.range
-            while x <= hi:
-                if x > lo:
-                    closes.add(x)
-                x += w.step
-        instants = sorted(closes)
+        return [t for t in range(origin + ((lo - origin) // period + 1) * period, hi + 1, period)]
+    if spec.get("report") == "content-change":
+        return sorted({e.time for w in windows.values() for e in streams[w.stream] if lo < e.time <= hi})
+    closes = set()
+    for w in windows.values():
+        x = w.start + w.range
+        if x <= lo:                  # the first close after lo, found without walking from τ0
+            x += ((lo - x) // w.step + 1) * w.step
+        while x <= hi:
+            closes.add(x)
+            x += w.step
+    return sorted(closes)
+
+
+def records(case: Path) -> list[dict]:
+    """The case's records as the reference computes them. `reference.json` says: `windows` (IRI:
+    stream, range, step, start, `upper_closed`), `every` (COMPUTED EVERY) or `report`
+    (`content-change`: an evaluation at each element's time, windows (t − α, t]; `non-empty`:
+    no evaluation while every window is empty), `r2s`, and `from` (the FROM graphs: the
+    default graph outside windows). `reference.rq` names the window's graphs with
+    `$elements(<w>)` (its elements), `$default(<w>)` (their timestamp triples, section 3),
+    `$merged(<w>)` (their timestamp triples and content merged: a block holding no GRAPH
+    pattern, spec 6.15) and `$merge` (every window's merged content and the default graph
+    outside windows: a C-SPARQL query's default graph, spec 6.5)."""
+    manifest = json.loads((case / "manifest.json").read_text())
+    spec = json.loads((case / "reference.json").read_text())
+    text = (case / spec["query"]).read_text()
+    windows = {iri: Window(w["stream"], duration(w["range"]), duration(w["step"]),
+                           instant(w["start"]) if w.get("start") else 0, w.get("upper_closed", False))
+               for iri, w in spec["windows"].items()}
+    streams = {iri: stream_elements(case / file, k) for k, (iri, file) in enumerate(sorted(manifest["streams"].items()))}
+    for w in windows.values():
+        streams.setdefault(w.stream, [])
+    lo, hi = instant(manifest["from"]), instant(manifest["to"])
+    change = spec.get("report") == "content-change"
     functions = FunctionLibrary(cache=False).table
     background = (case / manifest["background"]).read_bytes() if manifest.get("background") else None
+    from_graphs = [ox.NamedNode(g) for g in spec.get("from", [])]
+    if spec.get("entailment") == "rdfs":
+        streams = _entailed(streams, background, from_graphs)
     out, previous = [], None
-    for t in instants:
-        contents = {iri: w.content(streams[w.stream], t) for iri, w in windows.items()}
+    for t in _instants(spec, windows, streams, lo, hi):
+        contents = {iri: w.content(streams[w.stream], t, change) for iri, w in windows.items()}
+        if spec.get("report") == "non-empty" and not any(found and found[0] for found in contents.values()):
+            continue
         store = ox.Store()
         if background is not None:
             store.load(background, format=ox.RdfFormat.TRIG)
+            if spec.get("entailment") == "rdfs":     # the default graph outside windows read as cl(B)
+                for g in (from_graphs or [ox.DefaultGraph()]):
+                    b = {(q.subject, q.predicate, q.object) for q in store.quads_for_pattern(None, None, None, g)}
+                    store.extend(ox.Quad(s_, p_, o_, g) for s_, p_, o_ in naive_closure(b) - b)
+        outside = [q.triple for g in (from_graphs or [ox.DefaultGraph()]) for q in store.quads_for_pattern(None, None, None, g)]
         held = {e.name: e for found in contents.values() if found for e in found[0]}
         quads = [ox.Quad(q.subject, q.predicate, q.object, ox.NamedNode(e.name)) for e in held.values() for q in e.quads]
+        merge = ox.NamedNode("urn:reference:merge")
+        quads += [ox.Quad(tr.subject, tr.predicate, tr.object, merge) for tr in outside]
         sparql = text
         for k, (iri, found) in enumerate(contents.items()):
             graph = ox.NamedNode("urn:reference:window-default:%d" % k)
+            merged = ox.NamedNode("urn:reference:window-merged:%d" % k)
             for e in (found[0] if found else []):
-                quads.append(ox.Quad(ox.NamedNode(e.name), PROV_TIME, ox.Literal(
-                    instant_text(e.time), datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")), graph))
+                stamp = ox.Literal(instant_text(e.time), datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime"))
+                for g in (graph, merged, merge):
+                    quads.append(ox.Quad(ox.NamedNode(e.name), PROV_TIME, stamp, g))
+                quads += [ox.Quad(q.subject, q.predicate, q.object, g) for q in e.quads for g in (merged, merge)]
             names = ", ".join("<%s>" % e.name for e in (found[0] if found else []))
             sparql = sparql.replace("$elements(<%s>)" % iri, names).replace("$default(<%s>)" % iri, "<%s>" % graph.value)
+            sparql = sparql.replace("$merged(<%s>)" % iri, "<%s>" % merged.value)
+            # The same merged graph under the window's own IRI: `WINDOW ?w { P }` is written
+            # `GRAPH ?w { P }` restricted to the window IRIs.
+            named_by_window = ox.NamedNode(iri)
+            quads += [ox.Quad(q.subject, q.predicate, q.object, named_by_window) for q in quads if q.graph_name == merged]
+        sparql = sparql.replace("$merge", "<%s>" % merge.value)
         store.extend(quads)
-        result = store.query(sparql, custom_functions=functions)
-        names = [v.value for v in result.variables]
-        rows = [{n: str(s[n]) for n in names if s[n] is not None} for s in result]
-        emitted, previous = r2s(spec.get("r2s", "RSTREAM"), rows, previous)
-        out.append({"time": instant_text(t),
-                    "windows": {iri: [instant_text(f[1][0]), instant_text(f[1][1])] for iri, f in contents.items() if f},
-                    "bindings": emitted})
+        more = {"default_graph": from_graphs} if from_graphs else {}
+        result = store.query(sparql, custom_functions=functions, **more)
+        record = {"time": instant_text(t),
+                  "windows": {(windows[iri].stream if spec.get("keyed_by_stream") else iri):
+                              [instant_text(f[1][0]), instant_text(f[1][1])] for iri, f in contents.items() if f}}
+        if isinstance(result, ox.QueryBoolean):
+            record["boolean"] = bool(result)
+        elif isinstance(result, ox.QuerySolutions):
+            names = [v.value for v in result.variables]
+            rows = [{n: _term(s[n]) for n in names if s[n] is not None} for s in result]
+            record["bindings"], previous = r2s(spec.get("r2s", "RSTREAM"), rows, previous)
+        else:
+            rows = list(dict.fromkeys("%s %s %s ." % (_term(tr.subject), _term(tr.predicate), _term(tr.object))
+                                      for tr in result))
+            record["triples"], previous = r2s(spec.get("r2s", "RSTREAM"), rows, previous)
+        out.append(record)
     return out
+
+
+def _entailed(streams: dict, background: bytes | None, from_graphs: list) -> dict:
+    """Spec 6.11: each element's graph G read as cl(G ∪ S) − (cl(S) − G), S the schema triples
+    (rdfs:subClassOf, subPropertyOf, domain, range) of the background default graph (the FROM
+    graphs when the query names some); cl the naive fixpoint of test_entailment."""
+    from test_entailment import DOMAIN, RANGE, SUBCLASS, SUBPROPERTY, naive_closure as closure
+    store = ox.Store()
+    if background is not None:
+        store.load(background, format=ox.RdfFormat.TRIG)
+    schema = {(q.subject, q.predicate, q.object) for g in (from_graphs or [ox.DefaultGraph()])
+              for q in store.quads_for_pattern(None, None, None, g)
+              if q.predicate.value in (SUBCLASS, SUBPROPERTY, DOMAIN, RANGE)}
+    closed_schema = closure(schema)
+    out = {}
+    for iri, elements in streams.items():
+        out[iri] = []
+        for e in elements:
+            g = {(q.subject, q.predicate, q.object) for q in e.quads}
+            read = closure(g | schema) - (closed_schema - g)
+            out[iri].append(Element(e.name, e.time, [ox.Quad(s_, p_, o_, ox.NamedNode(e.name)) for s_, p_, o_ in read
+                                                       if not isinstance(s_, ox.Literal)]))
+    return out
+
+
+def naive_closure(triples: set) -> set:
+    from test_entailment import naive_closure as closure
+    return closure(triples)
+
+
+def _term(term) -> str:
+    if isinstance(term, ox.Triple):
+        return "<<( %s %s %s )>>" % (_term(term.subject), _term(term.predicate), _term(term.object))
+    return str(term)
 
 
 def write_expected(case: Path) -> None:

@@ -27,8 +27,11 @@ PROV = "http://www.w3.org/ns/prov#"
 XSD = "http://www.w3.org/2001/XMLSchema#"
 RDFS = "http://www.w3.org/2000/01/rdf-schema#"
 RSPSTAR = "https://w3id.org/rspstar#"
-# Where the reference keeps a window's default graph (its elements' timestamp triples).
+# Where the reference keeps a window's default graph as section 3 defines it (its elements'
+# timestamp triples; a fact window's facts), and as spec 6.15 reads it in a WINDOW block holding
+# no GRAPH pattern (their merged content too).
 REFERENCE_DEFAULT = "urn:reference:window-default:"
+REFERENCE_MERGED = "urn:reference:window-merged:"
 
 T0 = calendar.timegm((2026, 3, 1, 8, 0, 0)) * 1_000_000     # µs since the epoch
 MS = 1000                                                   # µs in a millisecond
@@ -420,11 +423,12 @@ class FactBlock:
             if ctx.dataset is None:
                 body = " ".join([triple + " ."] + [s.render(ctx) for s in self.side])
                 return "WINDOW %s { %s }" % ("?w" if not self.window else "ex:w%d" % self.window, body)
-            # The window's default graph: the facts that hold (reference.py writes them there).
+            # The window's default graph: the facts that hold (reference.py writes them there);
+            # under WINDOW ?w an element window's too, as a block holding no GRAPH reads it.
 
             def body(index):
-                return "GRAPH <%s%d> { %s . } %s" % (REFERENCE_DEFAULT, index, triple,
-                                                     " ".join(s.render(ctx) for s in self.side))
+                return "GRAPH <%s> { %s . } %s" % (window_graph(ctx, index, False), triple,
+                                                   " ".join(s.render(ctx) for s in self.side))
             return "{ %s }" % body(self.window) if self.window else _over_windows(ctx, body)
 
 
@@ -434,7 +438,7 @@ class WindowBlock:
     [?g prov:generatedAtTime ?t .] default side }: its variables numbered by the block's
     position. `graph`: GRAPH ex:e<graph> (one element by name) instead of GRAPH ?g. `default`:
     triple patterns over the window's default graph (its elements' timestamp triples, and their
-    content under window_default_graph = union)."""
+    content under window_default_graph = union: the block holds a GRAPH pattern, spec 6.15)."""
     window: int
     inner: tuple
     timestamp: bool = False
@@ -464,9 +468,45 @@ class WindowBlock:
             # (and their content under window_default_graph = union), a graph of its own here.
             parts = ["{ GRAPH %s { %s } FILTER(%s IN (%s)) }" % (name, inner, name, _iris(ctx.dataset.elements[window]))]
             if default.strip():
-                parts.append("GRAPH <%s%d> { %s }" % (REFERENCE_DEFAULT, window, default))
+                parts.append("GRAPH <%s> { %s }" % (window_graph(ctx, window, True), default))
         parts += [s.render(ctx) for s in self.side]
         return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class ContentBlock:
+    """WINDOW ex:w<window> (or WINDOW ?w when `window` is 0) { triple patterns side }: a block
+    holding no GRAPH pattern, which reads its elements' merged content and their timestamp
+    triples (spec 6.15) unless the option window_default_graph says otherwise; `timestamp`: with
+    ?g<n> prov:generatedAtTime ?t<n> beside the content's patterns."""
+    window: int
+    items: tuple                      # KeyTriple, ValueTriple, TypeTriple
+    timestamp: bool = False
+    side: tuple = ()
+
+    def render(self, ctx: "Context") -> str:
+        with ctx.numbered_block():
+            patterns = " ".join(i.render(ctx) for i in self.items)
+            if self.timestamp:
+                patterns += " ?g%d prov:generatedAtTime ?t%d ." % (ctx.block, ctx.block)
+            if ctx.dataset is None:
+                side = " ".join(s.render(ctx) for s in self.side)
+                return "WINDOW %s { %s %s }" % ("?w" if not self.window else "ex:w%d" % self.window, patterns, side)
+
+            def body(index):
+                return "GRAPH <%s> { %s } %s" % (window_graph(ctx, index, False), patterns,
+                                                 " ".join(s.render(ctx) for s in self.side))
+            return "{ %s }" % body(self.window) if self.window else _over_windows(ctx, body)
+
+
+def window_graph(ctx: "Context", index: int, holds_graph: bool) -> str:
+    """The reference's graph holding what a WINDOW block reads as window `index`'s default graph
+    (spec 6.15): a fact window's facts; else its elements' timestamp triples alone when the
+    option says `timestamps` or, without the option, when the block holds a GRAPH pattern; else
+    their merged content too."""
+    option = ctx.dataset.default_graph
+    content = index not in ctx.dataset.facts and (option == "union" or (option is None and not holds_graph))
+    return "%s%d" % (REFERENCE_MERGED if content else REFERENCE_DEFAULT, index)
 
 
 def _over_windows(ctx: "Context", body: Callable[[int], str]) -> str:
@@ -558,7 +598,7 @@ class Query:
     policy: tuple = ()                          # Strategy, ...
     from_graphs: tuple = ()                     # FROM ex:<name>: the default graph outside windows
     from_named: tuple = ()                      # FROM NAMED ex:<name>: the graphs GRAPH ranges over there
-    union_default: bool = False                 # option window_default_graph = union
+    default_graph: str | None = None            # option window_default_graph: union | timestamps
     entailment: bool = False                    # option entailment = rdfs
 
     # -- the engine's text ----------------------------------------------------------------------
@@ -603,8 +643,8 @@ class Query:
     def options(self) -> dict[str, str]:
         """The query's options (`report`, `window_default_graph`)."""
         found = {"report": self.report()} if self.policy else {}
-        if self.union_default:
-            found["window_default_graph"] = "union"
+        if self.default_graph is not None:
+            found["window_default_graph"] = self.default_graph
         if self.entailment:
             found["entailment"] = "rdfs"
         return found
@@ -723,7 +763,7 @@ class EventQuery:
     policy = ()
     every = None
     r2s = "RSTREAM"
-    union_default = False
+    default_graph = None
     entailment = False
 
     def options(self) -> dict:
@@ -811,10 +851,13 @@ class Context:
 @dataclass
 class Dataset:
     """What the reference's store holds at one evaluation: each declared window's elements
-    (graph IRIs, by window index) and the background's named graphs."""
+    (graph IRIs, by window index) and the background's named graphs; which windows are fact
+    windows, and the query's option window_default_graph (what its blocks' default graphs are)."""
     windows: list[int]
     elements: dict[int, list[str]]
     background_graphs: list[str]
+    facts: frozenset = frozenset()
+    default_graph: str | None = None
 
 
 # -- constants: the same query with other literals ------------------------------------------------

@@ -10,10 +10,12 @@ formulas of its kind:
 - landmark windows: the latest close x = τ0 + i·β (i >= 1), holding [τ0, x) (6.10);
 - fact windows: the facts that hold, read element by element from the stream (6.13);
 - content change: (t − a, t − b], the last n elements, [τ0, t] for a landmark (6.3),
-then a fresh Oxigraph store is loaded with those elements, each window's default graph (its
-elements' timestamp triples, or its facts, each annotated rspstar:since) as a graph of its own,
-and the background, and the query's SPARQL is run as model.Query.reference_text writes it (each
-WINDOW pattern's GRAPH restricted to its window's elements, its default graph to that graph).
+then a fresh Oxigraph store is loaded with those elements, each window's default graph as graphs
+of its own (its elements' timestamp triples, or its facts, each annotated rspstar:since; and
+its elements' timestamp triples with their content merged, spec 6.15), and the background, and
+the query's SPARQL is run as model.Query.reference_text writes it (each WINDOW pattern's GRAPH
+restricted to its window's elements, its default graph to one of those graphs: the merged one
+for a block holding no GRAPH pattern unless window_default_graph says otherwise).
 R2S is applied here, as section 3 defines it.
 
 Under `entailment = rdfs` (6.11) the store holds each element's graph G as cl(G ∪ S) − (cl(S) − G)
@@ -41,7 +43,7 @@ from rspstar.translator.uncertainty import FunctionLibrary
 from test_entailment import naive_closure
 
 from .model import (
-    EX, MS, PREFIXES, PROV, RDFS, REFERENCE_DEFAULT, RSPSTAR, T0, XSD, Case, Context, CountWindow, Dataset,
+    EX, MS, PREFIXES, PROV, RDFS, REFERENCE_DEFAULT, REFERENCE_MERGED, RSPSTAR, T0, XSD, Case, Context, CountWindow, Dataset,
     Declaration, EventGroup, EventQuery, FACT_RECIPES, FactWindow, LandmarkWindow, PartitionedWindow, PastWindow,
     Query, TimeWindow, element_content, element_iri, instant_text, prologue,
 )
@@ -331,9 +333,10 @@ class Reference:
     # -- evaluation ------------------------------------------------------------------------------
     def store(self, query: Query, contents: dict[int, Content]) -> ox.Store:
         """A fresh store: the background, every element some window holds (its graph), and
-        each window's default graph (its elements' timestamp triples, with window_default_graph
-        = union also their content, merged: spec section 3; a fact window's facts) as a graph
-        of its own."""
+        each window's default graph twice, as graphs of their own: its elements' timestamp
+        triples (section 3; a fact window's facts), and those with the elements' content merged
+        (what a block holding no GRAPH pattern reads, spec 6.15, and every block under
+        window_default_graph = union)."""
         store = ox.Store()
         store.load(self.background, format=ox.RdfFormat.TRIG)
         if query.entailment:
@@ -343,10 +346,11 @@ class Reference:
         stamp = ox.NamedNode(PROV + "generatedAtTime")
         for index, c in contents.items():
             default = ox.NamedNode("%s%d" % (REFERENCE_DEFAULT, index))
+            merged = ox.NamedNode("%s%d" % (REFERENCE_MERGED, index))
             for n in c.elements:
-                quads.append(ox.Quad(ox.NamedNode(element_iri(n)), stamp, _date_time(self.time(n)), default))
-                if query.union_default:
-                    quads += [ox.Quad(q.subject, q.predicate, q.object, default) for q in self.graph(n, query)]
+                for graph in (default, merged):
+                    quads.append(ox.Quad(ox.NamedNode(element_iri(n)), stamp, _date_time(self.time(n)), graph))
+                quads += [ox.Quad(q.subject, q.predicate, q.object, merged) for q in self.graph(n, query)]
             for triple, since in c.facts:
                 reifier = ox.BlankNode()
                 quads += [ox.Quad(triple.subject, triple.predicate, triple.object, default),
@@ -360,7 +364,9 @@ class Reference:
         default_graph, named = query.dataset_graphs(self.case.background.named_graphs())
         dataset = Dataset([d.index for d in query.declarations],
                           {d.index: [element_iri(n) for n in contents[d.index].elements] if d.index in contents else []
-                           for d in query.declarations}, named)
+                           for d in query.declarations}, named,
+                          frozenset(d.index for d in query.declarations if isinstance(d.spec, FactWindow)),
+                          query.default_graph)
         graphs = [ox.DefaultGraph()] if default_graph is None else [ox.NamedNode(g) for g in default_graph]
         if query.entailment:
             graphs.append(ox.NamedNode(ENTAILED_BACKGROUND))

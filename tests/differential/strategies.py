@@ -10,8 +10,10 @@ Shapes of query are drawn, because the engine's fast paths are reached by shapes
   (landmark rows, landmark aggregates), and others evaluated whole;
 - `partitioned`: a partitioned window (6.9), alone or joined with another window;
 - `facts`: fact windows (6.13), with and without STEP, joined with element windows;
-- `general`: any nesting of window blocks (also WINDOW ?w), background patterns and graphs,
-  OPTIONAL, UNION, MINUS, groups, FILTER and BIND, over windows of every kind;
+- `general`: any nesting of window blocks (also WINDOW ?w; with a GRAPH pattern, and without one,
+  reading the elements' merged content: spec 6.15), background patterns and graphs, OPTIONAL,
+  UNION, MINUS, groups, FILTER and BIND, over windows of every kind, under each reading the
+  option window_default_graph may force;
 - `event`: EP-SPARQL queries (6.12): SEQ, EQUALS, OPTIONALSEQ, EQUALSOPTIONAL, AND, OR over
   STREAM blocks, nested, bounded by getDURATION().
 Every shape but `event` is drawn with `entailment = rdfs` (6.11) now and then, its background
@@ -26,7 +28,7 @@ import functools
 from hypothesis import strategies as st
 
 from .model import (
-    AGGREGATE_ALIASES, Aggregates, Background, BackgroundData, BackgroundGraph, Binary, Bind, Call, Case,
+    AGGREGATE_ALIASES, Aggregates, Background, BackgroundData, BackgroundGraph, Binary, Bind, Call, Case, ContentBlock,
     CountWindow, Declaration, DistLit, EVENT_FUNCTIONS, EVENT_OPERATORS, Element, EventGroup, EventPattern,
     EventQuery, Exists, FACT_RECIPES, FactBlock, FactWindow, Filter, KeyTriple, LandmarkWindow, Minus, Num,
     Optional_, PairTriple, PartitionedWindow, PastWindow, Query, SPELLINGS, Strategy, SubGroup, TimeWindow,
@@ -268,8 +270,14 @@ def where_clauses(windows: tuple, entailed: bool = False):
     background = ["limit", "dist", "sensor"] + (["bound", "limited", "thing"] if entailed else [])
     # Triple patterns over a window's default graph (timestamps, and content under union).
     default = st.lists(st.sampled_from([ValueTriple("none"), KeyTriple(), ValueTriple("annotated")]), max_size=1)
+    # A block holding no GRAPH pattern: its elements' merged content and timestamps (spec 6.15).
+    content = st.lists(st.one_of(st.sampled_from([KeyTriple(), KeyTriple(), ValueTriple("none"), ValueTriple("annotated"),
+                                                  ValueTriple("quoted"), KeyTriple(1)]),
+                                 entailed_item if entailed else st.nothing()), min_size=1, max_size=2)
     leaf = st.one_of(
         st.builds(WindowBlock, st.sampled_from(windows + (0,)), block, st.booleans(), side),
+        st.builds(ContentBlock, st.sampled_from(windows + (0,)), content.map(tuple),
+                  st.integers(0, 3).map(lambda n: n == 0), side),
         st.builds(WindowBlock, st.sampled_from(windows), block, st.booleans(), side),
         st.builds(WindowBlock, st.sampled_from(windows + (0,)), block, st.booleans(), side,
                   graph=st.none() | st.integers(0, 5), default=default.map(tuple)),
@@ -309,7 +317,7 @@ def _short(strategy):
 
 
 def _holds_window(item) -> bool:
-    if isinstance(item, WindowBlock):
+    if isinstance(item, (WindowBlock, ContentBlock)):
         return True
     for part in ("items", "left", "right"):
         if any(_holds_window(i) for i in getattr(item, part, ())):
@@ -411,14 +419,15 @@ def queries(draw, shape=None):
                              st.builds(lambda p: (Strategy("periodic", period=p),), durations))
     else:
         chosen_policy = draw(policy(decls, every))
-    from_graphs, from_named, union = (), (), False
+    from_graphs, from_named, default_graph = (), (), None
     if shape in ("general", "facts"):
         if draw(st.integers(0, 5)) == 0:
             from_graphs = tuple(draw(st.lists(st.sampled_from(["bg", "bg2", "nothing"]), max_size=2, unique=True)))
             from_named = tuple(draw(st.lists(st.sampled_from(["bg", "bg2"]), max_size=2, unique=True)))
-        union = draw(st.integers(0, 4)) == 0
+        # Mostly each block as spec 6.15 reads it; now and then the option forcing either reading.
+        default_graph = {0: "union", 1: "timestamps"}.get(draw(st.integers(0, 6)))
     return Query(form, decls, where, r2s, written, every, projection, distinct, aggregates, template, chosen_policy,
-                 from_graphs, from_named, union, entailed)
+                 from_graphs, from_named, default_graph, entailed)
 
 
 # -- EP-SPARQL (spec 6.12) ----------------------------------------------------------------------------
