@@ -30,7 +30,7 @@ import pyoxigraph as ox
 from rspstar.config.schema import default
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
-from .codec import IGNORED, REJECTED, Payload, decode_all, stored_to_canonical
+from .codec import IGNORED, REJECTED, Payload, canonical, decode_all, stored_to_canonical
 from .landing import LandedFiles, file_safe, replace_text
 from .rdf_input import Element, read_elements
 from .staged import StagedElement, Stamps
@@ -245,7 +245,8 @@ class BatchWriter:
         fresh = []
         for element in elements:
             if element.graph in seen or self.store.is_taken(element.graph):
-                self._quarantine(Payload(stream, "element", element.graph, "", 0), report, None,
+                # Kept as canonical N-Quads: what was sent, to look at or send again under another name.
+                self._quarantine(Payload(stream, "nquads", element.graph, canonical([element]), 0), report, None,
                                  "graph <%s> is already stored or repeated in the batch (sent twice?)" % element.graph)
             else:
                 seen.add(element.graph)

@@ -7,6 +7,7 @@ import hashlib
 import os
 import threading
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 from urllib.parse import quote, unquote
@@ -45,35 +46,88 @@ def stream_of_landing_file(root: Path, path: Path, default: str) -> str:
 class LandedFiles:
     """Landing files acknowledged (a post answered 202, an MQTT message acknowledged) and not
     yet stored by the batch writer: storing them takes disk later, which the disk's floor keeps
-    room for (store.disk). Counted from the engine's start: files landed before a restart are
-    stored by the first micro-batches after it."""
+    room for (store.disk), and the graph names and streams they hold are taken already, though
+    the store does not hold them yet (a post naming them again is answered as a duplicate, a
+    stream counts against the bound on streams). Counted from the engine's start: files landed
+    before a restart are stored by the first micro-batches after it."""
 
     def __init__(self):
-        self._pending: dict[str, int] = {}
+        self._pending: dict[str, _Pending] = {}
+        # The graph names of the pending files, as hashes: a set of small ints costs a fraction
+        # of the names' strings, and a false match (two names of one hash) is one refused post
+        # in billions, which says why.
+        self._names: set[int] = set()
+        self._streams: dict[str, int] = {}       # stream -> pending files holding it
         self._lock = threading.Lock()
 
     @staticmethod
     def _key(path) -> str:
         return os.path.realpath(path)
 
-    def landed(self, path: Path, size: int) -> None:
+    def claim(self, names: Iterable[str]) -> list[str]:
+        """Take these graph names for a landing under way, unless one is pending already: then
+        nothing is taken and those are returned."""
+        names = list(names)
+        hashes = [hash(name) for name in names]
         with self._lock:
-            self._pending[self._key(path)] = size
+            taken = [name for name, h in zip(names, hashes) if h in self._names]
+            if not taken:
+                self._names.update(hashes)
+            return taken
+
+    def release(self, names: Iterable[str]) -> None:
+        """Names claimed for a landing that did not happen."""
+        with self._lock:
+            self._names.difference_update(hash(name) for name in names)
+
+    def landed(self, path: Path, size: int, streams: Iterable[str] = (), names: Iterable[str] = ()) -> None:
+        """`path` is acknowledged: `size` bytes to store, holding elements of `streams`, and
+        the claimed `names`, which are let go once it is stored."""
+        pending = _Pending(size, tuple(dict.fromkeys(streams)), frozenset(hash(name) for name in names))
+        with self._lock:
+            self._forget(self._key(path))
+            self._pending[self._key(path)] = pending
+            for stream in pending.streams:
+                self._streams[stream] = self._streams.get(stream, 0) + 1
 
     def stored(self, origins: Iterable[str]) -> None:
         """The files a micro-batch read (its rows' origins) are stored."""
         keys = {self._key(origin) for origin in origins}
         with self._lock:
             for key in keys:
-                self._pending.pop(key, None)
+                self._forget(key)
+
+    def _forget(self, key: str) -> None:
+        pending = self._pending.pop(key, None)
+        if pending is None:
+            return
+        self._names.difference_update(pending.names)
+        for stream in pending.streams:
+            left = self._streams[stream] - 1
+            if left:
+                self._streams[stream] = left
+            else:
+                del self._streams[stream]
 
     def bytes(self) -> int:
         with self._lock:
-            return sum(self._pending.values())
+            return sum(p.size for p in self._pending.values())
+
+    def streams(self) -> set[str]:
+        """The streams of the pending files."""
+        with self._lock:
+            return set(self._streams)
 
     def __len__(self) -> int:
         with self._lock:
             return len(self._pending)
+
+
+@dataclass(frozen=True)
+class _Pending:
+    size: int
+    streams: tuple[str, ...]
+    names: frozenset[int]
 
 
 def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
