@@ -228,6 +228,10 @@ SETTINGS: tuple[Setting, ...] = (
             "free space the data directory's disk keeps beyond what storing the acknowledged landing files will "
             "take: below it writes are refused (507) before the store or a landing file fails half-way, and /health "
             "says degraded (0: no check)"),
+    Setting("engine", "max_streams", Whole(1), 1000,
+            "streams the engine holds at most (stored, or posted and not stored yet): a post naming new streams past "
+            "it is refused (400) naming this setting, and any source's elements of new streams past it are set aside "
+            "in quarantine/ with the reason"),
     Setting("engine", "max_queries", Whole(1), 2000, "queries registered at once at most (registrations beyond: 503)"),
     Setting("engine", "max_load", Number(), 0.8,
             "share of the machine's cores the queries' evaluations may take together, as measured (each query's "

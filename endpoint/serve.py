@@ -271,7 +271,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         # in whatever the main thread is doing): the engine stops in its own order instead.
         handle_stop_signals()
         ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                                   recorded, quarantine_budget, landed)
+                                   recorded, quarantine_budget, landed, max_streams=config.settings.engine.max_streams)
         if not stopping.is_set():
             ingestion.start()
             run_partitioned(engine, ingestion)

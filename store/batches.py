@@ -31,7 +31,7 @@ from rspstar.config.schema import default
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
 from .codec import IGNORED, REJECTED, Payload, canonical, decode_all, stored_to_canonical
-from .landing import LandedFiles, file_safe, replace_text
+from .landing import LandedFiles, StreamBound, file_safe, replace_text
 from .rdf_input import Element, read_elements
 from .staged import StagedElement, Stamps
 from .stream_store import StreamStore
@@ -108,8 +108,12 @@ class BatchWriter:
     def __init__(self, store: StreamStore, source: str, quarantine_dir: Path,
                  allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME,
                  query: str | None = None, quarantine_max_bytes: int = default("quarantine.max_bytes"),
-                 acknowledged: LandedFiles | None = None):
+                 acknowledged: LandedFiles | None = None, max_streams: int | None = None):
         self.store = store
+        # Elements of new streams past it are set aside (every source: a file dropped in a
+        # landing directory or an MQTT message may name any stream).
+        self.streams = StreamBound(max_streams, lambda: store.streams())
+        self._known_streams: set[str] = set()
         self.source = source
         # Landing files acknowledged and not yet stored: a batch's are stored once it is.
         self.acknowledged = acknowledged
@@ -199,6 +203,7 @@ class BatchWriter:
                 return report
             found = decoded(report)
             encoded = any(isinstance(e, EncodedElements) for e in found.values())
+            found = self._hold_to_stream_bound(found, report, encoded)
             if not encoded:
                 seen: set[str] = set()
                 found = {s: self._drop_taken(s, e, report, seen) for s, e in found.items()}
@@ -229,6 +234,19 @@ class BatchWriter:
                     newest = max(e.timestamp for e in elements)
                     self.store.advance_watermark(stream, newest - self.allowed_lateness)
         return report
+
+    def _hold_to_stream_bound(self, found: dict, report: BatchReport, encoded: bool) -> dict:
+        """The elements of new streams past the bound on streams, set aside naming it."""
+        if self.streams.limit is None or found.keys() <= self._known_streams:
+            return found
+        beyond = set(self.streams.beyond(found))
+        self._known_streams = set(self.store.streams())
+        for stream in beyond:
+            elements = found.pop(stream)
+            text = stored_to_canonical(stream, elements.text) if encoded else canonical(elements)
+            self._quarantine(Payload(stream, "nquads", "batch %d" % report.batch_id, text, 0), report, None,
+                             self.streams.reason([stream]))
+        return found
 
     def _set_aside_rejects(self, rejected, report: BatchReport) -> None:
         for r in rejected:

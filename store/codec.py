@@ -14,7 +14,7 @@ import pyoxigraph as ox
 from rspstar.translator.errors import QuerySyntaxError
 from rspstar.translator.nesting import check_nesting
 from rspstar.translator.temporal import format_instant
-from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph, timestamps_graph
+from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph, is_reserved, timestamps_graph
 
 from . import formats
 from .errors import RdfInputError
@@ -348,3 +348,36 @@ def canonical(elements: list[Element]) -> bytes:
                              ox.DefaultGraph()))
         quads.extend(element.quads)
     return ox.serialize(quads, format=ox.RdfFormat.N_QUADS)
+
+
+def canonical_chunks(elements: list[Element], limit: int) -> list[tuple[bytes, list[Element]]]:
+    """`canonical` of elements cut, at elements' edges, into runs of at most `limit` bytes (an
+    element larger than that alone), each with its elements."""
+    data = canonical(elements)
+    if len(data) <= limit:
+        return [(data, elements)]
+    lines = data.split(b"\n")            # one line per quad, in order: each element's timestamp, then its quads
+    chunks, run, start, size, at = [], [], 0, 0, 0
+    for element in elements:
+        count = 1 + len(element.quads)
+        length = sum(len(line) + 1 for line in lines[at:at + count])
+        if run and size + length > limit:
+            chunks.append((b"\n".join(lines[start:at]) + b"\n", run))
+            run, start, size = [], at, 0
+        run.append(element)
+        size += length
+        at += count
+    chunks.append((b"\n".join(lines[start:at]) + b"\n", run))
+    return chunks
+
+
+def envelope_of(stream: str, element: Element) -> bytes:
+    """One element as a JSON envelope line naming its stream, graph and time (an element's time
+    from an envelope is an xsd:dateTime, which the envelope's `time` gives back). A name the
+    codec made (an envelope's without "graph") is the engine's, which no envelope may give: it is
+    left out, and made again where the line is read, from where it is."""
+    data = ox.serialize([q.triple for q in element.quads], format=ox.RdfFormat.N_TRIPLES).decode("utf-8")
+    envelope = {"stream": stream, "time": element.timestamp_literal.value, "data": data}
+    if not is_reserved(element.graph):
+        envelope["graph"] = element.graph
+    return (json.dumps(envelope, ensure_ascii=False) + "\n").encode("utf-8")

@@ -62,7 +62,7 @@ from .codec import ENCODED_SCHEMA, EncodeBatches, Payload
 from .partitions import (
     EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, Emitted, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
 )
-from .landing import LandedFiles, file_safe, stream_of_landing_file
+from .landing import LandedFiles, file_safe, finish_commits, stream_of_landing_file
 from .mqtt import MqttSettingsError, MqttSource, from_settings
 from .recordings import Recordings
 from .errors import StoreError
@@ -250,8 +250,10 @@ class SourceKind:
         return [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
                 for k, row in enumerate(rows) if row["text"] and row["text"].strip()]
 
-    def subscriber(self, source: SourceConfig, quarantine, landed: LandedFiles | None) -> MqttSource | None:
-        """What runs beside Spark for the source (None: nothing); `landed` counts what it lands."""
+    def subscriber(self, source: SourceConfig, quarantine, landed: LandedFiles | None, max_streams: int | None = None,
+                   stored_streams=tuple) -> MqttSource | None:
+        """What runs beside Spark for the source (None: nothing); `landed` counts what it lands,
+        `max_streams` bounds the streams it may name beside the store's (`stored_streams`)."""
         return None
 
 
@@ -301,8 +303,8 @@ class MqttKind(FilesKind):
             return tuple(dict.fromkeys(source.topic.values()))
         return super().streams(source)
 
-    def subscriber(self, source, quarantine, landed):
-        return from_settings(source, quarantine, landed=landed)
+    def subscriber(self, source, quarantine, landed, max_streams=None, stored_streams=tuple):
+        return from_settings(source, quarantine, landed=landed, max_streams=max_streams, stored_streams=stored_streams)
 
 
 class SocketKind(SourceKind):
@@ -397,7 +399,7 @@ class SparkIngestion:
     def __init__(self, spark: SparkSession, store: StreamStore, sources: list[SourceConfig],
                  checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None,
                  quarantine_max_bytes: int = default("quarantine.max_bytes"), landed: LandedFiles | None = None,
-                 executors_from: int = DECODE_ON_EXECUTORS_FROM):
+                 executors_from: int = DECODE_ON_EXECUTORS_FROM, max_streams: int | None = None):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise IngestionError("source names must be unique, got %s" % names)
@@ -410,7 +412,8 @@ class SparkIngestion:
         self.query_of = {s.name: name for name, group in self.groups.items() for s in group}
         self.writers = {s.name: BatchWriter(store, s.name, quarantine_dir, s.allowed_lateness,
                                             query=None if self.query_of[s.name] == s.name else self.query_of[s.name],
-                                            quarantine_max_bytes=quarantine_max_bytes, acknowledged=landed)
+                                            quarantine_max_bytes=quarantine_max_bytes, acknowledged=landed,
+                                            max_streams=max_streams)
                         for s in sources}
         self.queries: dict = {}                 # streaming queries by name (a source's or a group's)
         # How to start a partitioned query's streaming query again (named PARTITIONED_PREFIX + id).
@@ -424,11 +427,16 @@ class SparkIngestion:
         self._last_batch_elements: dict[str, int] = {name: 0 for name in self.groups}
         self.decoded_on_executors: dict[str, int] = {name: 0 for name in self.groups}   # batches, per query
         self._supervised = False     # live runs restart stopped queries; available-now runs end
+        for source in sources:
+            if source.kind == "files" and source.path:
+                # A post's files that a crash left half revealed appear whole before Spark looks.
+                finish_commits(Path(source.path))
         # MQTT subscribers (live runs only), built now so that bad settings fail before Spark runs.
         self.mqtt: dict[str, MqttSource] = {}
         for source in sources:
             try:
-                subscriber = SOURCE_KINDS[source.kind].subscriber(source, self.writers[source.name].quarantine, landed)
+                subscriber = SOURCE_KINDS[source.kind].subscriber(source, self.writers[source.name].quarantine, landed,
+                                                                  max_streams, store.streams)
             except MqttSettingsError as e:
                 raise IngestionError(str(e)) from None
             if subscriber is not None:

@@ -9,8 +9,14 @@ import threading
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 from urllib.parse import quote, unquote
+
+from . import formats
+from .codec import CANONICAL, canonical_chunks, envelope_of
+from .rdf_input import XSD_DATETIME, Element
+
+ENVELOPES = formats.by_name("jsonl")
 
 
 # A file name has at most 255 bytes; an encoded stream IRI longer than this is named by a
@@ -18,6 +24,15 @@ from urllib.parse import quote, unquote
 _MAX_ENCODED = 200
 _LONG_PREFIX = "~"
 _STREAM_FILE = ".stream"
+# Where the elements of several streams landed together go: one file of JSON envelopes, each
+# naming its stream, instead of a folder and a file (and their fsyncs) per stream. A percent-
+# encoded IRI never starts with '+'.
+MIXED_FOLDER = "+streams"
+# The most one landing file holds (but for one element larger than that, alone in its file):
+# Spark's micro-batches are bounded by the bytes of the files they take, at least one file
+# each, so a landing file must be small beside that bound ([[sources]] max_batch_bytes).
+LANDING_FILE_BYTES = 1 << 20
+_COMMIT = ".commit"                # a group's list of hidden files, while they are revealed
 
 
 def landing_folder(root: Path, stream: str) -> Path:
@@ -38,6 +53,8 @@ def stream_of_landing_file(root: Path, path: Path, default: str) -> str:
     if len(relative.parts) < 2:
         return default
     folder = relative.parts[0]
+    if folder == MIXED_FOLDER:
+        return default                  # its envelopes name their streams
     if folder.startswith(_LONG_PREFIX):
         return (root / folder / _STREAM_FILE).read_text(encoding="utf-8")
     return unquote(folder)
@@ -123,11 +140,99 @@ class LandedFiles:
             return len(self._pending)
 
 
+class StreamBound:
+    """The bound on how many streams the engine holds ([engine] max_streams; None: none): the
+    streams the store holds count, and those of landing files not yet stored (`landed`)."""
+
+    def __init__(self, limit: int | None, stored: Callable[[], Iterable[str]], landed: LandedFiles | None = None):
+        self.limit = limit
+        self.stored = stored
+        self.landed = landed
+
+    def beyond(self, targets: Iterable[str]) -> list[str]:
+        """The streams among `targets` that would be new ones past the bound, in order."""
+        if self.limit is None:
+            return []
+        known = set(self.stored())
+        if self.landed is not None:
+            known |= self.landed.streams()
+        new = [t for t in dict.fromkeys(targets) if t not in known]
+        return new[max(0, self.limit - len(known)):]
+
+    def reason(self, beyond: list[str]) -> str:
+        shown = ", ".join("<%s>" % stream[:200] for stream in beyond[:3])
+        more = " and %d more" % (len(beyond) - 3) if len(beyond) > 3 else ""
+        return ("%d new stream%s (%s%s) past the %d streams the engine holds at most ([engine] max_streams): send to "
+                "streams it holds, or raise the bound" % (len(beyond), "s" * (len(beyond) != 1), shown, more,
+                                                          self.limit))
+
+
 @dataclass(frozen=True)
 class _Pending:
     size: int
     streams: tuple[str, ...]
     names: frozenset[int]
+
+
+@dataclass(frozen=True)
+class Landed:
+    """One landing file written by `land_elements`."""
+    path: Path
+    size: int
+    streams: tuple[str, ...]
+    names: tuple[str, ...]          # its elements' graph names
+
+
+def land_elements(root: Path, by_stream: dict[str, list[Element]], name: str | None = None, header: bytes = b"",
+                  mixed: bool = True, reveal_one=None, file_bytes: int = LANDING_FILE_BYTES,
+                  admit: Callable[[int], None] | None = None) -> list[Landed]:
+    """Land elements durably, all of them or (a crash) none until the next start completes
+    them: one stream's as canonical N-Quads in its folder; several streams' (`mixed`) together
+    as JSON envelopes in MIXED_FOLDER, one file instead of a folder and a file per stream. Each
+    file holds at most `file_bytes` (one larger element alone), headed by `header`. `admit`
+    hears the bytes to be written before anything is, and may refuse them by raising."""
+    name = name or uuid.uuid4().hex
+    parts: list[tuple[str | None, bytes, tuple[str, ...], tuple[str, ...]]] = []
+    if mixed and len(by_stream) > 1 and all(e.timestamp_literal.datatype == XSD_DATETIME
+                                            for elements in by_stream.values() for e in elements):
+        lines = [(envelope_of(stream, element), stream, element.graph)
+                 for stream, elements in by_stream.items() for element in elements]
+        for chunk in _cut(lines, file_bytes - len(header)):
+            parts.append((None, header + b"".join(line for line, _, _ in chunk),
+                          tuple(dict.fromkeys(s for _, s, _ in chunk)), tuple(g for _, _, g in chunk)))
+        extension = ENVELOPES.extension
+    else:
+        for stream, elements in by_stream.items():
+            for data, chunk in canonical_chunks(elements, file_bytes - len(header)):
+                parts.append((stream, header + data, (stream,), tuple(e.graph for e in chunk)))
+        extension = CANONICAL.extension
+    if admit is not None:
+        admit(sum(len(data) for _, data, _, _ in parts))
+    written = []
+    try:
+        for k, (stream, data, _, _) in enumerate(parts):
+            written.append(write_hidden(root, stream, data,
+                                        name + ("-%04d" % k if len(parts) > 1 else "") + extension))
+    except BaseException:
+        discard(written)
+        raise
+    reveal_together(root, written, name, reveal_one)
+    return [Landed(final, len(data), streams, names) for (_, final), (_, data, streams, names) in zip(written, parts)]
+
+
+def _cut(lines: list, limit: int) -> list[list]:
+    """Consecutive lines (their first item bytes) in runs of at most `limit` bytes (a longer
+    line alone)."""
+    runs, run, size = [], [], 0
+    for line in lines:
+        if run and size + len(line[0]) > limit:
+            runs.append(run)
+            run, size = [], 0
+        run.append(line)
+        size += len(line[0])
+    if run:
+        runs.append(run)
+    return runs
 
 
 def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
@@ -138,10 +243,11 @@ def drop_file(root: Path, stream: str, data: bytes, suffix: str) -> Path:
     return final
 
 
-def write_hidden(root: Path, stream: str, data: bytes, name: str) -> tuple[Path, Path]:
-    """The first half of `drop_file`: `data` durably in a hidden file beside where it goes;
-    returns (hidden, final). Nothing reads it until `reveal`."""
-    folder = landing_folder(root, stream)
+def write_hidden(root: Path, stream: str | None, data: bytes, name: str) -> tuple[Path, Path]:
+    """The first half of `drop_file`: `data` durably in a hidden file beside where it goes
+    (the stream's folder; None: the folder of several streams' envelopes); returns (hidden,
+    final). Nothing reads it until `reveal`."""
+    folder = root / MIXED_FOLDER if stream is None else landing_folder(root, stream)
     folder.mkdir(parents=True, exist_ok=True)
     if folder.name.startswith(_LONG_PREFIX) and not (folder / _STREAM_FILE).exists():
         replace_text(folder / _STREAM_FILE, stream)
@@ -165,6 +271,52 @@ def reveal(hidden: Path, final: Path) -> None:
         os.fsync(directory)
     finally:
         os.close(directory)
+
+
+def reveal_together(root: Path, written: list[tuple[Path, Path]], name: str, reveal_one=None) -> None:
+    """Reveal hidden files (`write_hidden`'s pairs) so that all of them appear or, after a
+    crash, all of them at the next start (`finish_commits`): with several, a commit list naming
+    them is made durable first. `reveal_one` reveals one file (`reveal`)."""
+    reveal_one = reveal_one or reveal
+    commit = None
+    if len(written) > 1:
+        commit = root / ("%s-%s" % (_COMMIT, name))
+        tmp = commit.with_name("." + commit.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write("".join("%s\t%s\n" % (hidden.relative_to(root), final.relative_to(root)) for hidden, final in written))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, commit)
+    for hidden, final in written:
+        reveal_one(hidden, final)
+    if commit is not None:
+        commit.unlink()
+
+
+def discard(written: list[tuple[Path, Path]]) -> None:
+    """Hidden files of a landing that did not happen."""
+    for hidden, _ in written:
+        hidden.unlink(missing_ok=True)
+
+
+def finish_commits(root: Path) -> int:
+    """Complete the groups a crash interrupted while their files were being revealed (all of a
+    group's hidden files were durable before its commit list was written), and remove hidden
+    files of groups that never reached their commit list. Returns the files revealed."""
+    revealed = 0
+    if not root.is_dir():
+        return 0
+    for commit in root.glob(_COMMIT + "-*"):
+        for line in commit.read_text(encoding="utf-8").splitlines():
+            hidden_name, _, final_name = line.partition("\t")
+            hidden, final = root / hidden_name, root / final_name
+            if hidden.exists():
+                reveal(hidden, final)
+                revealed += 1
+        commit.unlink()
+    for stray in root.glob("*/.*.tmp"):
+        stray.unlink(missing_ok=True)
+    return revealed
 
 
 def replace_text(path: Path, text: str) -> None:

@@ -40,6 +40,10 @@ class UnsupportedMediaType(EndpointError):
     """A request body in a media type this route does not read."""
 
 
+class TooManyStreams(EndpointError):
+    """A post naming new streams past the bound on streams ([engine] max_streams)."""
+
+
 class ServiceUnavailable(EndpointError):
     """Something this route needs is not configured or not running."""
 
@@ -90,6 +94,7 @@ _STATUSES: list[tuple[type, int]] = [
     (ReservedGraphError, 400),
     (SinkNotAllowed, 400),
     (InvalidQueryId, 400),
+    (TooManyStreams, 400),
     (QueryOverLimits, 400),
     (QueryCrashed, 400),
     (UsageError, 400),

@@ -11,12 +11,12 @@ import uuid
 from flask import Blueprint, Response, request
 
 from rspstar.store import formats
-from rspstar.store.codec import CANONICAL, Payload, canonical, decode_body
+from rspstar.store.codec import Payload, decode_body
 from rspstar.store.errors import DuplicateElementError
-from rspstar.store.landing import LandedFiles, drop_file
+from rspstar.store.landing import LandedFiles, StreamBound, land_elements
 from rspstar.translator.temporal import format_instant
 
-from .errors import BadRequest, ServiceUnavailable, UnsupportedMediaType
+from .errors import BadRequest, ServiceUnavailable, TooManyStreams, UnsupportedMediaType
 from .context import require_write, services
 from .protocol import params, single, text_body
 
@@ -49,22 +49,24 @@ def post_stream():
                          "envelope)")
     disk = services().disk
     landed = disk.landed if disk is not None else None
+    bound = StreamBound(services().engine.config.max_streams, lambda: services().store.streams(), landed)
+    beyond = bound.beyond(decoded.elements)
+    if beyond:
+        raise TooManyStreams("the body names %s" % bound.reason(beyond))
     names = [element.graph for elements in decoded.elements.values() for element in elements]
     _refuse_duplicates(names, landed)
-    bodies = {target: canonical(elements) for target, elements in decoded.elements.items()}
-    if disk is not None:    # storing it later needs room too (store.disk)
-        disk.check("POST /streams", sum(len(data) for data in bodies.values()))
-    accepted = []
     try:
-        for target, data in bodies.items():
-            path = drop_file(landing, target, data, CANONICAL.extension)
-            if landed is not None:
-                landed.landed(path, len(data), [target], [e.graph for e in decoded.elements[target]])
-            accepted.append(path.name)
+        # Storing what lands takes room later too (store.disk).
+        files = land_elements(landing, decoded.elements,
+                              admit=None if disk is None else lambda size: disk.check("POST /streams", size))
     except BaseException:
         if landed is not None:
             landed.release(names)
         raise
+    if landed is not None:
+        for file in files:
+            landed.landed(file.path, file.size, file.streams, file.names)
+    accepted = [file.path.name for file in files]
     return Response(json.dumps({"stream": stream, "accepted": accepted, "elements": len(names)}) + "\n",
                     status=202, mimetype="application/json")
 
