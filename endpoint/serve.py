@@ -234,7 +234,9 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     readiness = Readiness(ready=False)
     # Landing files acknowledged (posts, MQTT messages) and not yet stored: the disk's floor
     # keeps room for storing them.
-    landed = LandedFiles()
+    landing_source = next((s for s in sources if s.kind == "files"), None)
+    landed = LandedFiles(config.settings.engine.max_landed_bytes,
+                         landing_source.max_batch_bytes if landing_source is not None else None)
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=lambda: ingestion.status() if ingestion is not None else {},
                      readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk, landed))
@@ -266,12 +268,16 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         scheduler.start()
         master = config.settings.spark.master
         log.info("starting Spark (%s)", master)
-        spark = spark_session(master, config.settings.spark.settings)
+        def new_session():
+            return spark_session(master, config.settings.spark.settings)
+
+        spark = new_session()
         # Spark's context takes SIGINT for itself (it cancels jobs and raises KeyboardInterrupt
         # in whatever the main thread is doing): the engine stops in its own order instead.
         handle_stop_signals()
         ingestion = SparkIngestion(spark, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                                   recorded, quarantine_budget, landed, max_streams=config.settings.engine.max_streams)
+                                   recorded, quarantine_budget, landed, max_streams=config.settings.engine.max_streams,
+                                   session=new_session)
         if not stopping.is_set():
             ingestion.start()
             run_partitioned(engine, ingestion)
@@ -291,8 +297,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
             engine.close()
             if ingestion is not None:
                 ingestion.stop()
-            if spark is not None:
-                stop_session(spark)
+            if spark is not None:      # the latest session: the engine starts another if its JVM dies
+                stop_session(ingestion.spark if ingestion is not None else spark)
         finally:
             store.close()
         log.info("stopped cleanly")

@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -276,6 +277,31 @@ class BatchWriter:
         key, an MQTT message that does not parse); safe beside a batch being written."""
         with self._lock:
             self._quarantine(payload, BatchReport(-1), line, reason)
+
+    def set_aside_file(self, path: Path, stream: str, reason: str) -> None:
+        """Set a whole landing file aside (one the pipeline cannot take): moved into the
+        quarantine with the reason, an empty file left in its place, so that the micro-batch
+        Spark replays with it reads nothing of it. Counted once for its stream; what it held is
+        no longer waiting to be stored."""
+        with self._lock:
+            self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
+            base = self.quarantine_dir / ("%s-%s" % (file_safe(self.source), digest))
+            try:
+                os.replace(path, base.with_suffix(".data"))
+            except OSError:          # another file system: copied, then removed
+                shutil.copyfile(path, base.with_suffix(".data"))
+                path.unlink()
+            with open(path, "wb") as placeholder:
+                os.fsync(placeholder.fileno())
+            self.quarantined[stream] = self.quarantined.get(stream, 0) + 1
+            base.with_suffix(".reason.json").write_text(json.dumps(
+                {"source": self.source, "stream": stream, "origin": str(path), "line": None, "reason": reason},
+                indent=2))
+            replace_text(self._counts, json.dumps(self.quarantined))
+            log.error("%s: set aside %s: %s", self.source, path, reason)
+        if self.acknowledged is not None:
+            self.acknowledged.stored([str(path)])
 
     def _quarantine(self, payload: Payload, report: BatchReport, line: int | None, reason: str) -> None:
         self.quarantined[payload.stream] = self.quarantined.get(payload.stream, 0) + 1

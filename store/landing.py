@@ -68,7 +68,11 @@ class LandedFiles:
     stream counts against the bound on streams). Counted from the engine's start: files landed
     before a restart are stored by the first micro-batches after it."""
 
-    def __init__(self):
+    def __init__(self, max_bytes: int | None = None, max_element_bytes: int | None = None):
+        # What may wait at most ([engine] max_landed_bytes), and the largest element a landing
+        # file may hold (the landing source's [[sources]] max_batch_bytes); None: no bound.
+        self.max_bytes = max_bytes
+        self.max_element_bytes = max_element_bytes
         self._pending: dict[str, _Pending] = {}
         # The graph names of the pending files, as hashes: a set of small ints costs a fraction
         # of the names' strings, and a false match (two names of one hash) is one refused post
@@ -130,6 +134,14 @@ class LandedFiles:
         with self._lock:
             return sum(p.size for p in self._pending.values())
 
+    def room_for(self, size: int) -> bool:
+        """Whether `size` bytes more may wait to be stored: within `max_bytes`, or nothing waits
+        (one post alone always fits)."""
+        if self.max_bytes is None:
+            return True
+        waiting = self.bytes()
+        return not waiting or waiting + size <= self.max_bytes
+
     def streams(self) -> set[str]:
         """The streams of the pending files."""
         with self._lock:
@@ -185,39 +197,54 @@ class Landed:
 
 def land_elements(root: Path, by_stream: dict[str, list[Element]], name: str | None = None, header: bytes = b"",
                   mixed: bool = True, reveal_one=None, file_bytes: int = LANDING_FILE_BYTES,
+                  max_element_bytes: int | None = None, oversize=None,
                   admit: Callable[[int], None] | None = None) -> list[Landed]:
     """Land elements durably, all of them or (a crash) none until the next start completes
     them: one stream's as canonical N-Quads in its folder; several streams' (`mixed`) together
     as JSON envelopes in MIXED_FOLDER, one file instead of a folder and a file per stream. Each
-    file holds at most `file_bytes` (one larger element alone), headed by `header`. `admit`
+    file holds at most `file_bytes` (one larger element alone), headed by `header`.
+
+    An element larger than `max_element_bytes` (what one micro-batch takes) is not landed:
+    `oversize(stream, element, size)` hears of it, and may refuse the whole by raising. `admit`
     hears the bytes to be written before anything is, and may refuse them by raising."""
     name = name or uuid.uuid4().hex
-    parts: list[tuple[str | None, bytes, tuple[str, ...], tuple[str, ...]]] = []
+    if max_element_bytes is not None:
+        file_bytes = min(file_bytes, max_element_bytes)
+    parts: list[tuple[str | None, bytes, list[tuple[str, Element]]]] = []
     if mixed and len(by_stream) > 1 and all(e.timestamp_literal.datatype == XSD_DATETIME
                                             for elements in by_stream.values() for e in elements):
-        lines = [(envelope_of(stream, element), stream, element.graph)
+        lines = [(envelope_of(stream, element), stream, element)
                  for stream, elements in by_stream.items() for element in elements]
         for chunk in _cut(lines, file_bytes - len(header)):
-            parts.append((None, header + b"".join(line for line, _, _ in chunk),
-                          tuple(dict.fromkeys(s for _, s, _ in chunk)), tuple(g for _, _, g in chunk)))
+            parts.append((None, header + b"".join(line for line, _, _ in chunk), [(s, e) for _, s, e in chunk]))
         extension = ENVELOPES.extension
     else:
         for stream, elements in by_stream.items():
             for data, chunk in canonical_chunks(elements, file_bytes - len(header)):
-                parts.append((stream, header + data, (stream,), tuple(e.graph for e in chunk)))
+                parts.append((stream, header + data, [(stream, e) for e in chunk]))
         extension = CANONICAL.extension
+    if max_element_bytes is not None:
+        kept = []
+        for part in parts:
+            size = len(part[1]) - len(header)
+            if len(part[2]) == 1 and size > max_element_bytes:
+                oversize(*part[2][0], size)
+            else:
+                kept.append(part)
+        parts = kept
     if admit is not None:
-        admit(sum(len(data) for _, data, _, _ in parts))
+        admit(sum(len(data) for _, data, _ in parts))
     written = []
     try:
-        for k, (stream, data, _, _) in enumerate(parts):
+        for k, (stream, data, _) in enumerate(parts):
             written.append(write_hidden(root, stream, data,
                                         name + ("-%04d" % k if len(parts) > 1 else "") + extension))
     except BaseException:
         discard(written)
         raise
     reveal_together(root, written, name, reveal_one)
-    return [Landed(final, len(data), streams, names) for (_, final), (_, data, streams, names) in zip(written, parts)]
+    return [Landed(final, len(data), tuple(dict.fromkeys(s for s, _ in elements)), tuple(e.graph for _, e in elements))
+            for (_, final), (_, data, elements) in zip(written, parts)]
 
 
 def _cut(lines: list, limit: int) -> list[list]:

@@ -131,6 +131,7 @@ class MqttStatus:
     connects: int = 0
     last_error: str | None = None
     pending: int = 0
+    waiting: bool = False           # for Spark to store what was landed before ([engine] max_landed_bytes)
 
     def describe(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -182,8 +183,10 @@ class MqttSource:
                  quarantine: Quarantine, client_id: str | None = None, username: str | None = None,
                  password: str | None = None, ca_file: str | None = None, retained: bool = False,
                  now: Callable[[], int] = lambda: time.time_ns() // 1000, landed: LandedFiles | None = None,
-                 max_streams: int | None = None, stored_streams: Callable[[], Iterable[str]] = tuple):
+                 max_streams: int | None = None, stored_streams: Callable[[], Iterable[str]] = tuple,
+                 max_element_bytes: int | None = None):
         self.name = name
+        self.max_element_bytes = max_element_bytes     # a larger element is set aside: no micro-batch takes it
         self.landed = landed            # what it acknowledged and Spark has not stored yet
         # Elements naming new streams past the bound are set aside before they land (no folder
         # made for them); `stored_streams`: the streams the store holds.
@@ -289,6 +292,15 @@ class MqttSource:
                     return
             if not group:
                 continue
+            if self.landed is not None and not self.landed.room_for(sum(len(r.payload) for r in group)):
+                # What was acknowledged before waits to be stored ([engine] max_landed_bytes): this
+                # group waits unacknowledged (the broker keeps what comes meanwhile).
+                self.status.waiting = True
+                with self._changed:
+                    self._changed.wait_for(lambda: self._stopping, timeout=0.2)
+                if not self._stopping:
+                    continue
+            self.status.waiting = False
             try:
                 self.commit(group)
             except OSError as e:     # a full disk: nothing is acknowledged, the group is tried again
@@ -396,10 +408,18 @@ class MqttSource:
         header = (HEADER + " " + " ".join(keys) + "\n").encode("utf-8")
         # `reveal` looked up now: a test stands a crash in for it.
         files = land_elements(self.landing, by_stream, name, header, mixed=False,
-                              reveal_one=lambda hidden, final: reveal(hidden, final))
+                              reveal_one=lambda hidden, final: reveal(hidden, final),
+                              max_element_bytes=self.max_element_bytes, oversize=self._oversize)
         if self.landed is not None:
             for file in files:
                 self.landed.landed(file.path, file.size, file.streams)
+
+    def _oversize(self, stream: str, element: Element, size: int) -> None:
+        self.quarantine(Payload(stream, CANONICAL.name, "mqtt", canonical([element])[:QUARANTINED_PREFIX], self.now()),
+                        "graph <%s> is %d bytes as N-Quads, more than the %d one micro-batch takes ([[sources]] "
+                        "max_batch_bytes; its first %d bytes kept here)" % (element.graph, size, self.max_element_bytes,
+                                                                           QUARANTINED_PREFIX), None)
+        self.status.quarantined += 1
 
     # -- stopping -----------------------------------------------------------------------------
     def stop(self, timeout: float = 10.0) -> None:
@@ -451,4 +471,4 @@ def from_settings(source, quarantine: Quarantine, environ=os.environ, landed: La
     return MqttSource(source.name, source.broker, routes_of(source.name, source.topic, source.stream, source.format),
                       source.format, Path(source.path), quarantine, source.client_id, source.username, password,
                       source.ca_file, source.retained, landed=landed, max_streams=max_streams,
-                      stored_streams=stored_streams)
+                      stored_streams=stored_streams, max_element_bytes=source.max_batch_bytes)

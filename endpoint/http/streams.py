@@ -16,7 +16,9 @@ from rspstar.store.errors import DuplicateElementError
 from rspstar.store.landing import LandedFiles, StreamBound, land_elements
 from rspstar.translator.temporal import format_instant
 
-from .errors import BadRequest, ServiceUnavailable, TooManyStreams, UnsupportedMediaType
+from .errors import (
+    BadRequest, ElementTooLarge, IngestionBacklog, ServiceUnavailable, TooManyStreams, UnsupportedMediaType,
+)
 from .context import require_write, services
 from .protocol import params, single, text_body
 
@@ -55,10 +57,26 @@ def post_stream():
         raise TooManyStreams("the body names %s" % bound.reason(beyond))
     names = [element.graph for elements in decoded.elements.values() for element in elements]
     _refuse_duplicates(names, landed)
+    def admit(size: int) -> None:
+        """Refused before anything lands: what the pipeline cannot hold now (a backlog past its
+        bound: 503 and Retry-After) or on disk (storing it later takes room too: 507)."""
+        if landed is not None and not landed.room_for(size):
+            raise IngestionBacklog(
+                "%d bytes of input are acknowledged and not stored yet, and this post's %d would pass the %d that may "
+                "wait ([engine] max_landed_bytes): retry once Spark has stored some" % (landed.bytes(), size,
+                                                                                         landed.max_bytes))
+        if disk is not None:
+            disk.check("POST /streams", size)
+
+    def oversize(target: str, element, size: int) -> None:
+        raise ElementTooLarge(
+            "graph <%s> is %d bytes as N-Quads, more than the %d one micro-batch takes ([[sources]] max_batch_bytes of "
+            "the landing source): split it, or raise that bound (and Spark's heap with it)"
+            % (element.graph[:200], size, landed.max_element_bytes))
+
     try:
-        # Storing what lands takes room later too (store.disk).
-        files = land_elements(landing, decoded.elements,
-                              admit=None if disk is None else lambda size: disk.check("POST /streams", size))
+        files = land_elements(landing, decoded.elements, admit=admit, oversize=oversize,
+                              max_element_bytes=landed.max_element_bytes if landed is not None else None)
     except BaseException:
         if landed is not None:
             landed.release(names)
