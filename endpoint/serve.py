@@ -239,7 +239,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
                          landing_source.max_batch_bytes if landing_source is not None else None)
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=lambda: ingestion.status() if ingestion is not None else {},
-                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk, landed))
+                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk, landed,
+                                                         store.generations))
     http_config = config.settings.http
     server = HttpServer(app, host, port, threads=http_config.threads, connection_limit=http_config.connection_limit,
                         idle_timeout=http_config.idle_timeout, request_timeout=http_config.request_timeout,

@@ -18,7 +18,10 @@ import pyoxigraph as ox
 from rspstar.translator.nesting import check_nesting
 from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph, is_reserved
 
-from .errors import GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError
+from .disk import is_disk_full
+from .errors import (
+    DiskFull, GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError,
+)
 from .rdf_input import parse_rdf
 
 if TYPE_CHECKING:
@@ -78,6 +81,14 @@ _FAILURES = ((re.compile(r"The graph (<[^>]*>) does not exist"), GraphMissing, "
                                                                                 "makes the operation succeed anyway)"),
              (re.compile(r"The graph (<[^>]*>) already exists"), GraphExists, "graph %s already exists (SILENT makes "
                                                                               "CREATE succeed anyway)"))
+
+
+def _write_failed(error: OSError) -> StoreError:
+    """A store write that failed: DiskFull for want of space (a client's 507), else a failure."""
+    if is_disk_full(error):
+        return DiskFull("the store's write failed: no space left on the data directory's disk (%s)"
+                        % str(error).split("\n")[0][:200])
+    return StoreError("store write failed: %s" % error)
 
 
 def _update_failure(error: RuntimeError) -> Exception:
@@ -164,7 +175,7 @@ class Background:
                 for quad in after - before:
                     self.store.write("add", quad)
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             self.names = {q.graph_name.value for q in after if isinstance(q.graph_name, ox.NamedNode)}
             return len(before ^ after)
 
@@ -200,9 +211,11 @@ class Background:
             name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
             return [q.triple for q in self.store.oxigraph.quads_for_pattern(None, None, None, name)]
 
-    def write(self, graph: str | None, data: bytes | str, fmt: ox.RdfFormat, source: str, replace: bool) -> bool:
+    def write(self, graph: str | None, data: bytes | str, fmt: ox.RdfFormat, source: str, replace: bool,
+              admit=None) -> bool:
         """Replace (PUT) or add to (POST) a background graph with the triples of `data`; whether the
-        graph is new. A document holding named graphs, or that does not parse, changes nothing."""
+        graph is new. A document holding named graphs, or that does not parse, changes nothing;
+        nor does one `admit(quads)` refuses (by raising) once it is read."""
         self._writable(graph)
         quads = parse_rdf(data, fmt, source)
         if not quads:
@@ -211,6 +224,8 @@ class Background:
             raise RdfInputError("the body names graphs of its own: the graph store takes one graph's triples "
                                 "(Turtle, N-Triples, RDF/XML, JSON-LD), the graph named by ?graph", source)
         name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
+        if admit is not None:
+            admit(quads)
         with self.changing(), self.store.lock:
             created = graph is not None and graph not in self.names
             try:
@@ -219,7 +234,7 @@ class Background:
                         self.store.write("remove", quad)
                 self.store.write("extend", [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             if graph is not None:
                 self.names.add(graph)
         return created
@@ -247,7 +262,7 @@ class Background:
                     self.store.write("extend", before)
                 except OSError:
                     pass
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             self.names.add(graph)
         return len(quads)
 
@@ -262,6 +277,6 @@ class Background:
                 for quad in list(self.store.oxigraph.quads_for_pattern(None, None, None, name)):
                     self.store.write("remove", quad)
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             self.names.discard(graph)
         return True
