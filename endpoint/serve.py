@@ -154,10 +154,19 @@ def progress_reporter(engine: Runner, give_back: Callable[[], object] = lambda: 
     the process: bench/out/NOTES.md#figures-from-comments)."""
     removals_seen = engine.removals
 
+    saving_failed = False
+
     def report() -> None:
-        nonlocal removals_seen
+        nonlocal removals_seen, saving_failed
         log.info(progress_line(engine))
-        engine.store.save_stats()
+        try:
+            engine.store.save_stats()
+        except OSError as e:        # a full disk: said once, saved again once it can be
+            if not saving_failed:
+                log.error("the streams' counters cannot be saved (%s)", e)
+            saving_failed = True
+        else:
+            saving_failed = False
         if engine.removals != removals_seen:
             removals_seen = engine.removals
             give_back()

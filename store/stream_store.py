@@ -582,8 +582,11 @@ class StreamStore:
         """Flush and release the Oxigraph store (an on-disk store's lock goes with it), even
         while something still holds this object."""
         with self._lock:
-            if isinstance(self.oxigraph, ox.Store) and self.path:
-                self.save_stats()
+            try:
+                if isinstance(self.oxigraph, ox.Store) and self.path:
+                    self.save_stats()
+            except OSError as e:       # a full disk: the counters as last saved; the store still let go
+                log.error("the streams' counters could not be saved (%s)", e)
             self.generations.close()
 
 
