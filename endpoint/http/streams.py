@@ -1,6 +1,8 @@
 """Streams: posted stream data, decoded into elements here (a bad element is a 400 naming its
-line) and dropped durably, as canonical N-Quads, into the landing directory for Spark to ingest;
-and what each stream and source holds."""
+line, a duplicate a 409 naming it) and admitted by what the pipeline can hold (the bounds on
+streams, on input waiting to be stored, on an element's size, and the disk) before it is dropped
+durably into the landing directory for Spark to ingest (store.landing.land_elements); and what
+each stream and source holds."""
 from __future__ import annotations
 
 import collections
@@ -57,6 +59,7 @@ def post_stream():
         raise TooManyStreams("the body names %s" % bound.reason(beyond))
     names = [element.graph for elements in decoded.elements.values() for element in elements]
     _refuse_duplicates(names, landed)
+
     def admit(size: int) -> None:
         """Refused before anything lands: what the pipeline cannot hold now (a backlog past its
         bound: 503 and Retry-After) or on disk (storing it later takes room too: 507)."""
