@@ -68,7 +68,7 @@ class DiskGuard:
         described = {"path": str(self.path), "free_bytes": free, "reserved_bytes": reserved,
                      "min_free_bytes": self.min_free, "ok": free - reserved >= self.min_free}
         if self.store is not None:
-            refusal = self.store.refusal()
+            refusal = self.store.refusal(retry=False)
             described["store"] = {"writable": refusal is None, "needs_bytes": self.store.needs(),
                                   "message": refusal}
             described["ok"] = described["ok"] and refusal is None

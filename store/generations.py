@@ -91,11 +91,12 @@ class Generations:
     def free(self) -> int:
         return shutil.disk_usage(self.path).free if self.path is not None else 0
 
-    def refusal(self) -> str | None:
-        """Why writes are refused now (None: they are taken), a read-only store tried for writing
-        again first when the disk has the room."""
-        if self.read_only is None:
-            return None
+    def refusal(self, retry: bool = True) -> str | None:
+        """Why writes are refused now (None: they are taken); with `retry`, a read-only store is
+        tried for writing again first when the disk has the room (which replays its log: not
+        for a mere look, such as /health's)."""
+        if self.read_only is None or not retry:
+            return self.read_only
         with self._writing:
             self._reopen()
             return self.read_only
