@@ -253,6 +253,14 @@ SETTINGS: tuple[Setting, ...] = (
             "free space the data directory's disk keeps beyond what storing the acknowledged landing files will "
             "take: below it writes are refused (507) before the store or a landing file fails half-way, and /health "
             "says degraded (0: no check)"),
+    Setting("engine", "max_streams", Whole(1), 1000,
+            "streams the engine holds at most (stored, or posted and not stored yet): a post naming new streams past "
+            "it is refused (400) naming this setting, and any source's elements of new streams past it are set aside "
+            "in quarantine/ with the reason"),
+    Setting("engine", "max_landed_bytes", Whole(1, "bytes"), 64 * MIB,
+            "input acknowledged and not stored yet (landing files of posts and MQTT messages) at most: past it a post "
+            "is answered 503 with Retry-After and MQTT messages wait at the broker, unacknowledged, until Spark has "
+            "stored what came before (one post alone always fits)"),
     Setting("engine", "max_queries", Whole(1), 2000, "queries registered at once at most (registrations beyond: 503)"),
     Setting("engine", "max_load", Number(), 0.8,
             "share of the machine's cores the queries' evaluations may take together, as measured (each query's "
@@ -400,7 +408,13 @@ SETTINGS: tuple[Setting, ...] = (
             "(docs/spark.md)"),
     Setting("sources", "allowed_lateness", Duration(zero=True), "PT0S",
             "how far below the newest event time an element may arrive and still be on time"),
-    Setting("sources", "options", Table(), {}, "Spark reader options of the source (e.g. maxFilesPerTrigger)"),
+    Setting("sources", "max_batch_bytes", Whole(1, "bytes"), 4 * MIB,
+            "the landing files one micro-batch takes at most, by their size (Spark's maxBytesPerTrigger; at least one "
+            "file): a micro-batch costs Spark's JVM tens of times its input, so this is what keeps a burst within its "
+            "heap; a posted element or MQTT message element larger than it is refused (413) or set aside "
+            "(docs/running.md#posting-and-the-landing-directory)", "files, mqtt"),
+    Setting("sources", "options", Table(), {}, "Spark reader options of the source (e.g. maxFilesPerTrigger, which "
+                                               "replaces max_batch_bytes)"),
     # [[background.graphs]]: background graphs that refresh themselves (spec 6.14)
     Setting("background.graphs", "graph", Text(), None, "the background graph's IRI (a named graph; the refresh "
                                                        "replaces it whole)"),

@@ -154,10 +154,19 @@ def progress_reporter(engine: Runner, give_back: Callable[[], object] = lambda: 
     the process: bench/out/NOTES.md#figures-from-comments)."""
     removals_seen = engine.removals
 
+    saving_failed = False
+
     def report() -> None:
-        nonlocal removals_seen
+        nonlocal removals_seen, saving_failed
         log.info(progress_line(engine))
-        engine.store.save_stats()
+        try:
+            engine.store.save_stats()
+        except OSError as e:        # a full disk: said once, saved again once it can be
+            if not saving_failed:
+                log.error("the streams' counters cannot be saved (%s)", e)
+            saving_failed = True
+        else:
+            saving_failed = False
         if engine.removals != removals_seen:
             removals_seen = engine.removals
             give_back()
@@ -268,10 +277,13 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     readiness = Readiness(ready=False)
     # Landing files acknowledged (posts, MQTT messages) and not yet stored: the disk's floor
     # keeps room for storing them.
-    landed = LandedFiles()
+    landing_source = next((s for s in sources if s.kind == "files"), None)
+    landed = LandedFiles(config.settings.engine.max_landed_bytes,
+                         landing_source.max_batch_bytes if landing_source is not None else None)
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=lambda: ingestion.status() if ingestion is not None else {},
-                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk, landed))
+                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk, landed,
+                                                         store.generations))
     http_config = config.settings.http
     server = HttpServer(app, host, port, threads=http_config.threads, connection_limit=http_config.connection_limit,
                         idle_timeout=http_config.idle_timeout, request_timeout=http_config.request_timeout,
@@ -312,12 +324,17 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         else:
             master = config.settings.spark.master
             log.info("starting Spark (%s)", master)
-            session = spark.spark_session(master, config.settings.spark.settings)
+
+            def new_session():
+                return spark.spark_session(master, config.settings.spark.settings)
+
+            session = new_session()
             # Spark's context takes SIGINT for itself (it cancels jobs and raises KeyboardInterrupt
             # in whatever the main thread is doing): the engine stops in its own order instead.
             handle_stop_signals()
             ingestion = spark.SparkIngestion(session, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                                             recorded, quarantine_budget, landed)
+                                             recorded, quarantine_budget, landed,
+                                             max_streams=config.settings.engine.max_streams, session=new_session)
             if not stopping.is_set():
                 ingestion.start()
                 run_partitioned(engine, ingestion)
@@ -337,8 +354,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
             engine.close()
             if ingestion is not None:
                 ingestion.stop()
-            if session is not None:
-                spark.stop_session(session)
+            if session is not None:      # the latest session: the engine starts another if its JVM dies
+                spark.stop_session(ingestion.spark if ingestion is not None else session)
         finally:
             store.close()
         log.info("stopped cleanly")

@@ -22,9 +22,10 @@ from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph, is
 
 from rspstar.translator.errors import QuerySyntaxError
 
+from .disk import is_disk_full
 from .errors import (
-    BackgroundChanged, GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError,
-    UpdateTooLarge,
+    BackgroundChanged, DiskFull, GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError,
+    StoreError, UpdateTooLarge,
 )
 from .rdf_input import _syntax_error, check_rdf_nesting, parse_rdf
 from .updates import UpdateCall, changes_of, read_quads
@@ -152,6 +153,14 @@ _FAILURES = ((re.compile(r"The graph (<[^>]*>) does not exist"), GraphMissing, "
                                                                               "CREATE succeed anyway)"))
 
 
+def _write_failed(error: OSError) -> StoreError:
+    """A store write that failed: DiskFull for want of space (a client's 507), else a failure."""
+    if is_disk_full(error):
+        return DiskFull("the store's write failed: no space left on the data directory's disk (%s)"
+                        % str(error).split("\n")[0][:200])
+    return StoreError("store write failed: %s" % error)
+
+
 def _update_failure(error: RuntimeError) -> Exception:
     """An update Oxigraph failed, as the client's error where its text caused it (a graph named
     that is not there, or is); any other failure as it came."""
@@ -276,7 +285,7 @@ class Background:
                 if added:
                     self.store.write("extend", added)
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             self.names = set(graphs)
             return len(removed) + len(added)
 
@@ -312,9 +321,11 @@ class Background:
             name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
             return [q.triple for q in self.store.oxigraph.quads_for_pattern(None, None, None, name)]
 
-    def write(self, graph: str | None, data: bytes | str, fmt: ox.RdfFormat, source: str, replace: bool) -> bool:
+    def write(self, graph: str | None, data: bytes | str, fmt: ox.RdfFormat, source: str, replace: bool,
+              admit=None) -> bool:
         """Replace (PUT) or add to (POST) a background graph with the triples of `data`; whether the
-        graph is new. A document holding named graphs, or that does not parse, changes nothing."""
+        graph is new. A document holding named graphs, or that does not parse, changes nothing;
+        nor does one `admit(quads)` refuses (by raising) once it is read."""
         self._writable(graph)
         quads = parse_rdf(data, fmt, source)
         if not quads:
@@ -323,6 +334,8 @@ class Background:
             raise RdfInputError("the body names graphs of its own: the graph store takes one graph's triples "
                                 "(Turtle, N-Triples, RDF/XML, JSON-LD), the graph named by ?graph", source)
         name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
+        if admit is not None:
+            admit(quads)
         with self.changing(), self.store.lock:
             created = graph is not None and graph not in self.names
             try:
@@ -331,7 +344,7 @@ class Background:
                         self.store.write("remove", quad)
                 self.store.write("extend", [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             if graph is not None:
                 self.names.add(graph)
         return created
@@ -373,7 +386,7 @@ class Background:
                         self._write_lines("add" if operation == "remove" else "remove", name, part)
                 except OSError:
                     pass
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
         self._flush()
         return Replaced(len(new), len(added), len(removed), self.version)
 
@@ -423,6 +436,6 @@ class Background:
                 for quad in list(self.store.oxigraph.quads_for_pattern(None, None, None, name)):
                     self.store.write("remove", quad)
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             self.names.discard(graph)
         return True
