@@ -123,3 +123,15 @@ def test_bytes_that_are_not_utf8_are_refused_with_their_line_and_byte_on_every_r
     assert labelled.status_code == 415 and "charset=UTF-16" in labelled.get_json()["message"]
     form = client.post("/sparql", data="query=ASK%20%7B%22%E9%22%7D", content_type="application/x-www-form-urlencoded")
     assert form.status_code == 400 and "not UTF-8" in form.get_json()["message"]
+
+
+@pytest.mark.parametrize("stream", ["temp", "<http://example.org/s>", "http://example.org/a b"])
+def test_a_stream_named_as_no_other_door_takes_it_is_refused_naming_why(client, tmp_path, stream):
+    """POST /streams checks the stream name as push, replay and configuration do: a relative
+    name would reach no query."""
+    response = client.post("/streams", query_string={"stream": stream}, data=STREAM, content_type="application/trig",
+                           headers=AUTH)
+    assert response.status_code == 400
+    answer = response.get_json()
+    assert answer["error"] == "StreamNameError" and "the stream parameter" in answer["message"]
+    assert not [p for p in (tmp_path / "landing").rglob("*") if p.is_file()]

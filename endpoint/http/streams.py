@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import json
-import re
 import uuid
 
 from flask import Blueprint, Response, request
@@ -16,6 +15,7 @@ from rspstar.store import formats
 from rspstar.store.codec import Payload, decode_body
 from rspstar.store.errors import DuplicateElementError
 from rspstar.store.landing import LandedFiles, StreamBound, land_elements
+from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.temporal import format_instant
 
 from .errors import (
@@ -25,7 +25,6 @@ from .context import require_write, services
 from .protocol import params, single, text_body
 
 blueprint = Blueprint("streams", __name__)
-_IRI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|^`\\]*$")
 
 
 @blueprint.route("/streams", methods=["POST"])
@@ -35,8 +34,9 @@ def post_stream():
     if landing is None:
         raise ServiceUnavailable("no files source is configured to take posted streams")
     stream = single(params(("stream",)), "stream")
-    if not stream or not _IRI.match(stream):
+    if not stream:
         raise BadRequest("POST /streams needs ?stream=IRI")
+    check_stream_iri(stream, "the stream parameter")
     fmt = formats.by_media_type(request.mimetype)
     if fmt is None:
         raise UnsupportedMediaType("POST /streams takes %s, not %r" % (", ".join(formats.media_types()),
