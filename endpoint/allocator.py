@@ -53,6 +53,14 @@ def use_jemalloc() -> None:
         os.execve(sys.executable, sys.orig_argv, environment)
 
 
+# The commands a program run executes again under jemalloc (the `rspstar` command before it
+# imports the command line, endpoint/launch.py; `python -m rspstar.endpoint.cli` in cli.main); a
+# call of cli.main with arguments (a test, a library) runs in its caller's process as it is. Not
+# replay: Oxigraph loads its files faster under glibc's malloc, and its process ends with its
+# store (bench/out/NOTES.md#replay-allocator).
+UNDER_JEMALLOC = {"serve"}
+
+
 # glibc's mallopt parameter for the most arenas.
 _M_ARENA_MAX = -8
 ARENAS = 2

@@ -22,8 +22,7 @@ from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.validate import compile_query
 from rspstar.translator.warnings import background_warnings
 
-from .allocator import use_jemalloc
-from .launch import UNDER_JEMALLOC
+from .allocator import UNDER_JEMALLOC, use_jemalloc
 from rspstar.config import schema
 
 from .config import DEFAULT_CONFIG, load_config
