@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 
-from .dialects import DIALECTS
+from .dialects import DIALECTS, dialect_named
 from .errors import TemporalValueError, TranslatorError, UsageError
 from .incremental import Join, Landmark, distributive_window, joined_windows, landmark_window
 from .model import ContinuousQuery
@@ -154,7 +154,7 @@ class QueryOptions:
         implied = query.option_defaults.get("window_default_graph")
         if implied is not None:
             return implied == "union", "the %s dialect's reading, spec %s" % (
-                query.dialect, "6.12" if query.dialect == "ep-sparql" else "6.5")
+                query.dialect, dialect_named(query.dialect).section)
         return None, ""
 
     def readings(self, query: ContinuousQuery) -> list[str]:
