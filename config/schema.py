@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 
 from rspstar.translator.errors import StreamNameError, TemporalValueError
+from rspstar.translator.options import OPTIONS
 from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.temporal import format_duration, parse_duration
 
@@ -431,8 +432,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("queries", "id", Text(optional=True), None, "its id (unset: from REGISTER's name, else generated)"),
     Setting("queries", "sinks", Texts(), [], "sinks its results go to: http(s) URLs, or mqtt(s)://host:port/topic "
                                                "(under [sinks] allowed)"),
-    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, overrun = catch-up | skip, "
-                                                             "entailment = none | rdfs, ...)"),
+    Setting("queries", "options", Table(), {}, "query options, docs/query-options.md: %s (base is a key of "
+                                               "[[queries]] itself)" % ", ".join(o.name for o in OPTIONS
+                                                                                   if o.name != "base")),
     Setting("queries", "base", Text(optional=True), None,
             "the absolute IRI its relative IRIs resolve against before any BASE of its own (unset: the query "
             "file's file: IRI, as rspstar check and replay read it)"),
