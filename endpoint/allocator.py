@@ -2,8 +2,8 @@
 a program run of it executes itself again under jemalloc.
 
 Oxigraph's and RocksDB's allocations from Spark's callback threads fragment glibc's per-thread
-arenas, so a live engine's memory grew three times as fast under glibc's malloc as under
-jemalloc, which hands freed memory back (bench/out/NOTES.md#jemalloc). A replay, one process
+arenas, so a live engine's memory grew much faster under glibc's malloc than under jemalloc,
+which hands freed memory back (bench/out/NOTES.md#jemalloc). A replay, one process
 that ends with its store, runs under glibc's malloc: its time is Oxigraph's load of the file,
 which is slower under jemalloc (bench/out/NOTES.md#replay-allocator).
 

@@ -11,8 +11,7 @@ from .allocator import UNDER_JEMALLOC, use_jemalloc
 
 # The commands whose process ends as soon as they return, their output flushed, without freeing
 # what they hold object by object: a replay's store goes with its process, and freeing it at
-# the interpreter's exit took a tenth of `rspstar replay` over 100,000 elements
-# (bench/out/NOTES.md#replay-exit).
+# the interpreter's exit was a visible part of a large replay (bench/out/NOTES.md#replay-exit).
 ENDS_AT_ONCE = {"replay"}
 
 

@@ -173,8 +173,9 @@ class FunctionLibrary:
     def _shifted_comparison(self, node, start: int):
         """lessThan(add(D, x), c) or greaterThan(add(D, x), c) (the RSPU paper's Listing 2) with D a
         normal and x, c numbers: P(N(μ + x, σ²) < c) computed on the numbers, without the
-        distribution for D + x the general path builds (a third of a call's time); the
-        arithmetic is the general path's, step for step. Any other arguments go that way."""
+        distribution for D + x the general path builds, which is much of such a call's time
+        (bench/out/NOTES.md#figures-from-comments); the arithmetic is the general path's, step for
+        step. Any other arguments go that way."""
         name = node[0]
         if name not in ("lessThan", "greaterThan") or node[1:] != (("add", None, None), None) or \
                 self.operations[name] is not _ON_VALUES[name] or self.operations["add"] is not _ON_VALUES["add"]:
