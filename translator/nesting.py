@@ -15,9 +15,9 @@ column; no bracket nests deeper than MAX_NESTING either. The costs are Oxigraph'
 proves the budget against the stack of the threads that parse.
 
 Nesting costs time too: Oxigraph plans an OPTIONAL nested in others in time that doubles with
-each level (a few sibling chains of OPTIONALs some twenty deep sharing a variable plan for
-minutes: bench/out/NOTES.md#planning-nested-optionals), inside `query()`, where nothing can stop
-it. So the same pass adds up what
+each level (chains of OPTIONALs nested some twenty deep sharing a variable plan for seconds,
+many of them side by side for minutes: bench/out/NOTES.md#planning-nested-optionals), inside
+`query()`, where nothing can stop it. So the same pass adds up what
 each OPTIONAL costs the planner, 2**k for one nested k deep (counting itself), and refuses the
 text at the OPTIONAL that takes it past PLANNING_BUDGET: what the budget lets through plans
 within a fraction of a second (bench/out/NOTES.md#planning-nested-optionals), and real queries
