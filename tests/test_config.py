@@ -132,6 +132,27 @@ def test_the_engine_and_the_app_take_their_defaults_from_the_schema():
     assert Recordings(Path("/nonexistent")).max_bytes == default("recording.max_bytes")
 
 
+def test_the_library_and_the_server_differ_only_where_the_schema_says_so(tmp_path):
+    # One declaration per setting: the runner's defaults are the schema's LIBRARY profile (no
+    # admission or time limit in the user's own process), `rspstar serve`'s the schema's own.
+    from dataclasses import asdict
+    from rspstar.config import schema
+    from rspstar.endpoint.engine.runner import EngineConfig
+    library, served = asdict(EngineConfig()), asdict(load_config(_empty(tmp_path)).engine)
+    differ = {key for key in asdict(schema.SECTIONS["engine"]()) if library[key] != served[key]}
+    assert differ == {s.key for s in schema.settings_of("engine") if s.default_in(schema.LIBRARY) != s.default} \
+        == {"max_queries", "max_load", "evaluation_timeout"}
+    assert {library[key] for key in differ} == {None}
+    assert (served["max_queries"], served["max_load"], served["evaluation_timeout"]) == (2000, 0.8, 10_000_000)
+    assert "in the Python API and `rspstar replay`: none" in schema.markdown()
+
+
+def _empty(tmp_path):
+    path = tmp_path / "empty.toml"
+    path.write_text("")
+    return path
+
+
 def test_rspstar_config_prints_every_effective_setting_and_where_it_came_from(tmp_path, capsys):
     from rspstar.endpoint.cli import main
     (tmp_path / "q.rq").write_text(QUERY)

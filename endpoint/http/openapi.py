@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from rspstar.translator.dialects import DIALECTS
+from rspstar.translator.options import OPTIONS as QUERY_OPTIONS
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES
 from ..engine.result_shapes import SHAPES, TRIPLE_TERMS
@@ -42,15 +43,14 @@ GRAPH_IRIS = ["http://example.org/profile", "http://example.org/g1", "http://exa
 QUERY_ID = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
 INSTANT = {"type": "string", "pattern": "^20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):"
                                         "[0-5][0-9]:[0-5][0-9]Z$", "examples": ["2026-03-01T08:00:00Z"]}
-OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
-    "report": {"type": "string", "enum": ["close", "non-empty", "content-change"]},
-    "window_default_graph": {"type": "string", "enum": ["timestamps", "union"]},
-    "rspu_cache": {"type": "string", "enum": ["true", "false"]},
-    "incremental": {"type": "string", "enum": ["true", "false"]},
-    "share_constants": {"type": "string", "enum": ["true", "false"]},
-    "overrun": {"type": "string", "enum": ["catch-up", "skip"]},
-    "base": {"type": "string", "enum": ["http://example.org/queries/q.rq"],
-             "description": "the absolute IRI relative IRIs resolve against (default: the URL posted to)"}}}
+# The query options (translator/options.py's table): each that every query takes with the
+# values of its kind's examples (a policy or an IRI is a language too); dialect and partition,
+# which a query's text may refuse, are named in the description.
+OPTIONS = {"type": "object", "additionalProperties": False,
+           "description": "the query's options (docs/query-options.md); also %s, whose values depend on the query"
+                          % " and ".join(o.name for o in QUERY_OPTIONS if not o.any_query),
+           "properties": {o.name: {"type": "string", "enum": list(o.kind.examples), "description": o.help}
+                          for o in QUERY_OPTIONS if o.any_query and o.kind.examples}}
 
 
 def _trig(second: int) -> str:
