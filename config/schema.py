@@ -442,7 +442,9 @@ SETTINGS: tuple[Setting, ...] = (
             "reload it this often (unset: loaded at each start only); a failed reload keeps what the graph "
             "held and shows in /health, /metrics and the dashboard"),
     # [[queries]]
-    Setting("queries", "file", Text(), None, "the query's file (relative to the configuration file)"),
+    Setting("queries", "file", Text(optional=True), None, "the query's file (relative to the configuration file)"),
+    Setting("queries", "query", Text(optional=True), None,
+            "the query's text itself, in the configuration (a TOML multi-line string), instead of a file"),
     Setting("queries", "id", Text(optional=True), None, "its id (unset: from REGISTER's name, else generated)"),
     Setting("queries", "sinks", Texts(), [], "sinks its results go to: http(s) URLs, or mqtt(s)://host:port/topic "
                                                "(under [sinks] allowed)"),
@@ -456,7 +458,17 @@ SETTINGS: tuple[Setting, ...] = (
 _BY_NAME = {s.name: s for s in SETTINGS}
 ARRAYS = ("sources", "queries", "background.graphs")   # arrays of tables: [[sources]], [[background.graphs]]
 FREE_TABLES = {"spark": "settings", "partition_keys": "streams"}   # tables whose other keys are free
-REQUIRED = {"sources": ("name", "kind"), "queries": ("file",), "background.graphs": ("graph", "source")}
+# Keys an entry must have; a tuple of keys: exactly one of them.
+REQUIRED = {"sources": ("name", "kind"), "queries": (("file", "query"),), "background.graphs": ("graph", "source")}
+
+
+def _required(table: str, key: str) -> tuple[str, ...] | None:
+    """The keys `key` is required among (itself alone, or its alternatives), None if optional."""
+    for required in REQUIRED.get(table, ()):
+        among = required if isinstance(required, tuple) else (required,)
+        if key in among:
+            return among
+    return None
 
 
 def default(name: str, profile: str = SERVE):
@@ -595,7 +607,14 @@ def _read_entry(table: str, entry, where: str, name: str, path: str, origins: di
     unknown = sorted(set(entry) - set(declared))
     if unknown:
         raise ConfigError("%s: unknown key %r (known: %s)" % (where, unknown[0], ", ".join(sorted(declared))))
-    missing = [key for key in REQUIRED[table] if key not in entry]
+    missing = []
+    for required in REQUIRED[table]:
+        among = required if isinstance(required, tuple) else (required,)
+        given = [key for key in among if key in entry]
+        if len(given) > 1:
+            raise ConfigError("%s: takes %s, not both" % (where, " or ".join(among)))
+        if not given:
+            missing.append(" or ".join(among))
     if missing:
         raise ConfigError("%s: needs %s" % (where, " and ".join(missing)))
     values = {}
@@ -646,8 +665,9 @@ def markdown() -> str:
             key = s.key
             if FREE_TABLES.get(table) == s.key:
                 key = "(any other key)"
-            default_text = "(required)" if s.key in REQUIRED.get(table, ()) else \
-                ("(unset)" if s.default is None else s.kind.show(s.default))
+            among = _required(table, s.key)
+            default_text = ("(required)" if len(among) == 1 else "(this or %s)" % " or ".join(
+                k for k in among if k != s.key)) if among else ("(unset)" if s.default is None else s.kind.show(s.default))
             what = s.help + (" (%s)" % ("for " + s.applies + " sources") if s.applies else "")
             if s.default_in(LIBRARY) != s.default:
                 library = s.default_in(LIBRARY)

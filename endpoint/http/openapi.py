@@ -276,6 +276,17 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                     "200": {"description": "the query", "content": {
                         "application/json": {"schema": {"$ref": "#/components/schemas/Query"}}}},
                     **_errors(404)}, parameters=[query_id], operationId="getQuery"),
+                "put": _op("register the query under this id, or replace the one registered (the same text, sinks "
+                           "and options: left as it runs); a JSON body's id, if any, is the URL's", {
+                    "200": {"description": "replaced, or left as it was", "headers": {"Location": {"schema": {
+                        "type": "string"}}}, "content": {"application/json": {"schema": {
+                            "$ref": "#/components/schemas/Query"}}}},
+                    "201": {"description": "registered", "headers": {"Location": {"schema": {"type": "string"}}},
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Query"}}}},
+                    **_errors(400, 401, 403, 413, 415, 503, 507)}, parameters=[query_id],
+                    body={"application/json": {"schema": {"$ref": "#/components/schemas/Registration"}},
+                          "application/sparql-query": _text(CONTINUOUS), "text/plain": _text(CONTINUOUS)},
+                    write=True, operationId="putQuery"),
                 "delete": _op("remove a query (its event streams get a 'closed' event)", {
                     "204": {"description": "removed"}, **_errors(401, 403, 404, 503, 507)}, parameters=[query_id],
                     write=True, operationId="deleteQuery"),
