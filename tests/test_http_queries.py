@@ -281,3 +281,25 @@ def test_put_takes_json_whose_id_is_the_urls_and_needs_the_token(client):
     assert client.put("/queries/q1", data=RSPQL, content_type="application/sparql-query").status_code == 401
     assert client.put("/queries/no%20such", data=RSPQL, content_type="application/sparql-query",
                       headers=AUTH).status_code == 400
+
+
+def test_a_sink_named_twice_or_an_option_given_as_a_number_is_a_400_through_post_and_put(client, engine):
+    # Each record would be posted twice to the same receiver; a number is no option's value
+    # (the OpenAPI document says strings, and JSON booleans for switches).
+    twice = ["http://localhost:9/results", "http://localhost:9/results"]
+    for send in (lambda body: client.post("/queries", json=body, headers=AUTH),
+                 lambda body: client.put("/queries/q9", json=body, headers=AUTH)):
+        answer = send({"query": RSPQL, "sinks": twice})
+        assert answer.status_code == 400 and "named twice" in answer.get_json()["message"]
+        answer = send({"query": RSPQL, "options": {"rspu_cache": 1}})
+        assert answer.status_code == 400 and "boolean" in answer.get_json()["message"]
+    assert engine.queries() == []
+    switched = client.put("/queries/q9", json={"query": RSPQL, "options": {"rspu_cache": False}}, headers=AUTH)
+    assert switched.status_code == 201 and switched.get_json()["options"]["rspu_cache"] == "false"
+
+
+def test_a_json_body_with_a_key_the_route_does_not_take_is_a_400_naming_it(client, engine):
+    for send, url in ((client.post, "/queries"), (client.put, "/queries/q9")):
+        answer = send(url, json={"query": RSPQL, "option": {"report": "non-empty"}}, headers=AUTH)
+        assert answer.status_code == 400 and '"option"' in answer.get_json()["message"]
+    assert engine.queries() == []

@@ -57,6 +57,8 @@ class Flag(Kind):
     shown = "true | false"
     metavar = "true|false"
     examples = ("true", "false")
+    # every spelling read() takes, as a JSON body may send it: a JSON true/false as well
+    accepted = _TRUE + _FALSE
 
     def read(self, raw, key):
         if raw.lower() in _TRUE:

@@ -41,7 +41,7 @@ from .evaluation import Evaluation, QueryEvaluator
 from .sharing import ConstantGroups, RangeResults
 from .repository import QueryRepository, QuerySpec
 from .sinks import (
-    Delivery, EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed,
+    Delivery, EventFeed, HttpSink, Poster, ResultHistory, check_sinks_allowed,
 )
 
 log = logging.getLogger(__name__)
@@ -363,8 +363,7 @@ class Runner:
         query = admitted.query = self._with_data_warnings(admitted.query)
         if resume_after is None:       # a restored query's landmark holds what it held
             check_landmark_starts(query, self.store.evicted_before)
-        for url in sinks:
-            check_sink_allowed(url, self.config.allowed_sinks)
+        check_sinks_allowed(sinks, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
             raise EndpointError("sinks need a data directory for their outbox")
         query_id = self._derive_id(query) if query_id is None else query_id

@@ -91,6 +91,17 @@ def sink_origin(url: str) -> str | None:
     return "%s://%s:%d" % (parts.scheme, host, port or SINK_PORTS[parts.scheme])
 
 
+def check_sinks_allowed(urls, allowed: list[str]) -> None:
+    """Each sink allowed (check_sink_allowed), and none named twice: a query would post each
+    record to it twice."""
+    seen = set()
+    for url in urls:
+        check_sink_allowed(url, allowed)
+        if url in seen:
+            raise SinkNotAllowed("sink %s is named twice: name each sink once" % url)
+        seen.add(url)
+
+
 def check_sink_allowed(url: str, allowed: list[str]) -> None:
     """Sinks may only point at the origins (scheme://host:port) listed in the configuration."""
     origin = sink_origin(url)

@@ -14,7 +14,7 @@ from rspstar.translator.temporal import format_instant, parse_instant
 
 from ..engine.result_shapes import COMPACT, SHAPES, SPARQL_JSON, TRIPLE_TERMS, shaped_json
 from ..engine.runner import QUERY_ID, UnknownQuery
-from ..engine.sinks import FeedClosed, check_sink_allowed
+from ..engine.sinks import FeedClosed, check_sinks_allowed
 from .errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
 from .context import base_iri, require_write, services
 from .protocol import params, single, text_body
@@ -65,8 +65,7 @@ def put_query(query_id):
     if (current.spec.text, current.spec.sinks, current.spec.options) == (text, list(sinks), options):
         return _registered(current, 200)
     admit(text, engine.config, dict(options))
-    for url in sinks:
-        check_sink_allowed(url, engine.config.allowed_sinks)
+    check_sinks_allowed(sinks, engine.config.allowed_sinks)
     old = current.spec
     engine.remove(query_id)
     try:
@@ -106,13 +105,17 @@ def _json_body():
 def _json_registration(body) -> tuple[str, str | None, list[str], dict[str, str]]:
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
         raise BadRequest('a JSON body needs {"query": "..."} (optional: id, sinks, options)')
+    unknown = sorted(set(body) - {"query", "id", "sinks", "options"})
+    if unknown:     # a misspelt "option" or "sink" would otherwise be dropped unnoticed
+        raise BadRequest("the JSON body has %s %s: it takes query, id, sinks and options"
+                         % ("keys" if len(unknown) > 1 else "key", ", ".join(json.dumps(k)[:80] for k in unknown[:5])))
     query_id, sinks, options = body.get("id"), body.get("sinks", []), body.get("options", {})
     if query_id is not None and not isinstance(query_id, str):
         raise BadRequest('"id" must be a string, got %s' % json.dumps(query_id)[:80])
     if not isinstance(sinks, list) or not all(isinstance(s, str) for s in sinks):
         raise BadRequest('"sinks" must be a list of URL strings')
-    if not isinstance(options, dict) or not all(isinstance(v, (str, bool, int, float)) for v in options.values()):
-        raise BadRequest('"options" must be an object of KEY: value (a string, number or boolean)')
+    if not isinstance(options, dict) or not all(isinstance(v, (str, bool)) for v in options.values()):
+        raise BadRequest('"options" must be an object of KEY: value (a string, or a boolean for a switch)')
     return body["query"], query_id, sinks, {k: str(v).lower() if isinstance(v, bool) else str(v)
                                             for k, v in options.items()}
 
