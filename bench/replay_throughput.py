@@ -560,12 +560,108 @@ def run_thousand(elements: int, seconds: int, counts=(1, 50, 1000), rounds: int 
     return table
 
 
+def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None" = None) -> Table:
+    """Where a replay's time goes against a bare `bulk_load`, in CPU seconds (medians of
+    `rounds`; CPU time is what is a command's own on a machine others share): each step of
+    staging measured alone, one pass of `pyoxigraph.parse` over the file (every quad taken
+    into Python and dropped: the least any scan in Python costs), the replay's main thread
+    while it stages and while it runs the windows, all its threads, and the command's start-up
+    (`rspstar replay` of a file of a hundred elements). The last rows are the ratios those
+    figures allow: where the command has one core (its threads' CPU adds up), and where it
+    has two free cores (the main thread's staging and windows against the load beside them)."""
+    from rspstar.store.document_parts import iter_document_parts
+    from rspstar.store.documents import PART_BYTES
+    from rspstar.store.rdf_input import check_rdf_nesting, scan_document
+
+    workload = workload or BULK_READINGS
+    label, query_text = workload.windows[0]
+    seconds = max(1, round(elements * workload.seconds_per_element))
+    start = parse_instant("2026-03-01T08:00:00Z")
+    end = start + seconds * 1_000_000
+    trig = ox.RdfFormat.TRIG
+    cpu: dict[str, list[float]] = {}
+
+    def timed_here(key: str, action) -> None:
+        gc.collect()
+        before = time.process_time()
+        action()
+        cpu.setdefault(key, []).append(time.process_time() - before)
+
+    def parse_pass(data: bytes) -> None:
+        for _ in ox.parse(data, format=trig, rename_blank_nodes=True):
+            pass
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path, tiny = Path(tmp) / "stream.trig", Path(tmp) / "tiny.trig"
+        path.write_text(workload.stream(elements, seconds))
+        tiny.write_text(workload.stream(100, 1))
+        (Path(tmp) / "query.rq").write_text(query_text)
+        cache_bytecode(Path(tmp) / "query.rq")
+        data = path.read_bytes()
+        parts = list(iter_document_parts(data, trig, PART_BYTES))
+        for _ in range(rounds):
+            timed_here("bulk_load", lambda: ox.Store().bulk_load(data, trig))
+            timed_here("load", lambda: ox.Store().load(data, trig, to_graph=ox.NamedNode("urn:x:timestamps")))
+            timed_here("parse", lambda: parse_pass(data))
+            timed_here("cut", lambda: list(iter_document_parts(data, trig, PART_BYTES)))
+            timed_here("nesting", lambda: [check_rdf_nesting(part, "bench", trig) for part in parts])
+            timed_here("scan", lambda: [scan_document(part, trig, "bench", nesting_checked=True) for part in parts])
+            gc.collect()
+            spec = ReplayInput.single(query_text, [("http://example.org/stream", path)], start, end)
+            process, main = time.process_time(), time.thread_time()
+            replay = Replay(spec)
+            staged = time.thread_time()
+            for _ in replay.run():
+                pass
+            cpu.setdefault("staging main", []).append(staged - main)
+            cpu.setdefault("windows main", []).append(time.thread_time() - staged)
+            cpu.setdefault("replay all", []).append(time.process_time() - process)
+            del replay
+            _, _, startup = replay_command(tiny, query_text, start, start + 1_000_000, Path(tmp))
+            cpu.setdefault("start-up", []).append(startup)
+            cpu.setdefault("bare start-up", []).append(timed_cpu([sys.executable, "-c", BULK_SCRIPT, str(tiny)])[1])
+    m = {key: statistics.median(values) for key, values in cpu.items()}
+    table = Table("Where a replay's time goes: %s, %s (%d elements, %d parts; CPU seconds, medians of %d rounds)"
+                  % (workload.title, label, elements, len(parts), rounds), ["what", "CPU (s)", "note"])
+    rows = [("bulk_load", "`Store.bulk_load` of the file: what the ratio is against"),
+            ("load", "`Store.load` of the file: what the replay's writer runs, part by part, on a thread of its own"),
+            ("parse", "one pass of `pyoxigraph.parse` over the file, each quad taken into Python and dropped: the "
+                      "least a scan in Python costs"),
+            ("cut", "cutting the file into parts (store/document_parts.py)"),
+            ("nesting", "the nesting check of every part, before Oxigraph parses it"),
+            ("scan", "the scan of every part (store/rdf_input.scan_document): timestamps and graph names"),
+            ("staging main", "the replay's main thread while it stages the file (cut, checks, scan, the elements "
+                             "in time order), the load beside it"),
+            ("windows main", "the replay's main thread while it publishes, evaluates every window and makes the "
+                             "records"),
+            ("replay all", "the replay in this process, all its threads"),
+            ("start-up", "`rspstar replay` of a hundred elements as a command: interpreter, engine, query"),
+            ("bare start-up", "a script that bulk-loads the same hundred elements")]
+    for key, note in rows:
+        table.add(key, "%.2f" % m[key], note)
+    extra = m["start-up"] - m["bare start-up"]
+    now = m["replay all"] + extra
+    table.add("one core: now", "%.2fx" % (m["bulk_load"] / now),
+              "bulk_load / (the replay's threads + the command's extra start-up)")
+    table.add("one core: the scan at its floor", "%.2fx" % (m["bulk_load"] / (now - m["scan"] + m["parse"])),
+              "the same with the scan costing one bare parse pass")
+    table.add("one core: no staging in Python at all", "%.2fx" % (
+        m["bulk_load"] / (now - m["staging main"])), "the same with the main thread's staging costing nothing")
+    main = extra + m["staging main"] + m["windows main"]
+    table.add("two free cores: now", "%.2fx" % (m["bulk_load"] / max(main, extra + m["load"])),
+              "bulk_load / the longer of the main thread (start-up, staging, windows) and the load beside it")
+    table.add("two free cores: the scan at its floor", "%.2fx" % (
+        m["bulk_load"] / max(main - m["scan"] + m["parse"], extra + m["load"])), "the same with the scan at its floor")
+    return table
+
+
 def check() -> None:
     """Every table at a size that takes seconds, its rows and counts asserted, no time: what
     `make bench-check` runs (tests/test_bench_check.py), so that no table rots between runs."""
     tables = [run(2000, seconds=10, rounds=1), run(2000, seconds=20, rounds=1, workload=BULK_READINGS),
               run_sliding(2000, 20, rounds=1),
-              run_sliding(2000, 20, rounds=1, workload=READINGS), run_many(2000, 20, counts=(1, 5))]
+              run_sliding(2000, 20, rounds=1, workload=READINGS), run_many(2000, 20, counts=(1, 5)),
+              run_breakdown(2000, rounds=1)]
     for table in tables[2:4]:
         if not all(row[-1].startswith("yes") for row in table.rows):
             raise SystemExit("the sliding table's runs disagree:\n" + table.markdown())
@@ -604,6 +700,9 @@ def main() -> None:
     parser.add_argument("--readings", action="store_true",
                         help="only that table over plain readings (one sensor reading per element, no annotation), "
                              "into bench/out/replay_sliding_readings.md")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="only the table of where a replay of plain readings spends its CPU time against a bare "
+                             "bulk_load, and the ratios that allows, into bench/out/replay_breakdown.md")
     parser.add_argument("--check", action="store_true",
                         help="every table small (seconds), rows and counts asserted, nothing timed or written: "
                              "make bench-check")
@@ -616,6 +715,9 @@ def main() -> None:
                      if args.workload in (None, name)]
         publish("replay_bulk" if args.workload is None else "replay_bulk_%s" % args.workload, "Machine: %s\n\n%s" % (
             machine(), "\n".join(run(args.elements, workload=w).markdown() for w in workloads)))
+        return
+    if args.breakdown:
+        publish("replay_breakdown", "Machine: %s\n\n%s" % (machine(), run_breakdown(args.elements).markdown()))
         return
     if args.sliding:
         publish("replay_sliding", "Machine: %s\n\n%s" % (machine(), run_sliding(args.elements).markdown()))
