@@ -560,7 +560,8 @@ def run_thousand(elements: int, seconds: int, counts=(1, 50, 1000), rounds: int 
     return table
 
 
-def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None" = None) -> Table:
+def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None" = None,
+                  raw: "Workload | None" = None, step: str = "STEP PT1S") -> Table:
     """Where a replay's time goes against a bare `bulk_load`, in CPU seconds (medians of
     `rounds`; CPU time is what is a command's own on a machine others share): each step of
     staging measured alone, one pass of `pyoxigraph.parse` over the file (every quad taken
@@ -568,7 +569,9 @@ def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None
     while it stages and while it runs the windows, all its threads, and the command's start-up
     (`rspstar replay` of a file of a hundred elements). The last rows are the ratios those
     figures allow: where the command has one core (its threads' CPU adds up), and where it
-    has two free cores (the main thread's staging and windows against the load beside them)."""
+    has two free cores (the main thread's staging and windows against the load beside them).
+    With `raw`, the replay is of its sliding query (`step`) and the ratios are against its raw
+    per-window script (RAW_SCRIPT, as a command, less a bare script's start-up) instead."""
     from rspstar.store.document_parts import iter_document_parts
     from rspstar.store.documents import PART_BYTES
     from rspstar.store.rdf_input import check_rdf_nesting, scan_document
@@ -576,6 +579,8 @@ def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None
     workload = workload or BULK_READINGS
     label, query_text = workload.windows[0]
     seconds = max(1, round(elements * workload.seconds_per_element))
+    if raw is not None:
+        label, query_text, seconds = "sliding RANGE 10 s %s" % step, raw.query % step, max(20, elements // 1000)
     start = parse_instant("2026-03-01T08:00:00Z")
     end = start + seconds * 1_000_000
     trig = ox.RdfFormat.TRIG
@@ -593,8 +598,8 @@ def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None
 
     with tempfile.TemporaryDirectory() as tmp:
         path, tiny = Path(tmp) / "stream.trig", Path(tmp) / "tiny.trig"
-        path.write_text(workload.stream(elements, seconds))
-        tiny.write_text(workload.stream(100, 1))
+        path.write_text((raw or workload).stream(elements, seconds))
+        tiny.write_text((raw or workload).stream(100, 1))
         (Path(tmp) / "query.rq").write_text(query_text)
         cache_bytecode(Path(tmp) / "query.rq")
         data = path.read_bytes()
@@ -620,9 +625,16 @@ def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None
             _, _, startup = replay_command(tiny, query_text, start, start + 1_000_000, Path(tmp))
             cpu.setdefault("start-up", []).append(startup)
             cpu.setdefault("bare start-up", []).append(timed_cpu([sys.executable, "-c", BULK_SCRIPT, str(tiny)])[1])
+            if raw is not None:
+                window = compile_query(query_text).windows["http://example.org/w"]
+                windows = json.dumps([window.bounds_at(close) for close in window.closes_between(start, end)])
+                cpu.setdefault("raw script", []).append(timed_cpu(
+                    [sys.executable, "-c", RAW_SCRIPT, str(path), raw.raw_query, windows])[1])
     m = {key: statistics.median(values) for key, values in cpu.items()}
-    table = Table("Where a replay's time goes: %s, %s (%d elements, %d parts; CPU seconds, medians of %d rounds)"
-                  % (workload.title, label, elements, len(parts), rounds), ["what", "CPU (s)", "note"])
+    title = raw.title if raw is not None else workload.title
+    table = Table("Where a replay's time goes: %s, %s (%d elements, %d s of event time, %d parts; CPU seconds, "
+                  "medians of %d rounds)" % (title, label, elements, seconds, len(parts), rounds),
+                  ["what", "CPU (s)", "note"])
     rows = [("bulk_load", "`Store.bulk_load` of the file: what the ratio is against"),
             ("load", "`Store.load` of the file: what the replay's writer runs, part by part, on a thread of its own"),
             ("parse", "one pass of `pyoxigraph.parse` over the file, each quad taken into Python and dropped: the "
@@ -637,21 +649,26 @@ def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None
             ("replay all", "the replay in this process, all its threads"),
             ("start-up", "`rspstar replay` of a hundred elements as a command: interpreter, engine, query"),
             ("bare start-up", "a script that bulk-loads the same hundred elements")]
+    if raw is not None:
+        rows.append(("raw script", "the raw per-window script as a command: `Store.load`, then the same SPARQL per "
+                                   "window over its elements"))
     for key, note in rows:
         table.add(key, "%.2f" % m[key], note)
+    reference = m["raw script"] - m["bare start-up"] if raw is not None else m["bulk_load"]
+    against = "the raw script (less a bare start-up)" if raw is not None else "bulk_load"
     extra = m["start-up"] - m["bare start-up"]
     now = m["replay all"] + extra
-    table.add("one core: now", "%.2fx" % (m["bulk_load"] / now),
-              "bulk_load / (the replay's threads + the command's extra start-up)")
-    table.add("one core: the scan at its floor", "%.2fx" % (m["bulk_load"] / (now - m["scan"] + m["parse"])),
+    table.add("one core: now", "%.2fx" % (reference / now),
+              "%s / (the replay's threads + the command's extra start-up)" % against)
+    table.add("one core: the scan at its floor", "%.2fx" % (reference / (now - m["scan"] + m["parse"])),
               "the same with the scan costing one bare parse pass")
-    table.add("one core: no staging in Python at all", "%.2fx" % (
-        m["bulk_load"] / (now - m["staging main"])), "the same with the main thread's staging costing nothing")
+    table.add("one core: no staging in Python at all", "%.2fx" % (reference / (now - m["staging main"])),
+              "the same with the main thread's staging costing nothing")
     main = extra + m["staging main"] + m["windows main"]
-    table.add("two free cores: now", "%.2fx" % (m["bulk_load"] / max(main, extra + m["load"])),
-              "bulk_load / the longer of the main thread (start-up, staging, windows) and the load beside it")
+    table.add("two free cores: now", "%.2fx" % (reference / max(main, extra + m["load"])),
+              "%s / the longer of the main thread (start-up, staging, windows) and the load beside it" % against)
     table.add("two free cores: the scan at its floor", "%.2fx" % (
-        m["bulk_load"] / max(main - m["scan"] + m["parse"], extra + m["load"])), "the same with the scan at its floor")
+        reference / max(main - m["scan"] + m["parse"], extra + m["load"])), "the same with the scan at its floor")
     return table
 
 
@@ -661,7 +678,7 @@ def check() -> None:
     tables = [run(2000, seconds=10, rounds=1), run(2000, seconds=20, rounds=1, workload=BULK_READINGS),
               run_sliding(2000, 20, rounds=1),
               run_sliding(2000, 20, rounds=1, workload=READINGS), run_many(2000, 20, counts=(1, 5)),
-              run_breakdown(2000, rounds=1)]
+              run_breakdown(2000, rounds=1), run_breakdown(2000, rounds=1, raw=READINGS)]
     for table in tables[2:4]:
         if not all(row[-1].startswith("yes") for row in table.rows):
             raise SystemExit("the sliding table's runs disagree:\n" + table.markdown())
@@ -701,8 +718,9 @@ def main() -> None:
                         help="only that table over plain readings (one sensor reading per element, no annotation), "
                              "into bench/out/replay_sliding_readings.md")
     parser.add_argument("--breakdown", action="store_true",
-                        help="only the table of where a replay of plain readings spends its CPU time against a bare "
-                             "bulk_load, and the ratios that allows, into bench/out/replay_breakdown.md")
+                        help="only the tables of where a replay of plain readings spends its CPU time, against a "
+                             "bare bulk_load (tumbling COUNT) and against the raw per-window script (sliding STEP 1 "
+                             "s), and the ratios that allows, into bench/out/replay_breakdown.md")
     parser.add_argument("--check", action="store_true",
                         help="every table small (seconds), rows and counts asserted, nothing timed or written: "
                              "make bench-check")
@@ -717,7 +735,8 @@ def main() -> None:
             machine(), "\n".join(run(args.elements, workload=w).markdown() for w in workloads)))
         return
     if args.breakdown:
-        publish("replay_breakdown", "Machine: %s\n\n%s" % (machine(), run_breakdown(args.elements).markdown()))
+        publish("replay_breakdown", "Machine: %s\n\n%s\n%s" % (machine(), run_breakdown(args.elements).markdown(),
+                                                                run_breakdown(args.elements, raw=READINGS).markdown()))
         return
     if args.sliding:
         publish("replay_sliding", "Machine: %s\n\n%s" % (machine(), run_sliding(args.elements).markdown()))
