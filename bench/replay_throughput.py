@@ -55,20 +55,38 @@ WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v FILTER(?v < 0.165) }
 """
 WINDOWS = [("sliding RANGE 10 s STEP 2 s: each element in 5 windows", "STEP PT2S"),
            ("tumbling RANGE 10 s: each element in 1 window", "TUMBLING")]
+# Plain readings counted: how many readings of each tumbling window are above 90.
+COUNT_QUERY = """PREFIX ex: <http://example.org/>
+PREFIX sosa: <http://www.w3.org/ns/sosa/>
+SELECT (COUNT(?v) AS ?n)
+FROM NAMED WINDOW ex:w ON ex:stream [RANGE PT10S %s]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o sosa:hasSimpleResult ?v FILTER(?v > 90) } } }
+"""
 
 
-def run(elements: int, seconds: int = 100, rounds: int = 3) -> Table:
+class BulkWorkload(NamedTuple):
+    """A stream file and the queries replayed over it against a bare `bulk_load` of it."""
+    title: str
+    stream: Callable[[int, int], str]       # (elements, seconds of event time) -> TriG
+    seconds_per_element: float
+    windows: list[tuple[str, str]]          # (label, query text)
+
+
+def run(elements: int, seconds: int | None = None, rounds: int = 3, workload: "BulkWorkload | None" = None) -> Table:
     """Each window's replay against a bare `bulk_load` of the same file: in this process (the
     file read, the interpreter started), and end to end as commands, each a process of its own
-    (`rspstar replay` as users run it, against a script that only bulk-loads the file). Every
-    round's ratio is shown; the seconds are medians."""
+    (`rspstar replay` as users run it, against a script that only bulk-loads the file), by the
+    clock and by the CPU time each command took (its threads together: what is its own on a
+    machine others share). Every round's ratio is shown; the seconds are medians."""
+    workload = workload or BULK_ANNOTATED
+    seconds = seconds or max(1, round(elements * workload.seconds_per_element))
     start = parse_instant("2026-03-01T08:00:00Z")
     end = start + seconds * 1_000_000
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.trig"
-        path.write_text(sensor_stream(elements, 1000, seconds))
+        path.write_text(workload.stream(elements, seconds))
         data = path.read_bytes()
-        (Path(tmp) / "query.rq").write_text(QUERY % WINDOWS[0][1])
+        (Path(tmp) / "query.rq").write_text(workload.windows[0][1])
         cache_bytecode(Path(tmp) / "query.rq")
         timings: dict[str, list[float]] = {}
         described: dict[str, str] = {}
@@ -82,10 +100,12 @@ def run(elements: int, seconds: int = 100, rounds: int = 3) -> Table:
             timings.setdefault("bulk_load", []).append(time.perf_counter() - started)
             quads = len(raw)
             del raw  # measure ours without the raw store's memory still held
-            timings.setdefault("bulk command", []).append(timed([sys.executable, "-c", BULK_SCRIPT, str(path)]))
-            for label, spec_text in WINDOWS:
+            bulk_seconds, bulk_cpu = timed_cpu([sys.executable, "-c", BULK_SCRIPT, str(path)])
+            timings.setdefault("bulk command", []).append(bulk_seconds)
+            timings.setdefault("bulk command cpu", []).append(bulk_cpu)
+            for label, query_text in workload.windows:
                 gc.collect()
-                spec = ReplayInput.single(QUERY % spec_text, [("http://example.org/stream", path)], start, end)
+                spec = ReplayInput.single(query_text, [("http://example.org/stream", path)], start, end)
                 started = time.perf_counter()
                 replay = Replay(spec)
                 loaded = time.perf_counter()
@@ -96,23 +116,33 @@ def run(elements: int, seconds: int = 100, rounds: int = 3) -> Table:
                 ours = time.perf_counter() - started
                 del replay
                 timings.setdefault(label, []).append(ours)
-                command_seconds, command_rows = replay_command(path, QUERY % spec_text, start, end, Path(tmp))
+                command_seconds, command_rows, command_cpu = replay_command(path, query_text, start, end, Path(tmp))
                 timings.setdefault(label + " command", []).append(command_seconds)
+                timings.setdefault(label + " command cpu", []).append(command_cpu)
                 if command_rows != rows:
                     raise SystemExit("%s: the command gave %d rows, the replay in this process %d" % (label, command_rows, rows))
                 described[label] = "%d evaluations, %d rows; %.0f%% staging" % (
                     evaluations, rows, 100 * (loaded - started) / ours)
     median = {key: statistics.median(values) for key, values in timings.items()}
-    table = Table("Replay against a bare bulk_load (%d elements, %d quads, %d s of event time, medians of %d rounds)"
-                  % (elements, quads, seconds, rounds),
+    table = Table("Replay against a bare bulk_load: %s (%d elements, %d quads, %d s of event time, medians of %d "
+                  "rounds)" % (workload.title, elements, quads, seconds, rounds),
                   ["window", "bulk_load (s)", "rspstar replay (s)", "ratio in this process (each round)",
-                   "bulk_load script (s)", "`rspstar replay` command (s)", "ratio end to end (each round)"])
-    for label, _ in WINDOWS:
+                   "bulk_load script (s)", "`rspstar replay` command (s)", "ratio end to end (each round)",
+                   "CPU: script / command (s)", "CPU ratio (each round)"])
+    for label, _ in workload.windows:
         table.add("%s (%s)" % (label, described[label]), "%.2f" % median["bulk_load"], "%.2f" % median[label],
                   _ratios(timings["bulk_load"], timings[label]), "%.2f" % median["bulk command"],
-                  "%.2f" % median[label + " command"], _ratios(timings["bulk command"], timings[label + " command"]))
-    table.add("peak RSS of this process (MiB)", "", "%.0f" % peak_rss_mib(), "", "", "", "")
+                  "%.2f" % median[label + " command"], _ratios(timings["bulk command"], timings[label + " command"]),
+                  "%.2f / %.2f" % (median["bulk command cpu"], median[label + " command cpu"]),
+                  _ratios(timings["bulk command cpu"], timings[label + " command cpu"]))
+    table.add("peak RSS of this process (MiB)", "", "%.0f" % peak_rss_mib(), "", "", "", "", "", "")
     return table
+
+
+def _rounds(theirs: list[float], ours: list[float]) -> str:
+    """Their time over ours in each round: the median and the range."""
+    each = sorted(t / o for t, o in zip(theirs, ours))
+    return "%.2fx (%.2f-%.2f)" % (statistics.median(each), each[0], each[-1])
 
 
 def _ratios(theirs: list[float], ours: list[float]) -> str:
@@ -151,19 +181,41 @@ def cache_bytecode(query: Path) -> None:
 
 
 def timed(command: list[str]) -> float:
+    return timed_cpu(command)[0]
+
+
+def timed_cpu(command: list[str]) -> tuple[float, float]:
+    """(seconds, CPU seconds) of a command run as a process of its own, as a user runs it
+    (without the allocator this process runs under): its CPU time is user and system time of
+    all its threads."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run(command, check=True, capture_output=True)
-    return time.perf_counter() - started
+    subprocess.run(command, check=True, capture_output=True, env=users_environment())
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def replay_command(path: Path, query_text: str, start: int, end: int, tmp: Path) -> tuple[float, int]:
-    """(seconds, rows) of `rspstar replay` of the query over the file, as a process of its own."""
+def users_environment() -> dict[str, str]:
+    """This process's environment without the jemalloc it runs again under (main): the commands
+    timed run as users run them (`rspstar replay` under glibc's malloc, endpoint/launch.py)."""
+    environment = dict(os.environ)
+    preload = " ".join(p for p in environment.pop("LD_PRELOAD", "").split() if "jemalloc" not in p)
+    if preload:
+        environment["LD_PRELOAD"] = preload
+    return environment
+
+
+def replay_command(path: Path, query_text: str, start: int, end: int, tmp: Path) -> tuple[float, int, float]:
+    """(seconds, rows, CPU seconds) of `rspstar replay` of the query over the file, as a process
+    of its own."""
     query = tmp / "query.rq"
     query.write_text(query_text)
     out = tmp / "records.jsonl"
-    seconds = timed(rspstar_command() + ["replay", str(query), "--stream", "http://example.org/stream=%s" % path,
-                                         "--from", format_instant(start), "--to", format_instant(end), "--out", str(out)])
-    return seconds, sum(len(json.loads(line).get("bindings", [])) for line in out.read_text().splitlines())
+    seconds, cpu = timed_cpu(rspstar_command() + [
+        "replay", str(query), "--stream", "http://example.org/stream=%s" % path,
+        "--from", format_instant(start), "--to", format_instant(end), "--out", str(out)])
+    return seconds, sum(len(json.loads(line).get("bindings", [])) for line in out.read_text().splitlines()), cpu
 
 
 RAW_QUERY = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
@@ -192,6 +244,15 @@ READINGS = Workload("plain readings (one sensor reading per element, no annotati
                     lambda elements, seconds: sensor_stream(elements, 1000, seconds, uncertainty=False,
                                                             value=reading_near_75),
                     QUERY.replace("?v < 0.165", "?v > 90"), RAW_QUERY.replace("?v < 0.165", "?v > 90"))
+
+
+BULK_ANNOTATED = BulkWorkload("annotated observations (five quads per element, 1,000 elements/s)",
+                              ANNOTATED.stream, 0.001, [(label, QUERY % spec) for label, spec in WINDOWS])
+BULK_READINGS = BulkWorkload(
+    "plain readings (three quads per element, 100 elements/s; the readings above 90 counted, or listed)",
+    READINGS.stream, 0.01,
+    [("tumbling RANGE 10 s, COUNT: each element in 1 window", COUNT_QUERY % "TUMBLING"),
+     ("sliding RANGE 10 s STEP 2 s, FILTER: each element in 5 windows", READINGS.query % "STEP PT2S")])
 
 
 def raw_per_window(data: bytes, query_text: str, raw_query: str, start: int, end: int) -> tuple[float, int]:
@@ -231,17 +292,20 @@ print(rows)
 
 
 def commands(path: Path, query_text: str, raw_query: str, start: int, end: int,
-             tmp: Path) -> tuple[float, int, float, int]:
+             tmp: Path) -> tuple[float, int, float, int, float, float]:
     """(seconds, rows) of `rspstar replay` and of the raw script, each as a process of its own
     (what a user times: start-up, reading the file, every window, writing the records)."""
-    command_seconds, command_rows = replay_command(path, query_text, start, end, tmp)
+    command_seconds, command_rows, command_cpu = replay_command(path, query_text, start, end, tmp)
     window = compile_query(query_text).windows["http://example.org/w"]
     windows = [window.bounds_at(close) for close in window.closes_between(start, end)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", RAW_SCRIPT, str(path), raw_query, json.dumps(windows)], check=True,
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=users_environment())
     raw_seconds = time.perf_counter() - started
-    return command_seconds, command_rows, raw_seconds, int(done.stdout)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    raw_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return command_seconds, command_rows, raw_seconds, int(done.stdout), command_cpu, raw_cpu
 
 
 def replayed(queries: dict[str, str], path: Path, start: int, end: int, options: dict[str, str]) -> tuple[float, int]:
@@ -321,7 +385,8 @@ def run_sliding(elements: int, seconds: int = 100, rounds: int = 3, workload: Wo
                    "rspstar replay, incremental (s)", "rspstar replay, every window from scratch (s)",
                    "ratio to raw: incremental (rounds)", "from scratch", "ceiling: raw / load alone",
                    "commands: raw script / `rspstar replay` (s)", "ratio of the commands (rounds)",
-                   "ceiling of the commands: raw script / a script that only loads the file", "same rows"])
+                   "ceiling of the commands: raw script / a script that only loads the file",
+                   "CPU of the commands: raw script / `rspstar replay` (s)", "CPU ratio (rounds)", "same rows"])
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "stream.trig"
         path.write_text(workload.stream(elements, seconds))
@@ -331,7 +396,7 @@ def run_sliding(elements: int, seconds: int = 100, rounds: int = 3, workload: Wo
         for label, spec_text in SLIDING:
             query_text = workload.query % spec_text
             timings: dict[str, list[float]] = {"raw": [], "load": [], "on": [], "off": [], "raw command": [],
-                                               "command": [], "load command": []}
+                                               "command": [], "load command": [], "raw cpu": [], "cpu": []}
             rows = set()
             for _ in range(rounds):
                 gc.collect()      # each timing in this process from a heap without the last one's garbage
@@ -345,25 +410,23 @@ def run_sliding(elements: int, seconds: int = 100, rounds: int = 3, workload: Wo
                 on_seconds, on_rows = ours(path, query_text, start, end, True)
                 gc.collect()
                 off_seconds, off_rows = ours(path, query_text, start, end, False)
-                command_seconds, command_rows, raw_command_seconds, raw_command_rows = commands(
+                command_seconds, command_rows, raw_command_seconds, raw_command_rows, command_cpu, raw_cpu = commands(
                     path, query_text, workload.raw_query, start, end, Path(tmp))
                 load_command_seconds = timed([sys.executable, "-c", LOAD_SCRIPT, str(path)])
                 for key, value in (("raw", raw_seconds), ("load", load_seconds), ("on", on_seconds), ("off", off_seconds),
                                    ("raw command", raw_command_seconds), ("command", command_seconds),
-                                   ("load command", load_command_seconds)):
+                                   ("load command", load_command_seconds), ("raw cpu", raw_cpu), ("cpu", command_cpu)):
                     timings[key].append(value)
                 rows.add((raw_rows, on_rows, off_rows, command_rows, raw_command_rows))
             median = {key: statistics.median(values) for key, values in timings.items()}
-            per_round = sorted(r / o for r, o in zip(timings["raw"], timings["on"]))
-            per_command = sorted(r / o for r, o in zip(timings["raw command"], timings["command"]))
             [(raw_rows, on_rows, off_rows, command_rows, raw_command_rows)] = rows
             table.add(label, "%.2f" % median["raw"], "%.2f" % median["load"], "%.2f" % median["on"],
-                      "%.2f" % median["off"],
-                      "%.2fx (%.2f-%.2f)" % (median["raw"] / median["on"], per_round[0], per_round[-1]),
+                      "%.2f" % median["off"], _rounds(timings["raw"], timings["on"]),
                       "%.2fx" % (median["raw"] / median["off"]), "%.2fx" % (median["raw"] / median["load"]),
                       "%.2f / %.2f" % (median["raw command"], median["command"]),
-                      "%.2fx (%.2f-%.2f)" % (median["raw command"] / median["command"], per_command[0], per_command[-1]),
+                      _rounds(timings["raw command"], timings["command"]),
                       "%.2fx" % (median["raw command"] / median["load command"]),
+                      "%.2f / %.2f" % (median["raw cpu"], median["cpu"]), _rounds(timings["raw cpu"], timings["cpu"]),
                       "yes (%d)" % raw_rows if raw_rows == on_rows == off_rows == command_rows == raw_command_rows else
                       "NO: raw %d, incremental %d, from scratch %d, command %d, raw script %d"
                       % (raw_rows, on_rows, off_rows, command_rows, raw_command_rows))
@@ -497,12 +560,126 @@ def run_thousand(elements: int, seconds: int, counts=(1, 50, 1000), rounds: int 
     return table
 
 
+def run_breakdown(elements: int, rounds: int = 3, workload: "BulkWorkload | None" = None,
+                  raw: "Workload | None" = None, step: str = "STEP PT1S") -> Table:
+    """Where a replay's time goes against a bare `bulk_load`, in CPU seconds (medians of
+    `rounds`; CPU time is what is a command's own on a machine others share): each step of
+    staging measured alone, one pass of `pyoxigraph.parse` over the file (every quad taken
+    into Python and dropped: the least any scan in Python costs), the replay's main thread
+    while it stages and while it runs the windows, all its threads, and the command's start-up
+    (`rspstar replay` of a file of a hundred elements). The last rows are the ratios those
+    figures allow: where the command has one core (its threads' CPU adds up), and where it
+    has two free cores (the main thread's staging and windows against the load beside them).
+    With `raw`, the replay is of its sliding query (`step`) and the ratios are against its raw
+    per-window script (RAW_SCRIPT, as a command, less a bare script's start-up) instead."""
+    from rspstar.store.document_parts import iter_document_parts
+    from rspstar.store.documents import PART_BYTES
+    from rspstar.store.rdf_input import check_rdf_nesting, scan_document
+
+    workload = workload or BULK_READINGS
+    label, query_text = workload.windows[0]
+    seconds = max(1, round(elements * workload.seconds_per_element))
+    if raw is not None:
+        label, query_text, seconds = "sliding RANGE 10 s %s" % step, raw.query % step, max(20, elements // 1000)
+    start = parse_instant("2026-03-01T08:00:00Z")
+    end = start + seconds * 1_000_000
+    trig = ox.RdfFormat.TRIG
+    cpu: dict[str, list[float]] = {}
+
+    def timed_here(key: str, action) -> None:
+        gc.collect()
+        before = time.process_time()
+        action()
+        cpu.setdefault(key, []).append(time.process_time() - before)
+
+    def parse_pass(data: bytes) -> None:
+        for _ in ox.parse(data, format=trig, rename_blank_nodes=True):
+            pass
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path, tiny = Path(tmp) / "stream.trig", Path(tmp) / "tiny.trig"
+        path.write_text((raw or workload).stream(elements, seconds))
+        tiny.write_text((raw or workload).stream(100, 1))
+        (Path(tmp) / "query.rq").write_text(query_text)
+        cache_bytecode(Path(tmp) / "query.rq")
+        data = path.read_bytes()
+        parts = list(iter_document_parts(data, trig, PART_BYTES))
+        for _ in range(rounds):
+            timed_here("bulk_load", lambda: ox.Store().bulk_load(data, trig))
+            timed_here("load", lambda: ox.Store().load(data, trig, to_graph=ox.NamedNode("urn:x:timestamps")))
+            timed_here("parse", lambda: parse_pass(data))
+            timed_here("cut", lambda: list(iter_document_parts(data, trig, PART_BYTES)))
+            timed_here("nesting", lambda: [check_rdf_nesting(part, "bench", trig) for part in parts])
+            timed_here("scan", lambda: [scan_document(part, trig, "bench", nesting_checked=True) for part in parts])
+            gc.collect()
+            spec = ReplayInput.single(query_text, [("http://example.org/stream", path)], start, end)
+            process, main = time.process_time(), time.thread_time()
+            replay = Replay(spec)
+            staged = time.thread_time()
+            for _ in replay.run():
+                pass
+            cpu.setdefault("staging main", []).append(staged - main)
+            cpu.setdefault("windows main", []).append(time.thread_time() - staged)
+            cpu.setdefault("replay all", []).append(time.process_time() - process)
+            del replay
+            _, _, startup = replay_command(tiny, query_text, start, start + 1_000_000, Path(tmp))
+            cpu.setdefault("start-up", []).append(startup)
+            cpu.setdefault("bare start-up", []).append(timed_cpu([sys.executable, "-c", BULK_SCRIPT, str(tiny)])[1])
+            if raw is not None:
+                window = compile_query(query_text).windows["http://example.org/w"]
+                windows = json.dumps([window.bounds_at(close) for close in window.closes_between(start, end)])
+                cpu.setdefault("raw script", []).append(timed_cpu(
+                    [sys.executable, "-c", RAW_SCRIPT, str(path), raw.raw_query, windows])[1])
+    m = {key: statistics.median(values) for key, values in cpu.items()}
+    title = raw.title if raw is not None else workload.title
+    table = Table("Where a replay's time goes: %s, %s (%d elements, %d s of event time, %d parts; CPU seconds, "
+                  "medians of %d rounds)" % (title, label, elements, seconds, len(parts), rounds),
+                  ["what", "CPU (s)", "note"])
+    rows = [("bulk_load", "`Store.bulk_load` of the file: what the ratio is against"),
+            ("load", "`Store.load` of the file: what the replay's writer runs, part by part, on a thread of its own"),
+            ("parse", "one pass of `pyoxigraph.parse` over the file, each quad taken into Python and dropped: the "
+                      "least a scan in Python costs"),
+            ("cut", "cutting the file into parts (store/document_parts.py)"),
+            ("nesting", "the nesting check of every part, before Oxigraph parses it"),
+            ("scan", "the scan of every part (store/rdf_input.scan_document): timestamps and graph names"),
+            ("staging main", "the replay's main thread while it stages the file (cut, checks, scan, the elements "
+                             "in time order), the load beside it"),
+            ("windows main", "the replay's main thread while it publishes, evaluates every window and makes the "
+                             "records"),
+            ("replay all", "the replay in this process, all its threads"),
+            ("start-up", "`rspstar replay` of a hundred elements as a command: interpreter, engine, query"),
+            ("bare start-up", "a script that bulk-loads the same hundred elements")]
+    if raw is not None:
+        rows.append(("raw script", "the raw per-window script as a command: `Store.load`, then the same SPARQL per "
+                                   "window over its elements"))
+    for key, note in rows:
+        table.add(key, "%.2f" % m[key], note)
+    reference = m["raw script"] - m["bare start-up"] if raw is not None else m["bulk_load"]
+    against = "the raw script (less a bare start-up)" if raw is not None else "bulk_load"
+    extra = m["start-up"] - m["bare start-up"]
+    now = m["replay all"] + extra
+    table.add("one core: now", "%.2fx" % (reference / now),
+              "%s / (the replay's threads + the command's extra start-up)" % against)
+    table.add("one core: the scan at its floor", "%.2fx" % (reference / (now - m["scan"] + m["parse"])),
+              "the same with the scan costing one bare parse pass")
+    table.add("one core: no staging in Python at all", "%.2fx" % (reference / (now - m["staging main"])),
+              "the same with the main thread's staging costing nothing")
+    main = extra + m["staging main"] + m["windows main"]
+    table.add("two free cores: now", "%.2fx" % (reference / max(main, extra + m["load"])),
+              "%s / the longer of the main thread (start-up, staging, windows) and the load beside it" % against)
+    table.add("two free cores: the scan at its floor", "%.2fx" % (
+        reference / max(main - m["scan"] + m["parse"], extra + m["load"])), "the same with the scan at its floor")
+    return table
+
+
 def check() -> None:
     """Every table at a size that takes seconds, its rows and counts asserted, no time: what
     `make bench-check` runs (tests/test_bench_check.py), so that no table rots between runs."""
-    tables = [run(2000, seconds=10, rounds=1), run_sliding(2000, 20, rounds=1),
-              run_sliding(2000, 20, rounds=1, workload=READINGS), run_many(2000, 20, counts=(1, 5))]
-    for table in tables[1:3]:
+    tables = [run(2000, seconds=10, rounds=1), run(2000, seconds=20, rounds=1, workload=BULK_READINGS),
+              run_sliding(2000, 20, rounds=1),
+              run_sliding(2000, 20, rounds=1, workload=READINGS), run_many(2000, 20, counts=(1, 5)),
+              run_breakdown(2000, rounds=1), run_breakdown(2000, rounds=1, raw=READINGS)]
+    for table in tables[2:4]:
         if not all(row[-1].startswith("yes") for row in table.rows):
             raise SystemExit("the sliding table's runs disagree:\n" + table.markdown())
     thousand = run_thousand(2000, 20, counts=(1, 20), rounds=1)
@@ -530,14 +707,20 @@ def main() -> None:
                              "watching one sensor, and disjoint value bands), this many rounds, into "
                              "bench/out/replay_thousand.md")
     parser.add_argument("--bulk", action="store_true",
-                        help="only the table of replays against a bare bulk_load, in-process and as commands, into "
-                             "bench/out/replay_bulk.md")
+                        help="only the tables of replays against a bare bulk_load, in-process and as commands, over "
+                             "annotated observations and over plain readings, into bench/out/replay_bulk.md")
+    parser.add_argument("--workload", choices=("annotated", "readings"),
+                        help="with --bulk: only this workload's table")
     parser.add_argument("--sliding", action="store_true",
                         help="only the table of sliding windows against raw per-window evaluation, in-process and as "
                              "commands, into bench/out/replay_sliding.md")
     parser.add_argument("--readings", action="store_true",
                         help="only that table over plain readings (one sensor reading per element, no annotation), "
                              "into bench/out/replay_sliding_readings.md")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="only the tables of where a replay of plain readings spends its CPU time, against a "
+                             "bare bulk_load (tumbling COUNT) and against the raw per-window script (sliding STEP 1 "
+                             "s), and the ratios that allows, into bench/out/replay_breakdown.md")
     parser.add_argument("--check", action="store_true",
                         help="every table small (seconds), rows and counts asserted, nothing timed or written: "
                              "make bench-check")
@@ -546,7 +729,14 @@ def main() -> None:
         check()
         return
     if args.bulk:
-        publish("replay_bulk", "Machine: %s\n\n%s" % (machine(), run(args.elements).markdown()))
+        workloads = [w for name, w in (("annotated", BULK_ANNOTATED), ("readings", BULK_READINGS))
+                     if args.workload in (None, name)]
+        publish("replay_bulk" if args.workload is None else "replay_bulk_%s" % args.workload, "Machine: %s\n\n%s" % (
+            machine(), "\n".join(run(args.elements, workload=w).markdown() for w in workloads)))
+        return
+    if args.breakdown:
+        publish("replay_breakdown", "Machine: %s\n\n%s\n%s" % (machine(), run_breakdown(args.elements).markdown(),
+                                                                run_breakdown(args.elements, raw=READINGS).markdown()))
         return
     if args.sliding:
         publish("replay_sliding", "Machine: %s\n\n%s" % (machine(), run_sliding(args.elements).markdown()))

@@ -10,18 +10,17 @@ import operator
 import queue
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import pyoxigraph as ox
 
 from rspstar.translator.errors import TemporalValueError
-from rspstar.translator.temporal import parse_instants
 from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, timestamps_graph
 
 from .document_parts import iter_document_parts
 from .errors import DuplicateElementError, RdfInputError, StoreError
-from .rdf_input import DocumentScan, check_rdf_nesting, instant_of, read_elements, scan_document
-from .staged import PartWrite, StagedElement, Stamps
+from .rdf_input import check_rdf_nesting, instant_of, instants_of, read_elements, scan_document
+from .staged import PartWrite, StagedColumns, StagedElement, Stamps
 
 if TYPE_CHECKING:
     from .writers import StoreWriting
@@ -38,9 +37,14 @@ class OptimisticLoadFailed(StoreError):
 
 @dataclass
 class DocumentResult:
-    staged: list[StagedElement]
+    columns: StagedColumns          # the staged elements, in time order
     untimed_graphs: list[str]
     ignored_default_triples: int
+
+    @property
+    def staged(self) -> list[StagedElement]:
+        """The staged elements, in time order (made from the columns at each call)."""
+        return self.columns.elements()
 
 
 class Documents:
@@ -59,15 +63,15 @@ class Documents:
         if scan.needs_rewriting:
             result = read_elements(data, source, fmt, timestamp_predicate, processing_time)
             staged = self.store.stage_elements(stream, result.elements, timestamp_predicate)
-            return DocumentResult(staged, result.untimed_graphs, result.ignored_default_triples)
-        staged = _staged_from(scan, source, timestamp_predicate, keep_stamps=self.store.remove_evicted)
+            return DocumentResult(StagedColumns.of(staged), result.untimed_graphs, result.ignored_default_triples)
+        staged = _staged_from(scan.stamps, source, timestamp_predicate, keep_stamps=self.store.remove_evicted)
         with self.store.lock:
-            self.store.check_new(s.graph for s in staged)
+            self.store.check_new(staged.graphs)
             try:
                 self._load_document(stream, data, fmt)
             except SyntaxError as e:  # pragma: no cover - the scan parsed the same bytes
                 raise RdfInputError(str(e), source) from None
-            self.store.mark_staged(s.graph for s in staged)
+            self.store.mark_staged(staged.graphs)
         return DocumentResult(staged, [], 0)
 
     def _load_document(self, stream: str, data: bytes | str, fmt: ox.RdfFormat) -> None:
@@ -118,7 +122,7 @@ class Documents:
                 # Reading the timestamps also runs beside the write
                 # (bench/out/NOTES.md#timestamps-beside-the-write).
                 staged = None if scan.needs_rewriting else _staged_from(
-                    scan, source, timestamp_predicate, keep_stamps=self.store.remove_evicted)
+                    scan.stamps, source, timestamp_predicate, keep_stamps=self.store.remove_evicted)
             finally:
                 writer.join()
             if failure:
@@ -126,10 +130,10 @@ class Documents:
             if staged is None:
                 raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % source)
             try:
-                self.store.check_new(s.graph for s in staged)
+                self.store.check_new(staged.graphs)
             except DuplicateElementError as e:
                 raise OptimisticLoadFailed(str(e)) from e
-            self.store.mark_staged(s.graph for s in staged)
+            self.store.mark_staged(staged.graphs)
         return DocumentResult(staged, [], 0)
 
     def _stage_parts(self, stream: str, parts: Iterator[bytes], fmt: ox.RdfFormat, source: str,
@@ -166,7 +170,7 @@ class Documents:
                     to_write.put((part, write))
                     read.add(part, write)
                 staged = read.staged()
-                self.store.check_new(s.graph for s in staged)
+                self.store.check_new(staged.graphs)
             except (RdfInputError, DuplicateElementError) as e:
                 # The careful path reads the whole document again and reports the error
                 # where it is in it, not in a part.
@@ -177,54 +181,70 @@ class Documents:
                 raise
             finally:
                 to_write.put(None)
-            self.store.mark_staged(s.graph for s in staged)
+            self.store.mark_staged(staged.graphs)
         return DocumentResult(staged, [], 0)
 
 
 class _PartsScan:
     """The elements of a document cut into parts, read part by part, each with the last part
-    it is in (its timestamp and its content may be in different parts)."""
+    it is in (its timestamp and its content may be in different parts).
+
+    Kept by columns, not element by element: an element is taken to be held by the part its
+    timestamp is first in, which `later` overrides for the few elements a later part holds
+    too (their content continues there, or their timestamp is repeated). A part's graphs
+    without their timestamp in that part are all that is looked at one by one
+    (bench/out/NOTES.md#replay-readings)."""
 
     def __init__(self, fmt: ox.RdfFormat, source: str, timestamp_predicate: str, keep_stamps: bool = True):
         self.fmt, self.source, self.timestamp_predicate = fmt, source, timestamp_predicate
         self.keep_stamps = keep_stamps
-        self.stamps: dict = {}
-        self.graphs: dict = {}
+        self.stamps: dict = {}          # graph -> timestamp literal, in order of first appearance
+        self.first: list = []           # (part, how many timestamps it is the first to give)
+        self.later: dict = {}           # graph -> the last part holding it, past its first timestamp's
+        self.unstamped: set = set()     # graphs with content in a part without their timestamp
         self.other = 0
         self.unnamed = False
-        self.holder: dict = {}
 
     def add(self, part: bytes, write: PartWrite) -> None:
         # Its nesting was checked before it went to the writer (_stage_parts).
         scan = scan_document(part, self.fmt, self.source, self.timestamp_predicate, nesting_checked=True)
-        stamps = self.stamps
-        if any(stamps[graph] != scan.stamps[graph] for graph in stamps.keys() & scan.stamps.keys()):
+        stamps, found = self.stamps, scan.stamps
+        repeated = stamps.keys() & found.keys()
+        if any(stamps[graph] != found[graph] for graph in repeated):
             raise RdfInputError("a graph has two timestamps", self.source)
-        stamps.update(scan.stamps)
-        self.graphs.update(scan.graphs)
+        unstamped = scan.graphs.keys() - found.keys()
+        if unstamped:
+            self.unstamped |= unstamped
+            # Content continued here of an element whose timestamp came before.
+            self.later.update(dict.fromkeys(unstamped & stamps.keys(), write))
+        if repeated:
+            self.later.update(dict.fromkeys(repeated, write))
+        before = len(stamps)
+        stamps.update(found)
+        self.first.append((write, len(stamps) - before))
         self.other += scan.other_default_triples
         self.unnamed = self.unnamed or scan.unnamed
-        self.holder.update(dict.fromkeys(scan.stamps, write))
-        self.holder.update(dict.fromkeys(scan.graphs, write))
 
-    def staged(self) -> list[StagedElement]:
-        scan = DocumentScan(self.stamps, self.graphs, self.other, self.unnamed)
-        if scan.needs_rewriting:
+    def staged(self) -> StagedColumns:
+        if self.other or self.unnamed or not self.unstamped <= self.stamps.keys():
             raise OptimisticLoadFailed("%s needs rewriting before it can be stored" % self.source)
-        return _staged_from(scan, self.source, self.timestamp_predicate, self.holder, self.keep_stamps)
+        writes = itertools.chain.from_iterable(itertools.repeat(write, count) for write, count in self.first)
+        if self.later:
+            writes = map(self.later.get, self.stamps, writes)
+        return _staged_from(self.stamps, self.source, self.timestamp_predicate, writes, self.keep_stamps)
 
 
-def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | None = None,
-                 keep_stamps: bool = True) -> list[StagedElement]:
-    """The elements a scanned document holds, in time order; `holder` gives the part being
-    written that holds each (by graph name). Without `keep_stamps` (a store that never removes
-    evicted elements) an element carries no stamp: the index would keep a literal and a tuple
-    per element, each walked by every full collection of Python's cycle collector for as long
-    as the element is held (bench/out/NOTES.md#replay-collections)."""
-    stamps = scan.stamps
+def _staged_from(stamps: dict, source: str, timestamp_predicate: str, writes: Iterable | None = None,
+                 keep_stamps: bool = True) -> StagedColumns:
+    """The elements of a scanned document's timestamps (graph name -> literal), in time order;
+    `writes` gives the part being written that holds each, in the order of `stamps`. Without
+    `keep_stamps` (a store that never removes evicted elements) an element carries no stamp:
+    the index would keep a literal and a tuple per element, each walked by every full
+    collection of Python's cycle collector for as long as the element is held
+    (bench/out/NOTES.md#replay-collections)."""
     literals = list(stamps.values())
     try:
-        instants = parse_instants([literal.value for literal in literals])
+        instants = instants_of(list(map(_value, literals)))
     except (AttributeError, TemporalValueError):
         # Name the element whose timestamp is wrong.
         instants = [instant_of(literal, ox.NamedNode(graph), source) for graph, literal in stamps.items()]
@@ -233,13 +253,10 @@ def _staged_from(scan, source: str, timestamp_predicate: str, holder: dict | Non
         ts_predicate = ox.NamedNode(timestamp_predicate)
         kept = [shared(ts_predicate, literal) for literal in literals]
     else:
-        kept = itertools.repeat(None)
-    writes = map(holder.get, stamps) if holder else itertools.repeat(None)
-    # Made in C (tuple.__new__ over the columns): a replay stages every element of its files at once.
-    staged = list(map(tuple.__new__, itertools.repeat(StagedElement),
-                      zip(stamps, instants, kept, writes)))
-    staged.sort(key=_timestamp)
-    return staged
+        kept = [None] * len(literals)
+    # Whole columns, made in C: a replay stages every element of its files at once.
+    return StagedColumns(list(stamps), instants, kept,
+                         list(writes) if writes is not None else [None] * len(literals)).in_time_order()
 
 
-_timestamp = operator.itemgetter(1)
+_value = operator.attrgetter("value")

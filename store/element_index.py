@@ -89,7 +89,7 @@ class ElementIndex:
             return []
         lo = bisect.bisect_left(entries, (opens,))
         hi = bisect.bisect_left(entries, (closes,))
-        return [entry[2] for entry in entries[lo:hi]]
+        return list(map(_graph, entries[lo:hi]))
 
     def timed_between(self, stream: str, opens: int, closes: int) -> list[tuple[int, str]]:
         """(τ, graph name) with opens <= τ < closes, in stream order."""
@@ -98,7 +98,7 @@ class ElementIndex:
             return []
         lo = bisect.bisect_left(entries, (opens,))
         hi = bisect.bisect_left(entries, (closes,))
-        return [(entry[0], entry[2]) for entry in entries[lo:hi]]
+        return list(map(_timed, entries[lo:hi]))
 
     def count_between(self, stream: str, opens: int, closes: int) -> int:
         """How many elements have opens <= τ < closes (two bisections)."""
@@ -131,7 +131,7 @@ class ElementIndex:
         if close < 0:
             return None
         held = entries[max(0, close - size + 1):close + 1]
-        return CountContent([entry[2] for entry in held], held[0][0], held[-1][0])
+        return CountContent(list(map(_graph, held)), held[0][0], held[-1][0])
 
     def next_count_close(self, stream: str, after: int, step: int) -> int | None:
         """The timestamp of the first element with τ > after whose number is a multiple of
@@ -160,7 +160,9 @@ class ElementIndex:
         cut = bisect.bisect_left(entries, (instant,)) if entries else 0
         if cut == 0:
             return []
-        doomed = [(graph, self._held.pop(graph)) for _, _, graph in entries[:cut]]
+        # Whole columns at a time, in C: a replay evicts a window's worth of elements at each close.
+        graphs = list(map(_graph, entries[:cut]))
+        doomed = list(zip(graphs, map(self._held.pop, graphs)))
         del entries[:cut]
         stats = self._stats[stream]
         stats.elements -= cut
@@ -203,6 +205,11 @@ class ElementIndex:
                 stats.evicted_before = int(counts["evicted_before"])
             if counts.get("watermark") is not None:
                 stats.watermark = max(int(counts["watermark"]), stats.watermark or int(counts["watermark"]))
+
+
+# An entry's graph name, and its (τ, graph name).
+_graph = operator.itemgetter(2)
+_timed = operator.itemgetter(0, 2)
 
 
 class CountersFile:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 
 import pyoxigraph as ox
@@ -148,6 +149,57 @@ def instant_of(literal, graph, source: str) -> int:
         return parse_instant(literal.value)
     except TemporalValueError as e:
         raise RdfInputError("timestamp of graph %s: %s" % (graph, e), source) from None
+
+
+# A timestamp's usual form cut in two: its first 19 characters, the seconds (the pattern is that
+# long exactly), and the rest, a fraction and a zone. A document's elements share far more of
+# either than of the whole.
+_SECONDS = re.compile(r"\d{4}-\d\d-\d\dT(?!24)\d\d:\d\d:\d\d")
+_FRACTION_AND_ZONE = re.compile(r"(?:\.(\d{1,6}))?(Z|[+-]\d\d:\d\d)?")
+
+
+def instants_of(texts: list[str]) -> list[int]:
+    """`translator.temporal.parse_instants` of each text, in order (the first invalid one raises
+    as it would), without a regular expression per text: each distinct fraction and zone, and
+    each distinct second in its zone, is read once, the rest are two dictionary lookups. Every
+    element of a replay's files comes through here (bench/out/NOTES.md#replay-instants);
+    tests/test_rdf_input.py holds it to parse_instants."""
+    tails: dict[str, tuple | None] = {}
+    zones: dict[str, dict[str, int]] = {}
+    instants: list[int] = []
+    append = instants.append
+    for text in texts:
+        tail = text[19:]
+        known = tails.get(tail, _UNSEEN)
+        if known is _UNSEEN:
+            known = tails[tail] = _fraction_and_zone(tail, zones)
+        if known is None:
+            append(parse_instant(text))
+            continue
+        fraction, zone, seconds = known
+        head = text[:19]
+        base = seconds.get(head)
+        if base is None:
+            if _SECONDS.fullmatch(head) is None:
+                append(parse_instant(text))
+                continue
+            base = seconds[head] = parse_instant(head + zone)
+        append(base + fraction)
+    return instants
+
+
+_UNSEEN = object()
+
+
+def _fraction_and_zone(tail: str, zones: dict[str, dict[str, int]]) -> tuple[int, str, dict] | None:
+    """(µs of the fraction, the zone, the seconds read so far in that zone) of a timestamp's
+    text after its seconds; None when it is not of the usual form."""
+    m = _FRACTION_AND_ZONE.fullmatch(tail)
+    if m is None:
+        return None
+    fraction, zone = m.groups()
+    zone = zone or ""
+    return (int(fraction.ljust(6, "0")) if fraction else 0), zone, zones.setdefault(zone, {})
 
 
 def instant_literal(instant: int) -> ox.Literal:

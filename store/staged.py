@@ -2,8 +2,10 @@
 document part that may still hold it."""
 from __future__ import annotations
 
+import itertools
+import operator
 import threading
-from typing import NamedTuple
+from typing import Iterable, NamedTuple
 
 import pyoxigraph as ox
 
@@ -22,6 +24,47 @@ class StagedElement(NamedTuple):
     # The part of a document still being written that holds it (the last one, when the
     # element is in several), or None when it is written already.
     written: "PartWrite | None" = None
+
+
+class StagedColumns(NamedTuple):
+    """Staged elements as columns, in time order (ties in the order they were read): what
+    StagedElement holds, one list per field. A replay holds every element of its files from
+    staging until the clock reaches it, and Python's full collections walk every staged
+    element object held (a tuple subclass is never untracked), not a list of strings or
+    numbers (bench/out/NOTES.md#replay-collections)."""
+
+    graphs: list[str]
+    timestamps: list[int]
+    stamps: list
+    writes: list
+
+    @classmethod
+    def of(cls, elements: Iterable[StagedElement]) -> "StagedColumns":
+        """The columns of staged elements, in the order given."""
+        columns = tuple(map(list, zip(*elements)))
+        return cls(*columns) if columns else cls([], [], [], [])
+
+    @classmethod
+    def merged(cls, parts: list["StagedColumns"]) -> "StagedColumns":
+        """Several documents' columns as one, in time order (ties in the order of `parts`)."""
+        if len(parts) == 1:
+            return parts[0]
+        merged = cls(*(list(itertools.chain.from_iterable(column)) for column in zip(*parts))) if parts \
+            else cls([], [], [], [])
+        return merged.in_time_order()
+
+    def in_time_order(self) -> "StagedColumns":
+        """These columns sorted by timestamp (a stable sort; themselves when they already are)."""
+        timestamps = self.timestamps
+        if all(map(operator.le, timestamps, timestamps[1:])):
+            return self
+        order = sorted(range(len(timestamps)), key=timestamps.__getitem__)
+        return StagedColumns(*(list(map(column.__getitem__, order)) for column in self))
+
+    def elements(self, start: int = 0, end: int | None = None) -> list[StagedElement]:
+        """The staged elements from `start` to `end` (all of them by default)."""
+        return list(map(tuple.__new__, itertools.repeat(StagedElement),
+                        zip(*(column[start:end] for column in self))))
 
 
 class Stamps:

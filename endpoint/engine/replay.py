@@ -18,7 +18,7 @@ import pyoxigraph as ox
 from rspstar.store.errors import RdfInputError
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.documents import OptimisticLoadFailed
-from rspstar.store.staged import StagedElement
+from rspstar.store.staged import StagedColumns, StagedElement
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.model import ContinuousQuery
 from rspstar.translator.temporal import format_instant
@@ -145,7 +145,7 @@ class Replay:
         spec = self.spec
         if spec.background is not None:
             store.background.load(*_read(spec.background))
-        staged: dict[str, list[StagedElement]] = {}
+        staged: dict[str, list[StagedColumns]] = {}
         for stream, source in spec.streams:
             stage = store.documents.stage_optimistically if optimistic else store.documents.stage
             data, fmt, name = _read(source)
@@ -153,8 +153,8 @@ class Replay:
             if result.untimed_graphs:
                 raise RdfInputError("graph %s has no timestamp triple; a replay needs event time for every "
                                     "element" % result.untimed_graphs[0], name)
-            staged.setdefault(stream, []).extend(result.staged)
-        return store, {stream: _Pending(elements) for stream, elements in staged.items()}
+            staged.setdefault(stream, []).append(result.columns)
+        return store, {stream: _Pending(StagedColumns.merged(columns)) for stream, columns in staged.items()}
 
     def publish_until(self, instant: int) -> int:
         """Publish every element with τ <= instant."""
@@ -203,19 +203,19 @@ class Replay:
 
 class _Pending:
     """A stream's elements not yet published, in time order (ties in file order, then in
-    document order: the sort is stable)."""
+    document order), kept as columns (StagedColumns: a replay holds every element of its
+    files here)."""
 
-    def __init__(self, elements: list[StagedElement]):
-        self.elements = sorted(elements, key=lambda element: element.timestamp)
-        self.timestamps = [element.timestamp for element in self.elements]
+    def __init__(self, columns: StagedColumns):
+        self.columns = columns
+        self.timestamps = columns.timestamps
         self.taken = 0          # how many have been published
 
     def take_through(self, instant: int) -> list[StagedElement]:
         """The elements with τ <= instant not taken yet."""
-        end = bisect.bisect_right(self.timestamps, instant, self.taken)
-        due = self.elements[self.taken:end]
-        self.taken = end
-        return due
+        start = self.taken
+        self.taken = bisect.bisect_right(self.timestamps, instant, start)
+        return self.columns.elements(start, self.taken)
 
     def timestamps_after(self, instant: int) -> list[int]:
         """The timestamps > instant of the elements not taken yet."""
