@@ -27,7 +27,7 @@ from typing import Callable, NamedTuple
 import pyoxigraph as ox
 
 from rspstar.config.schema import default
-from rspstar.translator.model import PartitionedWindow, QueryForm
+from rspstar.translator.model import QueryForm
 from rspstar.translator.partition import PartitionKey
 from rspstar.translator.policy import report_policy
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
@@ -330,7 +330,7 @@ class PlanRunner:
         self.functions = FunctionLibrary(cache=plan.rspu_cache)
         # Partitioned windows (the rules allow them only alone): the last n elements of each key
         # stay in them however old, and they change only at their own elements.
-        self.keyed = all(isinstance(w, PartitionedWindow) for w in self.query.windows.values())
+        self.keyed = all(w.keyed for w in self.query.windows.values())
         # How long after an element some window can still hold it: a range and a step, and a
         # periodic instant reading a close up to a period later.
         period = self.query.computed_every or 0

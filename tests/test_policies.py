@@ -6,7 +6,8 @@ from hypothesis import given, strategies as st
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.parser import parse_query
-from rspstar.translator.policy import PolicyError, _Progression, parse_strategies, report_policy
+from rspstar.translator.policy import PolicyError, parse_strategies, report_policy
+from rspstar.translator.windows import Progression
 
 import pyoxigraph as ox
 
@@ -131,7 +132,7 @@ def test_the_policy_strategies_are_read_case_insensitively_and_once():
 
 @given(st.integers(0, 40), st.integers(1, 12), st.integers(0, 40), st.integers(1, 12))
 def test_two_progressions_meet_exactly_where_enumeration_finds_them(f1, s1, f2, s2):
-    a, b = _Progression(f1, s1), _Progression(f2, s2)
+    a, b = Progression(f1, s1), Progression(f2, s2)
     common = sorted(set(range(f1, 400, s1)) & set(range(f2, 400, s2)))
     met = a.meet(b)
     if met is None:

@@ -20,16 +20,13 @@ content change.
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Callable
 
 from .errors import TemporalValueError, TranslatorError
-from .model import (
-    ContinuousQuery, CountWindow, FactWindow, LandmarkWindow, PartitionedWindow, StreamView, TimeWindow, Window,
-    WindowContent,
-)
+from .model import ContinuousQuery
+from .windows import Progression, StreamView, Window, WindowContent
 from .syntax import resolve_iri
 from .temporal import format_duration, parse_duration
 from .tokens import IRI, PNAME
@@ -136,70 +133,14 @@ def _window_named(query: ContinuousQuery, argument: str, column: int) -> str:
     return iri
 
 
-# -- where instants come from ---------------------------------------------------------------
-@dataclass(frozen=True)
-class _Progression:
-    """The instants first + k·step, k = 0, 1, 2, ..."""
-
-    first: int
-    step: int
-
-    def next(self, after: int, view: StreamView | None) -> int:
-        if after < self.first:
-            return self.first
-        return self.first + ((after - self.first) // self.step + 1) * self.step
-
-    def between(self, after: int, until: int) -> list[int]:
-        instants = []
-        t = self.next(after, None)
-        while t <= until:
-            instants.append(t)
-            t += self.step
-        return instants
-
-    def meet(self, other: "_Progression") -> "_Progression | None":
-        """The instants both hold (Chinese remainder theorem), None if they never meet."""
-        g = math.gcd(self.step, other.step)
-        if (other.first - self.first) % g:
-            return None
-        lcm = self.step // g * other.step
-        m = other.step // g
-        k = ((other.first - self.first) // g * pow(self.step // g, -1, m)) % m if m > 1 else 0
-        x = self.first + self.step * k
-        lowest = max(self.first, other.first)
-        if x < lowest:
-            x += -(-(lowest - x) // lcm) * lcm
-        return _Progression(x, lcm)
-
-
-@dataclass(frozen=True)
-class _CountCloses:
-    """The closes of a count or partitioned window: at its stream's elements, known once they
-    are in."""
-
-    window: CountWindow | PartitionedWindow
-
-    def next(self, after: int, view: StreamView) -> int | None:
-        return self.window.next_close(after, view)
-
-
-@dataclass(frozen=True)
-class _FactChanges:
-    """The closes of a fact window without STEP (spec §6.13): the instants at which a fact
-    opens or closes. Candidates are its stream's arrivals; whether one is a close is known
-    once the window has read the elements there (WindowContent.changed)."""
-
-    window: FactWindow
-
-    def next(self, after: int, view: StreamView) -> int | None:
-        return self.window.next_close(after, view)
-
-
+# -- where instants come from: the windows' closes (windows.py) and arrivals -------------------
 @dataclass(frozen=True)
 class _Arrivals:
     """The instants at which an element enters one of `streams` (content change)."""
 
     streams: tuple[str, ...]
+    changes = False
+    element_window = None
 
     def next(self, after: int, view: StreamView) -> int | None:
         arrivals = [t for t in (view.next_arrival(s, after) for s in self.streams) if t is not None]
@@ -210,7 +151,7 @@ class _Meet:
     """The instants every source holds: at most one progression (several are met into one)
     and sources that depend on the data."""
 
-    def __init__(self, progression: _Progression | None, data: tuple = ()):
+    def __init__(self, progression: Progression | None, data: tuple = ()):
         self.progression = progression
         self.data = data
 
@@ -242,13 +183,8 @@ class _Meet:
 
 
 def _window_closes(window: Window) -> _Meet:
-    if isinstance(window, TimeWindow):
-        return _Meet(_Progression(window.start + window.range, window.step))
-    if isinstance(window, LandmarkWindow) or (isinstance(window, FactWindow) and window.step is not None):
-        return _Meet(_Progression(window.start + window.step, window.step))     # no close at τ0 itself
-    if isinstance(window, FactWindow):
-        return _Meet(None, (_FactChanges(window),))
-    return _Meet(None, (_CountCloses(window),))
+    closes = window.closes()
+    return _Meet(closes) if isinstance(closes, Progression) else _Meet(None, (closes,))
 
 
 class ReportPolicy:
@@ -282,7 +218,8 @@ class ReportPolicy:
         # Whether instants come from the elements themselves (count windows, content change), so
         # that a replay must offer every element's timestamp as a candidate instant.
         self.arrivals = any(term.data for term in terms)
-        self._fact_changes = any(isinstance(source, _FactChanges) for term in terms for source in term.data)
+        # Whether some instants are a window's candidates, closes only where its content changed.
+        self._changes = any(source.changes for term in terms for source in term.data)
 
     def _instants_of(self, query: ContinuousQuery, strategy: Strategy, by_iri: dict[str, Window]) -> list[_Meet]:
         """The instants one strategy gives, as a union of meets."""
@@ -293,7 +230,7 @@ class ReportPolicy:
             period = strategy.period if strategy.period is not None else query.computed_every
             if period is None:
                 raise PolicyError("report: periodic needs COMPUTED EVERY in the query, or a period: periodic(PT5S)")
-            return [_Meet(_Progression(query.policy_origin(), period))]
+            return [_Meet(Progression(query.policy_origin(), period))]
         streams = (by_iri[strategy.window].stream,) if strategy.window else tuple(sorted({w.stream for w in self.windows}))
         return [_Meet(None, (_Arrivals(streams),))]
 
@@ -323,8 +260,8 @@ class ReportPolicy:
         window's (at its elements): `close`, or `close(<w>)` naming all of them."""
         closes = [term.data[0] for term in self.terms if term.progression is None and len(term.data) == 1]
         return not self.content_change and len(closes) == len(self.terms) \
-            and all(isinstance(source, _CountCloses) for source in closes) \
-            and {source.window.iri for source in closes} == {w.iri for w in self.windows}
+            and all(source.element_window is not None for source in closes) \
+            and {source.element_window for source in closes} == {w.iri for w in self.windows}
 
     def gives(self, instant: int, closed: set[str]) -> bool:
         """Whether `instant` is one of the policy's instants when the count and partitioned
@@ -333,7 +270,7 @@ class ReportPolicy:
         for term in self.terms:
             if term.progression is not None and term.progression.next(instant - 1, None) != instant:
                 continue
-            if all(isinstance(source, _CountCloses) and source.window.iri in closed for source in term.data):
+            if all(source.element_window in closed for source in term.data):
                 return True
         return False
 
@@ -353,7 +290,7 @@ class ReportPolicy:
         when a strategy asks about it), and, for a query whose instants include a fact window's
         changes, whether `instant` is one of its instants after all (an arrival that opened or
         closed no fact is none: spec §6.13)."""
-        if instant is not None and self._fact_changes and not self._holds(instant, contents, view):
+        if instant is not None and self._changes and not self._holds(instant, contents, view):
             return False
 
         def held(iri: str) -> bool:
@@ -372,7 +309,7 @@ class ReportPolicy:
             if term.progression is not None and term.progression.next(instant - 1, None) != instant:
                 continue
             if all(contents.get(source.window.iri) is not None and contents[source.window.iri].changed
-                   if isinstance(source, _FactChanges) else source.next(instant - 1, view) == instant
+                   if source.changes else source.next(instant - 1, view) == instant
                    for source in term.data):
                 return True
         return False
@@ -387,8 +324,7 @@ class ReportPolicy:
         """The watermark every input stream must reach before the evaluation at `instant`:
         a window that holds elements at its close instant (count windows, upper-closed
         bounds, content change) waits until the stream is complete past it."""
-        exact = self.content_change or any(isinstance(w, (CountWindow, PartitionedWindow, FactWindow)) or w.upper_closed
-                                           for w in self.windows)
+        exact = self.content_change or any(w.waits_past_close for w in self.windows)
         return instant + 1 if exact else instant
 
     def retention(self, after: int, view: StreamView) -> dict[str, int]:

@@ -18,7 +18,7 @@ import pyoxigraph as ox
 
 from rspstar.config.schema import default
 from rspstar.store.stream_store import StreamStore
-from rspstar.translator.model import R2S, ContinuousQuery, LandmarkWindow, QueryForm, WindowContent
+from rspstar.translator.model import R2S, ContinuousQuery, QueryForm, WindowContent
 from rspstar.translator.options import QueryOptions, r2r_plan
 from rspstar.translator.policy import ReportPolicy, report_policy
 from rspstar.translator.temporal import format_instant
@@ -88,7 +88,7 @@ class QueryEvaluator:
         self.landmark_elements = landmark_elements
         # (Tuples and None where a query has none: a thousand queries' empty lists and dicts
         # would be objects for Python's full collections to scan.)
-        self.landmarks = tuple(w for w in query.windows.values() if isinstance(w, LandmarkWindow))
+        self.landmarks = tuple(w for w in query.windows.values() if w.unbounded)
         # What the windows read: the store, and the facts of the query's fact windows.
         self.facts = fact_states(query, store, query_id) or None
         self.view = WindowView(store, self.facts) if self.facts else store

@@ -30,7 +30,7 @@ from rspstar.store.partitions import AT, FAILED, HOLDS, MARK, ROWS, Emitted, Par
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import ScopedStore, StreamStore
 from rspstar.translator.errors import TranslatorError
-from rspstar.translator.model import ContinuousQuery, PartitionedWindow, QueryForm
+from rspstar.translator.model import ContinuousQuery, QueryForm
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.admission import admit, check_landmark_starts
 from rspstar.translator.warnings import background_warnings, unfed_stream_warnings
@@ -680,7 +680,7 @@ class Runner:
                 log.warning("query %s: %d late element(s), kept for the windows still open", query_id, late)
             policy = registered.evaluator.policy
             instants = policy.fixed_instants(registered.after, through) if through >= 0 else []
-            keyed = any(isinstance(w, PartitionedWindow) for w in registered.query.windows.values())
+            keyed = any(w.keyed for w in registered.query.windows.values())
             if keyed:
                 instants = self._keyed_instants(registered, instants, standing, through)
                 standing.sort(key=lambda record: record[0])
@@ -746,7 +746,7 @@ class Runner:
                 if instant is None or self.clock.now() < instant + self.config.max_delay:
                     break
                 evaluation = registered.evaluator.evaluation_of(instant, [], 0, windows={} if any(
-                    isinstance(w, PartitionedWindow) for w in registered.query.windows.values()) else None)
+                    w.keyed for w in registered.query.windows.values()) else None)
                 registered.after = instant
                 self._emit(registered, instant, "max_delay", evaluation)
                 ran += 1
