@@ -18,7 +18,7 @@ import pyoxigraph as ox
 
 from rspstar.config.schema import default
 from rspstar.store.stream_store import StreamStore
-from rspstar.translator.model import R2S, ContinuousQuery, QueryForm, WindowContent
+from rspstar.translator.model import ContinuousQuery, QueryForm, WindowContent
 from rspstar.translator.options import QueryOptions, r2r_plan
 from rspstar.translator.policy import ReportPolicy, report_policy
 from rspstar.translator.temporal import format_instant
@@ -27,7 +27,7 @@ from rspstar.translator.uncertainty import FunctionLibrary
 from .errors import EndpointError
 from .facts import WindowView, fact_states
 from .r2r import Relation, Strategy, strategy_for
-from .r2s import R2SOperator
+from .r2s import R2SOperator, r2s_operator
 from .sharing import ConstantGroups, RangeResults
 
 
@@ -100,7 +100,7 @@ class QueryEvaluator:
                                           self.functions, shared, groups)
         # A member of a group of queries differing in constants keeps no syntax tree (r2r.Compiled).
         self.query = self.r2r.query
-        self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
+        self.r2s: R2SOperator = r2s_operator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
 
     def close(self) -> None:
         """The query is removed: its windows leave the groups they joined, its facts go."""
@@ -184,11 +184,10 @@ class QueryEvaluator:
     def r2s_state(self) -> list | None:
         """What IStream/DStream remember of the last evaluation, as JSON (None for RStream):
         SELECT rows as they are, CONSTRUCT triples as N-Triples lines."""
-        if self.query.r2s is R2S.RSTREAM:
-            return None
-        if self.query.form is QueryForm.CONSTRUCT:
-            return [line for line, _ in self.r2s.previous]
-        return self.r2s.previous
+        previous = self.r2s.previous
+        if previous is not None and self.query.form is QueryForm.CONSTRUCT:
+            return [line for line, _ in previous]
+        return previous
 
     def restore_r2s_state(self, state: list) -> None:
         if self.query.form is QueryForm.CONSTRUCT:
