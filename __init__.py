@@ -43,7 +43,7 @@ _WHERE = {
     "EndpointError": "endpoint.engine.errors",
     "UnknownQuery": "endpoint.engine.runner", "DuplicateQuery": "endpoint.engine.runner",
     "InvalidQueryId": "endpoint.engine.runner", "EngineAtCapacity": "endpoint.engine.runner",
-    "SinkNotAllowed": "endpoint.engine.sinks", "LandmarkOverLimit": "endpoint.engine.evaluation",
+    "SinkNotAllowed": "endpoint.engine.sinks", "LandmarkOverLimit": "endpoint.engine.s2r",
     "QueryFailed": "endpoint.api", "ServerError": "endpoint.client",
 }
 __all__ = list(_WHERE)

@@ -12,6 +12,11 @@ and applies R2S. Every group sees the same watermark in a micro-batch, so an ins
 come out of one micro-batch. A query over partitioned windows (spec 6.9) is evaluated at each
 close of a group's windows instead, and the driver takes every group's latest report at each
 of the query's instants (AT).
+
+Executors read the windows as the engine's S2R does (endpoint/engine/s2r.py, a layer above this
+one), straight from the windows (translator/windows.py: what each holds at an instant, where it
+closes, how far back it reads) and the report policy's declared instants: the partition rules
+leave a partitioned query only windows read at their closes and no content change.
 """
 from __future__ import annotations
 
@@ -365,7 +370,7 @@ class PlanRunner:
             # here was often left a micro-batch or more behind, by the same state less the
             # chunks appended elsewhere since.
             store = self.kept.take((self.identity, group), saved, lambda row: state.lacking(
-                PartitionState(*row), {} if self.keyed else self.policy.retention(state.after, None)))
+                PartitionState(*row), {} if self.keyed else self._retention(state.after, None)))
         if state is None and not new:
             return [Emitted(MARK, -1, group, mark_payload(False, watermark), 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
@@ -421,7 +426,7 @@ class PlanRunner:
                 emitted.append(Emitted(HOLDS, instant, group, json.dumps(sorted(holding)), 0))
         if through is not None:
             after = max(after, through)
-        bounds = self.policy.retention(after, store if self.keyed else None)
+        bounds = self._retention(after, store if self.keyed else None)
         state = state.appended(arrived) if state is not None else PartitionState.of(after, arrived)
         state = state.expired(after, bounds)
         emitted.append(Emitted(MARK, through if through is not None else -1, group,
@@ -459,11 +464,23 @@ class PlanRunner:
                 return found
             found.append((t, sorted(iri for iri, c in closes.items() if c == t)))
 
+    def _retention(self, after: int, store: StreamStore | None) -> dict[str, int]:
+        """Per stream, the earliest timestamp an evaluation after `after` can read: what the
+        windows reach at the next instant, or at `after` when the next instant depends on the
+        elements (the rules leave a partitioned query no content change)."""
+        instant = None if self.policy.arrivals else self.policy.next_fixed_instant(after)
+        instant = after if instant is None else instant
+        bounds: dict[str, int] = {}
+        for w in self.query.windows.values():
+            reach = w.earliest_reachable(instant, store)
+            bounds[w.stream] = min(reach, bounds.get(w.stream, reach))
+        return bounds
+
     def _evaluate(self, store: StreamStore, instant: int) -> tuple[list, int, set[str], dict[str, tuple[int, int]]]:
         """What the group's keys give at `instant` (SELECT: rows; CONSTRUCT: the triples as
         N-Triples lines; ASK: [true] or nothing), the elements their windows hold, which windows
         hold some, and the interval each lists."""
-        contents = self.policy.contents(instant, store)
+        contents = {w.iri: c for w in self.query.windows.values() if (c := w.content_at(instant, store)) is not None}
         elements = {w: content.select(self.query.windows[w].stream, store) for w, content in contents.items()}
         count = sum(len(e) for e in elements.values())
         if not count:

@@ -1,7 +1,7 @@
 """One continuous query evaluated at an instant, as the RSP model composes it (spec §3):
 
-    S2R  the report policy says whether the query evaluates at the instant and what each of
-         its windows holds then (translator/policy.py);
+    S2R  the query's instants, what each of its windows holds at one and whether the
+         evaluation there is reported, from its report policy and its windows (s2r.py);
     R2R  the query's rows over those contents, computed by the one strategy chosen for the
          query when it was registered (r2r.py: whole windows, incremental ranges, a join);
     R2S  RStream, IStream or DStream over consecutive evaluations (r2s.py).
@@ -24,10 +24,10 @@ from rspstar.translator.policy import ReportPolicy, report_policy
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.uncertainty import FunctionLibrary
 
-from .errors import EndpointError
 from .facts import WindowView, fact_states
 from .r2r import Relation, Strategy, strategy_for
 from .r2s import R2SOperator, r2s_operator
+from .s2r import ReadWindows
 from .sharing import ConstantGroups, RangeResults
 
 
@@ -72,10 +72,6 @@ def _lines_with_triples(lines: list[str]) -> list[tuple[str, ox.Triple]]:
     return list(zip(lines, (quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES))))
 
 
-class LandmarkOverLimit(EndpointError):
-    """A landmark window holds more elements than the engine keeps for one (spec §6.10)."""
-
-
 class QueryEvaluator:
     """Evaluates one registered query at successive instants, keeping its R2S state and its
     fact windows' facts."""
@@ -85,17 +81,16 @@ class QueryEvaluator:
                  groups: ConstantGroups | None = None, policy: ReportPolicy | None = None,
                  query_id: str = "query", landmark_elements: int = default("engine.landmark_elements")):
         self.store = store
-        self.landmark_elements = landmark_elements
-        # (Tuples and None where a query has none: a thousand queries' empty lists and dicts
-        # would be objects for Python's full collections to scan.)
-        self.landmarks = tuple(w for w in query.windows.values() if w.unbounded)
-        # What the windows read: the store, and the facts of the query's fact windows.
+        # What the windows read: the store, and the facts of the query's fact windows (None where
+        # a query has none: a thousand queries' empty dicts would be objects for Python's full
+        # collections to scan).
         self.facts = fact_states(query, store, query_id) or None
         self.view = WindowView(store, self.facts) if self.facts else store
         self.options = options
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
         self.functions.cache_enabled = options.rspu_cache
         self.policy = policy if policy is not None else report_policy(query, options.report)
+        self.s2r = ReadWindows(self.policy, self.view, landmark_elements)
         self.r2r: Strategy = strategy_for(r2r_plan(query, self.policy, options), query, store, options,
                                           self.functions, shared, groups)
         # A member of a group of queries differing in constants keeps no syntax tree (r2r.Compiled).
@@ -126,15 +121,13 @@ class QueryEvaluator:
 
     def next_instant(self, after: int) -> int | None:
         """The query's first evaluation instant after `after` known now."""
-        return self.policy.next_instant(after, self.view)
+        return self.s2r.next_instant(after)
 
     def evaluate(self, instant: int) -> Evaluation | None:
         """Evaluate at `instant`; None when the report policy skips it."""
         started = time.perf_counter()
-        contents = self.policy.contents(instant, self.view)                     # S2R
-        if self.landmarks:
-            self._check_landmarks(contents)
-        if not self.policy.report_at(contents, self.view, instant):
+        contents = self.s2r.contents(instant)                                   # S2R
+        if not self.s2r.reports(instant, contents):
             return None
         with self._reading():                   # no background change lands in the middle
             relation = self.r2r.relation(contents)                              # R2R
@@ -163,7 +156,7 @@ class QueryEvaluator:
             value = _lines_with_triples(list(dict.fromkeys(rows)))
         else:
             value = rows if form is QueryForm.SELECT else bool(rows)
-        contents = self.policy.contents(instant, self.view) if windows is None else \
+        contents = self.s2r.contents(instant) if windows is None else \
             {w: WindowContent(interval) for w, interval in windows.items()}
         return self._stream(instant, contents, Relation(form, value, count))
 
@@ -197,18 +190,4 @@ class QueryEvaluator:
 
     def retention_bounds(self, after: int) -> dict[str, int]:
         """Per stream, the earliest timestamp an evaluation after `after` can read."""
-        return self.policy.retention(after, self.view)
-
-    def _check_landmarks(self, contents: dict[str, WindowContent]) -> None:
-        """A landmark window keeps everything since its start: past `landmark_elements` the query
-        stops (its status names the setting) rather than read a window cut short."""
-        for window in self.landmarks:
-            content = contents.get(window.iri)
-            if content is None:
-                continue
-            held = self.store.count_between(window.stream, content.opens, content.closes)
-            if held > self.landmark_elements:
-                raise LandmarkOverLimit(
-                    "landmark window <%s> holds %d elements since %s, more than the engine keeps for one "
-                    "([engine] landmark_elements = %d): register it with a later START, or raise the setting"
-                    % (window.iri, held, format_instant(window.start), self.landmark_elements))
+        return self.s2r.retention(after)
