@@ -3,7 +3,8 @@
     S2R  the query's instants, what each of its windows holds at one and whether the
          evaluation there is reported, from its report policy and its windows (s2r.py);
     R2R  the query's rows over those contents, computed by the one strategy chosen for the
-         query when it was registered (r2r.py: whole windows, incremental ranges, a join);
+         query when it was registered (r2r.py: whole windows, incremental ranges, a join; a
+         partitioned query's, the rows its key groups found: partitioned.py);
     R2S  RStream, IStream or DStream over consecutive evaluations (r2s.py).
 
 The same `QueryEvaluator` serves `rspstar replay` (virtual clock) and the live scheduler, so
@@ -14,8 +15,6 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import pyoxigraph as ox
-
 from rspstar.config.schema import default
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.model import ContinuousQuery, QueryForm, WindowContent
@@ -25,9 +24,10 @@ from rspstar.translator.temporal import format_instant
 from rspstar.translator.uncertainty import FunctionLibrary
 
 from .facts import WindowView, fact_states
-from .r2r import Relation, Strategy, strategy_for
+from .partitioned import KeyGroupReport, KeyGroupRows, KeyGroupWindows
+from .r2r import Relation, Strategy, lines_with_triples, strategy_for
 from .r2s import R2SOperator, r2s_operator
-from .s2r import ReadWindows
+from .s2r import S2R, ReadWindows
 from .sharing import ConstantGroups, RangeResults
 
 
@@ -67,11 +67,6 @@ def _triple_key(row: tuple):
     return row[0]
 
 
-def _lines_with_triples(lines: list[str]) -> list[tuple[str, ox.Triple]]:
-    """N-Triples lines, each with the triple it reads as (CONSTRUCT results kept or sent as text)."""
-    return list(zip(lines, (quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES))))
-
-
 class QueryEvaluator:
     """Evaluates one registered query at successive instants, keeping its R2S state and its
     fact windows' facts."""
@@ -90,9 +85,15 @@ class QueryEvaluator:
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
         self.functions.cache_enabled = options.rspu_cache
         self.policy = policy if policy is not None else report_policy(query, options.report)
-        self.s2r = ReadWindows(self.policy, self.view, landmark_elements)
-        self.r2r: Strategy = strategy_for(r2r_plan(query, self.policy, options), query, store, options,
-                                          self.functions, shared, groups)
+        self.s2r: S2R
+        self.r2r: Strategy | KeyGroupRows
+        if options.partition is None:
+            self.s2r = ReadWindows(self.policy, self.view, landmark_elements)
+            self.r2r = strategy_for(r2r_plan(query, self.policy, options), query, store, options,
+                                    self.functions, shared, groups)
+        else:       # its windows and rows evaluated per key group on Spark's executors
+            self.s2r = KeyGroupWindows(self.policy, self.view)
+            self.r2r = KeyGroupRows(query)
         # A member of a group of queries differing in constants keeps no syntax tree (r2r.Compiled).
         self.query = self.r2r.query
         self.r2s: R2SOperator = r2s_operator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
@@ -129,8 +130,11 @@ class QueryEvaluator:
         contents = self.s2r.contents(instant)                                   # S2R
         if not self.s2r.reports(instant, contents):
             return None
-        with self._reading():                   # no background change lands in the middle
-            relation = self.r2r.relation(contents)                              # R2R
+        if self.r2r.reads_store:
+            with self._reading():               # no background change lands in the middle
+                relation = self.r2r.relation(contents)                          # R2R
+        else:
+            relation = self.r2r.relation(contents)
         evaluation = self._stream(instant, contents, relation)                  # R2S
         evaluation.seconds = time.perf_counter() - started
         return evaluation
@@ -143,22 +147,10 @@ class QueryEvaluator:
         budget = getattr(getattr(self.store, "scope", None), "budget", None)
         return held if budget is None else budget.waiting(held)
 
-    def evaluation_of(self, instant: int, rows: list, count: int, holding: set[str] = frozenset(),
-                      windows: dict[str, tuple[int, int]] | None = None) -> Evaluation | None:
-        """The evaluation at `instant` from rows found elsewhere (a partitioned query's keys,
-        evaluated on Spark's executors, `holding` the windows where they found elements, and
-        `windows` the intervals they list when the windows' contents depend on the elements:
-        partitioned windows), after R2S; None when the report policy's non-empty strategies skip it."""
-        if not self.policy.report_where(holding.__contains__):
-            return None
-        form = self.query.form
-        if form is QueryForm.CONSTRUCT:     # N-Triples lines: a line two keys made is one triple
-            value = _lines_with_triples(list(dict.fromkeys(rows)))
-        else:
-            value = rows if form is QueryForm.SELECT else bool(rows)
-        contents = self.s2r.contents(instant) if windows is None else \
-            {w: WindowContent(interval) for w, interval in windows.items()}
-        return self._stream(instant, contents, Relation(form, value, count))
+    def tell(self, report: KeyGroupReport) -> None:
+        """A partitioned query: what its key groups found at the instant evaluated next."""
+        self.s2r.tell(report)
+        self.r2r.tell(report)
 
     def _stream(self, instant: int, contents: dict[str, WindowContent], relation: Relation) -> Evaluation:
         """R2S: what the evaluation at `instant` emits of `relation`."""
@@ -184,7 +176,7 @@ class QueryEvaluator:
 
     def restore_r2s_state(self, state: list) -> None:
         if self.query.form is QueryForm.CONSTRUCT:
-            self.r2s.restore(_lines_with_triples(state))
+            self.r2s.restore(lines_with_triples(state))
         else:
             self.r2s.restore(state)
 

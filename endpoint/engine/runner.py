@@ -38,6 +38,7 @@ from rspstar.translator.warnings import background_warnings, unfed_stream_warnin
 from .clock import Clock
 from .errors import EndpointError
 from .evaluation import Evaluation, QueryEvaluator
+from .partitioned import KeyGroupReport
 from .sharing import ConstantGroups, RangeResults
 from .repository import QueryRepository, QuerySpec
 from .sinks import (
@@ -56,7 +57,7 @@ MAX_EVALUATIONS_PER_RUN = 8
 MAX_SKIPPED_PER_RUN = 100_000
 
 
-def _standing(records) -> tuple[list, int, set[str], dict[str, tuple[int, int]]]:
+def _standing(records) -> KeyGroupReport:
     """What partitioned windows give at an instant from each key group's latest record (store.
     partitions.AT, with its count): the rows of all, the elements read, the windows holding
     elements and the interval each lists (from the oldest element any group holds to the newest)."""
@@ -67,7 +68,7 @@ def _standing(records) -> tuple[list, int, set[str], dict[str, tuple[int, int]]]
         for window, (oldest, newest) in record["windows"].items():
             held = windows.get(window)
             windows[window] = (oldest, newest) if held is None else (min(held[0], oldest), max(held[1], newest))
-    return rows, count, set(windows), windows
+    return KeyGroupReport(rows, count, frozenset(windows), windows)
 
 
 class UnknownQuery(EndpointError):
@@ -691,10 +692,11 @@ class Runner:
                     while taken < len(standing) and standing[taken][0] <= instant:
                         current[standing[taken][1]] = standing[taken][2:]
                         taken += 1
-                    evaluation = registered.evaluator.evaluation_of(instant, *_standing(current.values()))
+                    registered.evaluator.tell(_standing(current.values()))
                 else:
-                    evaluation = registered.evaluator.evaluation_of(instant, rows.get(instant, []),
-                                                                    counts.get(instant, 0), holding.get(instant, set()))
+                    registered.evaluator.tell(KeyGroupReport(rows.get(instant, []), counts.get(instant, 0),
+                                                             frozenset(holding.get(instant, ()))))
+                evaluation = registered.evaluator.evaluate(instant)
                 registered.after = instant
                 # Due by the watermark the groups saw, or else by max_delay of processing time.
                 trigger = "watermark" if watermark is not None and watermark >= policy.complete_through(instant) \
@@ -745,8 +747,9 @@ class Runner:
                 instant = registered.next_instant()     # (those that depend on the data: none here)
                 if instant is None or self.clock.now() < instant + self.config.max_delay:
                     break
-                evaluation = registered.evaluator.evaluation_of(instant, [], 0, windows={} if any(
-                    w.keyed for w in registered.query.windows.values()) else None)
+                registered.evaluator.tell(KeyGroupReport([], windows={} if any(
+                    w.keyed for w in registered.query.windows.values()) else None))
+                evaluation = registered.evaluator.evaluate(instant)
                 registered.after = instant
                 self._emit(registered, instant, "max_delay", evaluation)
                 ran += 1
