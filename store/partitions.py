@@ -89,6 +89,20 @@ def at_payload(rows: list, closed: list[str], windows: dict[str, tuple[int, int]
     return json.dumps({"rows": rows, "closed": closed, "windows": windows})
 
 
+class AtReport(NamedTuple):
+    """An AT's payload read (`at_payload`): the rows, the windows that closed at the instant,
+    and the interval [oldest, newest] each window holding elements lists."""
+
+    rows: list
+    closed: list[str]
+    windows: dict[str, list[int]]
+
+
+def read_at(payload: str) -> AtReport:
+    told = json.loads(payload)
+    return AtReport(told["rows"], told["closed"], told["windows"])
+
+
 def read_mark(payload: str) -> tuple[bool, int | None]:
     """(holds, watermark) of a MARK's payload (a MARK written before they were told: a group
     that holds elements, the watermark unknown)."""

@@ -4,7 +4,7 @@
          evaluation there is reported, from its report policy and its windows (s2r.py);
     R2R  the query's rows over those contents, computed by the one strategy chosen for the
          query when it was registered (r2r.py: whole windows, incremental ranges, a join; a
-         partitioned query's, the rows its key groups found: partitioned.py);
+         partitioned query's, the rows its key groups found on Spark's executors);
     R2S  RStream, IStream or DStream over consecutive evaluations (r2s.py).
 
 The same `QueryEvaluator` serves `rspstar replay` (virtual clock) and the live scheduler, so
@@ -24,10 +24,9 @@ from rspstar.translator.temporal import format_instant
 from rspstar.translator.uncertainty import FunctionLibrary
 
 from .facts import WindowView, fact_states
-from .partitioned import KeyGroupReport, KeyGroupRows, KeyGroupWindows
-from .r2r import Relation, Strategy, lines_with_triples, strategy_for
+from .r2r import KeyGroupRows, Relation, Strategy, lines_with_triples, strategy_for
 from .r2s import R2SOperator, r2s_operator
-from .s2r import S2R, ReadWindows
+from .s2r import S2R, KeyGroupReport, KeyGroupWindows, ReadWindows
 from .sharing import ConstantGroups, RangeResults
 
 

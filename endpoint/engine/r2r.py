@@ -11,8 +11,8 @@ chosen for the query when it is registered (`strategy_for`, from translator.opti
   elements since the close before only, its rows added to (or its aggregates combined with)
   those before: a close costs what arrived since the last one, not the landmark's length.
 
-A partitioned query's rows are found on Spark's executors: its strategy unites the rows its key
-groups told (partitioned.KeyGroupRows).
+A partitioned query's rows are found on Spark's executors (store/partitions.py): its strategy,
+`KeyGroupRows`, unites the rows its key groups told.
 
 The last two above fall back to `WholeWindows` at an instant whose windows are not complete yet
 (docs/incremental-evaluation.md). All of them run the query through `Compiled`, which compiles
@@ -37,6 +37,7 @@ from rspstar.translator.parser import parse_query
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
 from rspstar.translator.uncertainty import FunctionLibrary
 
+from .s2r import KeyGroupReport
 from .sharing import ConstantGroups, RangeResults
 
 
@@ -467,6 +468,32 @@ class LandmarkRanges(WholeWindows):
             " ".join("?" + c for c in columns), data,
             " GROUP BY %s" % " ".join("?" + g for g in groups) if groups else "")
         return select_rows(self._scratch.query(text))
+
+    def close(self) -> None:
+        pass
+
+
+class KeyGroupRows:
+    """R2R of a partitioned query: the rows its key groups found at the instant (told with
+    them), united; a CONSTRUCT triple two groups made is one triple."""
+
+    kind = "partitioned"
+    reads_store = False
+
+    def __init__(self, query: ContinuousQuery):
+        self.query = query
+        self.told: KeyGroupReport | None = None
+
+    def tell(self, report: KeyGroupReport) -> None:
+        self.told = report
+
+    def relation(self, contents: dict[str, WindowContent]) -> Relation:
+        rows, form = self.told.rows, self.query.form
+        if form is QueryForm.CONSTRUCT:
+            value = lines_with_triples(list(dict.fromkeys(rows)))
+        else:
+            value = rows if form is QueryForm.SELECT else bool(rows)
+        return Relation(form, value, self.told.elements)
 
     def close(self) -> None:
         pass

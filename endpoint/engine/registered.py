@@ -143,7 +143,7 @@ class RegisteredQuery:
         self.late_lock = threading.Lock()
         # Whether one of its key groups kept elements after the latest micro-batch (None: no
         # micro-batch told yet). While none does, none reports, and the runner evaluates the
-        # query's instants itself (Runner._run_unheld). Saved with the query's progress.
+        # query's instants itself (partitioned.py, run_unheld). Saved with its progress.
         self.groups_hold: bool | None = None
 
     @property

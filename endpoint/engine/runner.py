@@ -25,7 +25,7 @@ from rspstar.config.schema import settings_class
 from rspstar.store.errors import EvaluationCancelled
 from rspstar.store.isolation import EvaluationWorkers
 from rspstar.store.limits import EvaluationLimits, EvaluationScope
-from rspstar.store.partitions import AT, FAILED, HOLDS, MARK, ROWS, Emitted, PartitionPlan, read_mark
+from rspstar.store.partitions import Emitted, PartitionPlan
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import ScopedStore, StreamStore
 from rspstar.translator.errors import TranslatorError
@@ -37,7 +37,7 @@ from rspstar.translator.warnings import background_warnings, unfed_stream_warnin
 from .clock import Clock
 from .errors import EndpointError
 from .evaluation import Evaluation, QueryEvaluator
-from .partitioned import KeyGroupReport
+from .partitioned import PartitionedQueries
 from .sharing import ConstantGroups, RangeResults
 from .repository import QueryRepository, QuerySpec
 from .registered import RegisteredQuery
@@ -51,20 +51,6 @@ QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_EVALUATIONS_PER_RUN = 8
 # Due instants a query under overrun = skip passes over in one run (the rest at its next run).
 MAX_SKIPPED_PER_RUN = 100_000
-
-
-def _standing(records) -> KeyGroupReport:
-    """What partitioned windows give at an instant from each key group's latest record (store.
-    partitions.AT, with its count): the rows of all, the elements read, the windows holding
-    elements and the interval each lists (from the oldest element any group holds to the newest)."""
-    rows, count, windows = [], 0, {}
-    for record, read in records:
-        rows.extend(record["rows"])
-        count += read
-        for window, (oldest, newest) in record["windows"].items():
-            held = windows.get(window)
-            windows[window] = (oldest, newest) if held is None else (min(held[0], oldest), max(held[1], newest))
-    return KeyGroupReport(rows, count, frozenset(windows), windows)
 
 
 class UnknownQuery(EndpointError):
@@ -144,6 +130,7 @@ class Runner:
         # Instants up to this one closed before the engine started: their evaluations (a
         # restart's catch-up) are counted apart from the close-to-result latency.
         self.started = clock.now()
+        self.partitions = PartitionedQueries(store, clock, config, self._emit, self._save_progress)
         store.listen_to_arrivals(self._arrived)
         self._restore()
 
@@ -360,7 +347,7 @@ class Runner:
         except UnknownQuery:
             return 0
         if registered.partitioned:
-            return self._run_unheld(registered)
+            return self.partitions.run_unheld(registered, MAX_EVALUATIONS_PER_RUN)
         if not registered.lock.acquire(blocking=False):
             registered.status.missed_runs += 1
             return 0
@@ -454,137 +441,16 @@ class Runner:
                 for listener in self.listeners:
                     listener("background", registered.id)
 
-    # -- partitioned queries (docs/partitioned-queries.md) ----------------------------------
+    # -- partitioned queries (docs/partitioned-queries.md, partitioned.py) -------------------
     def partition_plan(self, query_id: str) -> PartitionPlan:
-        """What Spark's executors need to evaluate a partitioned query: its text and options, its
-        streams' keys, the background as it is now."""
-        registered = self.get(query_id)
-        options = registered.evaluator.options
-        return PartitionPlan(query_id, registered.spec.text,
-                             {s: self.config.partition_keys[s] for s in registered.query.streams},
-                             self.store.background.nquads(), options.dialect, options.start, options.report,
-                             options.rewrite_options(registered.query), options.rspu_cache, self.config.max_delay,
-                             self.config.key_groups, options.base)
+        """What Spark's executors need to evaluate a partitioned query."""
+        return self.partitions.plan(self.get(query_id))
 
     def accept_partitions(self, query_id: str, emitted: list[Emitted]) -> int:
-        """A micro-batch of a partitioned query's key groups' rows (store.partitions.Emitted):
-        every instant up to the watermark the keys saw is evaluated, each from the rows all keys
-        found for it (none: an empty evaluation), in order; instants already evaluated (a
-        micro-batch replayed after a restart, late elements of a new key) are not again.
-        Returns the number of evaluations."""
-        try:
-            registered = self.get(query_id)
-        except UnknownQuery:
-            return 0
-        marks = [row for row in emitted if row.kind == MARK]
-        through = max((row.instant for row in marks), default=-1)
-        late = sum(row.count for row in marks)
-        # Every group that keeps elements runs at every micro-batch (store.partitions): one with
-        # no MARK keeping some is one where none holds elements.
-        told = [read_mark(row.payload) for row in marks]
-        hold = any(holds for holds, _ in told)
-        watermark = max((w for _, w in told if w is not None), default=None)
-        failed = min((row for row in emitted if row.kind == FAILED), default=None, key=lambda row: row.instant)
-        if failed is not None:     # the instants before it are complete; it and the rest are not
-            through = min(through, failed.instant - 1)
-        rows: dict[int, list[dict]] = {}
-        counts: dict[int, int] = {}
-        holding: dict[int, set[str]] = {}
-        standing: list[tuple[int, str, dict, int]] = []     # partitioned windows: (instant, group, record, count)
-        for row in emitted:
-            if row.kind == ROWS:
-                rows.setdefault(row.instant, []).extend(json.loads(row.payload))
-                counts[row.instant] = counts.get(row.instant, 0) + row.count
-            elif row.kind == HOLDS:
-                holding.setdefault(row.instant, set()).update(json.loads(row.payload))
-            elif row.kind == AT:
-                standing.append((row.instant, row.key, json.loads(row.payload), row.count))
-        with registered.lock:
-            if registered.status.state != "running":
-                return 0
-            if late:
-                registered.status.late_elements += late
-                log.warning("query %s: %d late element(s), kept for the windows still open", query_id, late)
-            policy = registered.evaluator.policy
-            instants = policy.fixed_instants(registered.after, through) if through >= 0 else []
-            keyed = any(w.keyed for w in registered.query.windows.values())
-            if keyed:
-                instants = self._keyed_instants(registered, instants, standing, through)
-                standing.sort(key=lambda record: record[0])
-                current: dict[str, tuple[dict, int]] = {}      # each group's latest record
-                taken = 0
-            for instant in instants:
-                if keyed:
-                    while taken < len(standing) and standing[taken][0] <= instant:
-                        current[standing[taken][1]] = standing[taken][2:]
-                        taken += 1
-                    registered.evaluator.tell(_standing(current.values()))
-                else:
-                    registered.evaluator.tell(KeyGroupReport(rows.get(instant, []), counts.get(instant, 0),
-                                                             frozenset(holding.get(instant, ()))))
-                evaluation = registered.evaluator.evaluate(instant)
-                registered.after = instant
-                # Due by the watermark the groups saw, or else by max_delay of processing time.
-                trigger = "watermark" if watermark is not None and watermark >= policy.complete_through(instant) \
-                    else "max_delay"
-                self._emit(registered, instant, trigger, evaluation)
-            registered.status.next_close = registered.next_instant()
-            changed = hold != registered.groups_hold
-            registered.groups_hold = hold
-            if instants or changed:
-                self._save_progress(registered)
-            if failed is not None:     # as a failing evaluation stops a query of the single store
-                registered.fail(failed.instant, failed.payload)
-        return len(instants)
-
-    @staticmethod
-    def _keyed_instants(registered: RegisteredQuery, fixed: list[int], standing: list[tuple], through: int) -> list[int]:
-        """A query over partitioned windows: its instants in (after, through], those its policy
-        gives whatever the data (periodic) and those where the windows its key groups say
-        closed there, together, make the policy hold."""
-        closed: dict[int, set[str]] = {}
-        for instant, _, record, _ in standing:
-            if record["closed"] and registered.after < instant <= through:
-                closed.setdefault(instant, set()).update(record["closed"])
-        policy = registered.evaluator.policy
-        return sorted(set(fixed) | {t for t, windows in closed.items() if policy.gives(t, windows)})
-
-    def groups_may_hold(self, registered: RegisteredQuery) -> bool:
-        """Whether a partitioned query's key groups may hold elements (so that they report its
-        instants): as the latest micro-batch told, or, before any has, whether the store holds
-        elements of its streams (its streaming query reads them again)."""
-        if registered.groups_hold is not None:
-            return registered.groups_hold
-        streams = self.store.streams()
-        return any(streams[s].elements for s in registered.query.streams if s in streams)
-
-    def _run_unheld(self, registered: RegisteredQuery) -> int:
-        """A partitioned query's instants while none of its key groups holds elements: none
-        reports then (before the first element, after they all expired), so the runner
-        evaluates them itself once due by max_delay, empty, as the single store does with
-        nothing in the windows. Returns how many ran."""
-        if not registered.lock.acquire(blocking=False):
-            registered.status.missed_runs += 1
-            return 0
-        ran = 0
-        try:
-            while registered.status.state == "running" and not registered.removed and ran < MAX_EVALUATIONS_PER_RUN \
-                    and not self.groups_may_hold(registered):
-                instant = registered.next_instant()     # (those that depend on the data: none here)
-                if instant is None or self.clock.now() < instant + self.config.max_delay:
-                    break
-                registered.evaluator.tell(KeyGroupReport([], windows={} if any(
-                    w.keyed for w in registered.query.windows.values()) else None))
-                evaluation = registered.evaluator.evaluate(instant)
-                registered.after = instant
-                self._emit(registered, instant, "max_delay", evaluation)
-                ran += 1
-            registered.status.next_close = registered.next_instant()
-            if ran:
-                self._save_progress(registered)
-        finally:
-            registered.lock.release()
-        return ran
+        """A micro-batch of a partitioned query's key groups: the number of evaluations it made."""
+        with self._lock:
+            registered = self._queries.get(query_id)
+        return self.partitions.accept(registered, emitted)
 
     def _arrived(self, stream: str, timestamps: list[int]) -> None:
         """Elements published to `stream` now: those stamped below what a query's evaluations

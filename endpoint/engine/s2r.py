@@ -11,11 +11,12 @@ read through a `StreamView`. S2R puts them together at run time, over the stream
     retention(after)             per stream, the earliest timestamp an evaluation after `after` reads
 
 `ReadWindows` reads the windows in the engine's store (the element index, and the facts of the
-query's fact windows); a partitioned query's windows are read on Spark's executors, and its S2R
-is what its key groups told (partitioned.py).
+query's fact windows); a partitioned query's windows are read on Spark's executors
+(store/partitions.py), and its S2R, `KeyGroupWindows`, is what its key groups told of the instant.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from rspstar.translator.policy import ReportPolicy, Term
@@ -137,6 +138,48 @@ class ReadWindows:
                     "landmark window <%s> holds %d elements since %s, more than the engine keeps for one "
                     "([engine] landmark_elements = %d): register it with a later START, or raise the setting"
                     % (window.iri, held, format_instant(window.start), self.landmark_elements))
+
+
+@dataclass(frozen=True)
+class KeyGroupReport:
+    """What a partitioned query's key groups told of one instant: the rows of all of them
+    (SELECT: {var: term}; CONSTRUCT: N-Triples lines; ASK: [true] or nothing), the elements
+    their windows held, the windows holding some, and the interval each window lists when the
+    windows' contents depend on the elements (partitioned windows; None: as the query's time
+    windows list them)."""
+
+    rows: list
+    elements: int = 0
+    holding: frozenset[str] = frozenset()
+    windows: dict[str, tuple[int, int]] | None = None
+
+
+class KeyGroupWindows:
+    """S2R of a partitioned query: what its key groups told (`tell`) of the instant evaluated
+    next. Its instants that depend on the data come from the groups; only the others are known
+    here. Its windows are read on the executors: the engine keeps nothing of them for it."""
+
+    def __init__(self, policy: ReportPolicy, view: StreamView):
+        self.policy = policy
+        self.view = view
+        self.told: KeyGroupReport | None = None
+
+    def tell(self, report: KeyGroupReport) -> None:
+        self.told = report
+
+    def next_instant(self, after: int) -> int | None:
+        return self.policy.next_fixed_instant(after)
+
+    def contents(self, instant: int) -> dict[str, WindowContent]:
+        if self.told.windows is not None:
+            return {w: WindowContent(interval) for w, interval in self.told.windows.items()}
+        return {w.iri: c for w in self.policy.windows if (c := w.content_at(instant, self.view)) is not None}
+
+    def reports(self, instant: int, contents: dict[str, WindowContent]) -> bool:
+        return self.policy.report_where(self.told.holding.__contains__)
+
+    def retention(self, after: int) -> dict[str, int]:
+        return {}
 
 
 def _earliest(bounds: list[tuple[str, int]]) -> dict[str, int]:

@@ -130,7 +130,7 @@ class LiveScheduler:
             # elements it evaluates them itself, at max_delay. Asked again now and then: the
             # groups may stop holding elements.
             instant = registered.next_instant()
-            if self.engine.groups_may_hold(registered) or instant is None:
+            if self.engine.partitions.may_hold(registered) or instant is None:
                 return now + UNKNOWN_NEXT_SECONDS
             wait = (instant + self.engine.config.max_delay - self.engine.clock.now()) / 1e6
             return now + max(self.interval, wait)
