@@ -43,6 +43,10 @@ class Evaluation:
     elements: int = 0                          # elements in all windows together
     seconds: float = 0.0                       # time spent evaluating
 
+    def results(self) -> int:
+        """How many results it emitted: rows, or one answer."""
+        return len(self.rows) if self.boolean is None else 1
+
     def record(self) -> dict:
         """The conformance JSON line (tests/conformance/README.md)."""
         line: dict = {

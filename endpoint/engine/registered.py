@@ -14,7 +14,7 @@ from rspstar.translator.temporal import format_instant
 from .clock import Clock
 from .evaluation import QueryEvaluator
 from .repository import QuerySpec
-from .sinks import EventFeed, HttpSink, ResultHistory
+from .sinks import EventFeed, OutboxSink, OutputStream, ResultHistory
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,23 @@ class QueryStatus:
         for name in self.SAVED:
             if name in saved:
                 setattr(self, name, saved[name])
+
+    def reached(self, instant: int, trigger: str, next_close: int | None) -> None:
+        """The instant was evaluated (or skipped), due by `trigger`."""
+        self.last_evaluation = instant
+        self.last_trigger = trigger
+        self.next_close = next_close
+
+    def emitted(self, seconds: float, results: int, latency: int, caught_up: bool) -> None:
+        """An evaluation taking `seconds` emitted `results` (rows, or an answer), `latency` µs
+        after its instant (`caught_up`: an instant that closed before the engine started)."""
+        self.evaluations += 1
+        self.durations.append(seconds)
+        self.results_emitted += results
+        if caught_up:
+            self.caught_up += 1
+        else:
+            self.latencies.append(latency)
 
     def record_cost(self, cpu: float, now: int) -> None:
         self.cpu_seconds += cpu
@@ -118,16 +135,20 @@ class QueryStatus:
 
 class RegisteredQuery:
     def __init__(self, spec: QuerySpec, query: ContinuousQuery, evaluator: QueryEvaluator,
-                 sinks: list[HttpSink], history: ResultHistory, start: int,
-                 scope: EvaluationScope | None = None, clock: Clock | None = None):
+                 url_sinks: tuple[OutboxSink, ...], history: ResultHistory, start: int,
+                 scope: EvaluationScope | None = None, clock: Clock | None = None,
+                 output: OutputStream | None = None):
         self.spec = spec
         self.scope = scope if scope is not None else EvaluationScope(EvaluationLimits())
         self.clock = clock
         self.query = query
         self.evaluator = evaluator
-        self.http_sinks = sinks
+        self.url_sinks = url_sinks
         self.history = history
         self.feed = EventFeed()
+        # Every destination of its results, in order: what polling and server-sent events read,
+        # the sinks at URLs, and a CONSTRUCT query's output stream.
+        self.sinks = (history, self.feed) + url_sinks + ((output,) if output is not None else ())
         self.status = QueryStatus(rate=evaluator.policy.rate())
         self.after = start          # the next evaluation is at the query's first instant after this
         # Evaluated per key group on Spark's executors (option partition, partitioned.py).
@@ -184,6 +205,6 @@ class RegisteredQuery:
             "normalised": self.query.normalised, "readings": self.query.readings, "warnings": self.query.warnings,
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
                            isolated=self.scope.isolated(), probation=self.scope.on_probation()),
-            "sink_backlog": {s.url: s.state.pending for s in self.http_sinks},
-            "sink_outboxes": [s.describe() for s in self.http_sinks],
+            "sink_backlog": {s.url: s.state.pending for s in self.url_sinks},
+            "sink_outboxes": [s.describe() for s in self.url_sinks],
         }

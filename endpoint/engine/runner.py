@@ -17,16 +17,12 @@ import uuid
 from dataclasses import field, replace
 from pathlib import Path
 from typing import Callable
-from urllib.parse import quote
-
-import pyoxigraph as ox
 
 from rspstar.config.schema import settings_class
 from rspstar.store.errors import EvaluationCancelled
 from rspstar.store.isolation import EvaluationWorkers
 from rspstar.store.limits import EvaluationLimits, EvaluationScope
 from rspstar.store.partitions import Emitted, PartitionPlan
-from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import ScopedStore, StreamStore
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm
@@ -41,7 +37,7 @@ from .partitioned import PartitionedQueries
 from .sharing import ConstantGroups, RangeResults
 from .repository import QueryRepository, QuerySpec
 from .registered import RegisteredQuery
-from .sinks import Delivery, HttpSink, Poster, ResultHistory, check_sink_allowed
+from .sinks import OutputStream, Poster, Result, ResultHistory, Transports, check_sink_allowed
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +109,8 @@ class Runner:
         elif workers is None:
             workers = EvaluationWorkers(memory_limit=config.worker_memory)
         self.workers = workers
-        self.post = post if post is not None else Delivery()
+        # What outbox sinks deliver through (`post`: the HTTP sinks' poster instead of requests).
+        self.transports = Transports({"http": post} if post is not None else None)
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
         self.range_results = RangeResults()     # what queries with equal window blocks share
@@ -197,9 +194,10 @@ class Runner:
             spec = QuerySpec(query_id, text, list(sinks), options, resume_after, resume_r2s)
             history_file = self.repository.history_file(query_id)
             # A new registration's outboxes start empty, whatever a query of that id left.
-            http_sinks = [HttpSink(query_id, url, self.repository.outbox(), self.post, admitted.options.sink_format,
-                                   query.variables, admitted.options.sink_empty, self.config.outbox_bytes,
-                                   fresh=persist) for url in sinks]
+            url_sinks = tuple(self.transports.sink(query_id, url, self.repository.outbox(),
+                                                   shape=admitted.options.sink_format, variables=query.variables,
+                                                   send_empty=admitted.options.sink_empty,
+                                                   max_bytes=self.config.outbox_bytes, fresh=persist) for url in sinks)
             scope = EvaluationScope(self.evaluation_limits, self.workers, self.monotonic)
             evaluator = QueryEvaluator(query, ScopedStore(self.store, scope), admitted.options,
                                        shared=self.range_results, groups=self.constant_groups, policy=admitted.policy,
@@ -210,9 +208,11 @@ class Runner:
             evaluator.begin(start, resumed=resume_after is not None)
             if resume_after is not None:
                 evaluator.restore_state(resume_state, resume_after)
-            registered = RegisteredQuery(spec, evaluator.query, evaluator, http_sinks,
+            output = OutputStream(self.store, query.output_stream) \
+                if query.output_stream and query.form is QueryForm.CONSTRUCT else None
+            registered = RegisteredQuery(spec, evaluator.query, evaluator, url_sinks,
                                          ResultHistory(self.config.history, history_file,
-                                                       self.config.history_bytes), start, scope, self.clock)
+                                                       self.config.history_bytes), start, scope, self.clock, output)
             if resume_after is not None:     # evaluated up to there before a restart
                 registered.evaluated = (resume_after, evaluator.policy.complete_through(resume_after))
             registered.groups_hold = (resume_state or {}).get("partitions", {}).get("hold")
@@ -284,9 +284,7 @@ class Runner:
             self.removals += 1
             removed.removed = True
             removed.scope.cancel()      # its running evaluation stops (store.limits)
-            removed.history.discard()
-            removed.feed.close()
-            for sink in removed.http_sinks:
+            for sink in removed.sinks:
                 sink.discard()
             self.repository.delete(query_id)
             if query_id in self._configured:
@@ -309,9 +307,7 @@ class Runner:
         """Let go of the sinks' connections (MQTT brokers), the outboxes keeping what is
         pending, and stop the evaluation worker processes."""
         self.store.stop_listening_to_arrivals(self._arrived)
-        close = getattr(self.post, "close", None)
-        if close is not None:
-            close()
+        self.transports.close()
         if self.workers is not None and self._own_workers:
             self.workers.close()
         self.repository.close()
@@ -475,55 +471,31 @@ class Runner:
                     format_instant(instant))
 
     def _emit(self, registered: RegisteredQuery, instant: int, trigger: str, evaluation: Evaluation | None) -> None:
-        status = registered.status
-        status.last_evaluation = instant
-        status.last_trigger = trigger
-        status.next_close = registered.next_instant(instant)
-        if evaluation is None:  # skipped by the non-empty report policy
+        """The evaluation at `instant` (None: skipped by the non-empty report policy) to every
+        sink of the query, `trigger` what made it due."""
+        next_close = registered.next_instant(instant)
+        registered.status.reached(instant, trigger, next_close)
+        if evaluation is None:
             return
-        status.evaluations += 1
-        status.durations.append(evaluation.seconds)
-        status.results_emitted += len(evaluation.rows) if evaluation.boolean is None else 1
-        record = evaluation.record()
-        record["trigger"] = trigger
-        latency = self.clock.now() - instant
-        record["latency_ms"] = round(latency / 1000, 1)   # close to result, in clock time
-        registered.history.append(instant, record)
-        registered.feed.publish(record)
-        for sink in registered.http_sinks:
-            sink.enqueue(record)
-        if instant <= self.started:
-            status.caught_up += 1           # a close the engine was not running for: not its latency
-        else:
-            status.latencies.append(latency)
-        query = registered.query
-        if query.output_stream and query.form is QueryForm.CONSTRUCT:
-            self._append_output_element(query.output_stream, instant, evaluation, status.next_close)
-
-    def _append_output_element(self, stream: str, instant: int, evaluation: Evaluation,
-                               complete_until: int | None) -> None:
-        """A CONSTRUCT evaluation that constructs triples becomes one element of the output
-        stream (timestamp = the evaluation instant), which other queries can window over. An
-        evaluation with no triples adds no element (an empty named graph is no graph in RDF),
-        but still moves the stream's watermark."""
-        if evaluation.triples:
-            graph = "urn:rspstar:output:%s:%d" % (quote(stream, safe=""), instant)
-            name = ox.NamedNode(graph)
-            quads = [ox.Quad(t.subject, t.predicate, t.object, name) for t in evaluation.triples]
-            self.store.add_elements(stream, [Element(graph, instant, instant_literal(instant), quads)])
-        # Nothing earlier than the query's next instant can appear in its output any more.
-        self.store.advance_watermark(stream, complete_until if complete_until is not None else instant + 1)
+        latency = self.clock.now() - instant        # close to result, in clock time
+        # A close the engine was not running for (a restart catching up): not its latency.
+        registered.status.emitted(evaluation.seconds, evaluation.results(), latency, caught_up=instant <= self.started)
+        record = dict(evaluation.record(), trigger=trigger, latency_ms=round(latency / 1000, 1))
+        result = Result(instant, record, evaluation.triples, next_close)
+        for sink in registered.sinks:
+            sink.accept(result)
 
     def deliver(self) -> int:
         now = self.clock.now()
-        return sum(sink.deliver(now) for q in self.queries() for sink in q.http_sinks)
+        return sum(sink.deliver(now) for q in self.queries() for sink in q.url_sinks)
 
     def evict(self) -> int:
         """Drop elements no registered window can reach any more."""
         bounds: dict[str, int] = {}
         for registered in self.queries():
-            if registered.status.state != "running" or registered.partitioned:
+            if registered.status.state != "running":
                 continue
+            # (A partitioned query's elements are kept by its key groups: its S2R bounds nothing.)
             for stream, bound in registered.evaluator.retention_bounds(registered.after).items():
                 bounds[stream] = min(bound, bounds.get(stream, bound))
         evicted = 0
