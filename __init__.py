@@ -41,8 +41,8 @@ _WHERE = {
     "ResultTooLarge": "store.errors", "EvaluationCancelled": "store.errors",
     "UnknownFormat": "store.formats", "ClosureTooLarge": "store.entailment",
     "EndpointError": "endpoint.engine.errors",
-    "UnknownQuery": "endpoint.engine.runner", "DuplicateQuery": "endpoint.engine.runner",
-    "InvalidQueryId": "endpoint.engine.runner", "EngineAtCapacity": "endpoint.engine.runner",
+    "UnknownQuery": "endpoint.engine.errors", "DuplicateQuery": "endpoint.engine.errors",
+    "InvalidQueryId": "endpoint.engine.errors", "EngineAtCapacity": "endpoint.engine.errors",
     "SinkNotAllowed": "endpoint.engine.sinks", "LandmarkOverLimit": "endpoint.engine.s2r",
     "QueryFailed": "endpoint.api", "ServerError": "endpoint.client",
 }

@@ -31,7 +31,7 @@ from rspstar.translator.admission import admit, check_landmark_starts
 from rspstar.translator.warnings import background_warnings, unfed_stream_warnings
 
 from .clock import Clock
-from .errors import EndpointError
+from .errors import DuplicateQuery, EndpointError, EngineAtCapacity, InvalidQueryId, UnknownQuery
 from .evaluation import Evaluation, QueryEvaluator
 from .partitioned import PartitionedQueries
 from .sharing import ConstantGroups, RangeResults
@@ -47,18 +47,6 @@ QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_EVALUATIONS_PER_RUN = 8
 # Due instants a query under overrun = skip passes over in one run (the rest at its next run).
 MAX_SKIPPED_PER_RUN = 100_000
-
-
-class UnknownQuery(EndpointError):
-    """No registered query has this id."""
-
-
-class DuplicateQuery(EndpointError):
-    """A query with this id is already registered."""
-
-
-class InvalidQueryId(EndpointError):
-    """A query id that is not a short name of letters, digits, '.', '_' or '-'."""
 
 
 # The runner's configuration: every [engine] setting as config/schema.py declares it (a new one
@@ -77,12 +65,6 @@ EngineConfig = settings_class("engine", "EngineConfig", frozen=False, extra=(
     # default; `rspstar serve` sets it).
     ("evaluation_timeout", int | None, field(default=None)),
 ))
-
-
-class EngineAtCapacity(EndpointError):
-    """A registration refused because the engine is at one of its admission limits."""
-
-    retry_after = 60
 
 
 class Runner:

@@ -34,7 +34,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from rspstar.store.isolation import WORKERS as ISOLATED_WORKERS
 from rspstar.store.stream_store import WatermarkAdvanced
 
-from .runner import MAX_EVALUATIONS_PER_RUN, Runner, UnknownQuery
+from .errors import UnknownQuery
+from .runner import MAX_EVALUATIONS_PER_RUN, Runner
 
 log = logging.getLogger(__name__)
 
