@@ -19,7 +19,6 @@ from rspstar.store.partitions import (
 from rspstar.store.stream_store import StreamStore
 
 from .clock import Clock
-from .evaluation import Evaluation
 from .registered import RegisteredQuery
 from .s2r import KeyGroupReport
 
@@ -102,15 +101,12 @@ def standing_report(standing: list[Standing]) -> KeyGroupReport:
 
 class PartitionedQueries:
     """The partitioned queries' protocol over the engine's store, clock and configuration;
-    `emit` hands an evaluation to the query's sinks, `save` keeps the query's progress."""
+    `save` keeps a query's progress."""
 
-    def __init__(self, store: StreamStore, clock: Clock, config,
-                 emit: Callable[[RegisteredQuery, int, str, Evaluation | None], None],
-                 save: Callable[[RegisteredQuery], None]):
+    def __init__(self, store: StreamStore, clock: Clock, config, save: Callable[[RegisteredQuery], None]):
         self.store = store
         self.clock = clock
         self.config = config
-        self.emit = emit
         self.save = save
 
     def plan(self, registered: RegisteredQuery) -> PartitionPlan:
@@ -158,7 +154,7 @@ class PartitionedQueries:
                 registered.after = instant
                 # Due by the watermark the groups saw, or else by max_delay of processing time.
                 due = batch.watermark is not None and batch.watermark >= policy.complete_through(instant)
-                self.emit(registered, instant, "watermark" if due else "max_delay", evaluation)
+                registered.emit(instant, "watermark" if due else "max_delay", evaluation)
             registered.status.next_close = registered.next_instant()
             changed = batch.holds != registered.groups_hold
             registered.groups_hold = batch.holds
@@ -208,7 +204,7 @@ class PartitionedQueries:
                 registered.evaluator.tell(nothing)
                 evaluation = registered.evaluator.evaluate(instant)
                 registered.after = instant
-                self.emit(registered, instant, "max_delay", evaluation)
+                registered.emit(instant, "max_delay", evaluation)
                 ran += 1
             registered.status.next_close = registered.next_instant()
             if ran:

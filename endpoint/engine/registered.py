@@ -1,25 +1,32 @@
-"""A registered query as the engine keeps it: its specification, its evaluator, where its
-results go, and its status (what /queries and /metrics show of it)."""
+"""A registered query as the engine keeps it, apart from its text (QuerySpec): its evaluator,
+where its results go, its status (what /queries and /metrics show of it), and the run of its due
+instants, which the runner's tick asks for (`run`) and the partitioned protocol makes from its
+key groups' micro-batches (partitioned.py)."""
 from __future__ import annotations
 
 import collections
 import logging
 import threading
+import time
 from dataclasses import asdict, dataclass, field
+from typing import Callable
 
+from rspstar.store.errors import EvaluationCancelled
 from rspstar.store.limits import EvaluationLimits, EvaluationScope
 from rspstar.translator.model import ContinuousQuery
 from rspstar.translator.temporal import format_instant
 
 from .clock import Clock
-from .evaluation import QueryEvaluator
+from .evaluation import Evaluation, QueryEvaluator
 from .repository import QuerySpec
-from .sinks import EventFeed, OutboxSink, OutputStream, ResultHistory
+from .sinks import EventFeed, OutboxSink, OutputStream, Result, ResultHistory
 
 log = logging.getLogger(__name__)
 
 # How much the latest evaluation counts in a query's moving average of CPU per evaluation.
 COST_SMOOTHING = 0.2
+# Due instants a query under overrun = skip passes over in one run (the rest at its next run).
+MAX_SKIPPED_PER_RUN = 100_000
 
 
 @dataclass
@@ -134,11 +141,15 @@ class QueryStatus:
 
 
 class RegisteredQuery:
+    """A query registered with the engine, evaluated after `start` on `clock`; instants up to
+    `started` closed before the engine started (their evaluations catch up)."""
+
     def __init__(self, spec: QuerySpec, query: ContinuousQuery, evaluator: QueryEvaluator,
                  url_sinks: tuple[OutboxSink, ...], history: ResultHistory, start: int,
                  scope: EvaluationScope | None = None, clock: Clock | None = None,
-                 output: OutputStream | None = None):
+                 output: OutputStream | None = None, started: int | None = None):
         self.spec = spec
+        self.started = start if started is None else started
         self.scope = scope if scope is not None else EvaluationScope(EvaluationLimits())
         self.clock = clock
         self.query = query
@@ -185,6 +196,134 @@ class RegisteredQuery:
         if self.clock is None or pending is None or self.status.state != "running":
             return self.status.behind
         return max(self.status.behind, self.clock.now() - pending)
+
+    # -- its run ---------------------------------------------------------------------------------
+    def run(self, due: Callable[["RegisteredQuery", int], str | None], most: int,
+            save: Callable[["RegisteredQuery"], None]) -> int:
+        """Evaluate its due instants (`due` says why one may run now: "watermark", "max_delay",
+        or None), in order, at most `most` of them, keeping its progress (`save`) when any ran;
+        returns how many ran. A run already under way (on another thread) is missed, not waited for."""
+        if not self.lock.acquire(blocking=False):
+            self.status.missed_runs += 1
+            return 0
+        ran = 0
+        try:
+            if self.evaluator.options.overrun == "skip" and self.status.state == "running":
+                self._skip_overrun(due)
+            while self.status.state == "running" and not self.removed and ran < most:
+                instant = self.next_instant()
+                trigger = None if instant is None else due(self, instant)
+                if trigger is None:
+                    break
+                cpu = time.thread_time()
+                # From now on an element the evaluation needs that is not in yet is late for it.
+                self.evaluated = (instant, self.evaluator.policy.complete_through(instant))
+                budget = self.scope.begin()
+                try:
+                    evaluation = self.evaluator.evaluate(instant)
+                    if evaluation is not None:   # the output as a whole: kept ranges' rows count too
+                        budget.check_output(len(evaluation.rows))
+                except EvaluationCancelled:     # removed meanwhile: nothing more to do
+                    break
+                except Exception as e:  # any failure of one query must not stop the others
+                    self.fail(instant, "%s: %s" % (type(e).__name__, e))
+                    break
+                finally:
+                    self.scope.end()
+                self.after = instant
+                self.emit(instant, trigger, evaluation)
+                # The CPU of calls made in a worker process is not this thread's: their time counts.
+                self.status.record_cost(time.thread_time() - cpu + budget.isolated_seconds, self.clock.now())
+                ran += 1
+            # A count window's or an arrival's next instant may have become known without an
+            # evaluation here: the status says what is next now.
+            pending = self.status.next_close = self.next_instant()
+            self.status.behind = 0 if pending is None else max(0, self.clock.now() - pending)
+            if ran:
+                save(self)
+        finally:
+            self.lock.release()
+        return ran
+
+    def _skip_overrun(self, due: Callable[["RegisteredQuery", int], str | None]) -> None:
+        """Under overrun = skip: when more than one instant is due, the query goes on from the
+        latest of them; the ones before are counted, not evaluated (at most MAX_SKIPPED_PER_RUN
+        looked at per run, so a query far behind costs its run a bounded walk)."""
+        instant = self.next_instant()
+        if instant is None or due(self, instant) is None:
+            return
+        skipped = 0
+        while skipped < MAX_SKIPPED_PER_RUN:
+            following = self.evaluator.next_instant(instant)
+            if following is None or due(self, following) is None:
+                break
+            self.after, instant = instant, following
+            skipped += 1
+        if skipped:
+            # Warned once; a query that stays behind skips at every run, which its status and
+            # /metrics count.
+            level = logging.WARNING if not self.status.skipped_instants else logging.INFO
+            self.status.skipped_instants += skipped
+            log.log(level, "query %s: %d instants skipped (overrun = skip), evaluating %s", self.id, skipped,
+                    format_instant(instant))
+
+    def emit(self, instant: int, trigger: str, evaluation: Evaluation | None) -> None:
+        """The evaluation at `instant` (None: skipped by the non-empty report policy) to every
+        sink of the query, `trigger` what made it due."""
+        next_close = self.next_instant(instant)
+        self.status.reached(instant, trigger, next_close)
+        if evaluation is None:
+            return
+        latency = self.clock.now() - instant        # close to result, in clock time
+        # A close the engine was not running for (a restart catching up): not its latency.
+        self.status.emitted(evaluation.seconds, evaluation.results(), latency, caught_up=instant <= self.started)
+        record = dict(evaluation.record(), trigger=trigger, latency_ms=round(latency / 1000, 1))
+        result = Result(instant, record, evaluation.triples, next_close)
+        for sink in self.sinks:
+            sink.accept(result)
+
+    def resume(self, after: int, r2s: list | None, state: dict | None) -> None:
+        """It was evaluated up to `after` before a restart: its R2S state and its query's state
+        as its progress (`progress`) kept them."""
+        if r2s is not None:
+            self.evaluator.restore_r2s_state(r2s)
+        self.evaluator.restore_state(state, after)
+        self.evaluated = (after, self.evaluator.policy.complete_through(after))
+        self.groups_hold = (state or {}).get("partitions", {}).get("hold")
+
+    def progress(self, keep_state: bool) -> QuerySpec:
+        """Its specification with its progress, to be written at once: the last instant and the
+        R2S state it produced, its counters, and with `keep_state` its query's state (its fact
+        windows' facts, whether its key groups hold elements)."""
+        spec = self.spec
+        spec.last_evaluation = self.status.last_evaluation
+        spec.r2s_previous = self.evaluator.r2s_state()
+        if keep_state:      # (read only to be kept)
+            spec.state = self.evaluator.query_state()
+            if self.partitioned:
+                spec.state = dict(spec.state or {}, partitions={"hold": self.groups_hold})
+        spec.counters = self.status.saved()
+        return spec
+
+    def count_late(self, stream: str, timestamps: list[int], earliest: int) -> None:
+        """Elements published to `stream` now (the earliest stamped `earliest`): those stamped
+        below what its evaluations already needed of it came too late for them (spec section 5).
+        Counted and logged; they are stored, and join the windows still open. (A partitioned
+        query's key groups count their own.) Called by the store, maybe under its lock."""
+        if self.evaluated is None or self.partitioned:
+            return
+        instant, bound = self.evaluated
+        if earliest >= bound or stream not in self.query.streams:
+            return
+        late = sum(1 for t in timestamps if t < bound)
+        with self.late_lock:
+            first = not self.status.late_elements
+            self.status.late_elements += late
+        # Warned once per query; a source that keeps coming late is in its status and /metrics.
+        log.log(logging.WARNING if first else logging.INFO,
+                "query %s: %d element(s) of <%s> came after the query evaluated their instant (the "
+                "latest %s); not evaluated again, kept for the windows still open", self.id, late, stream,
+                format_instant(instant))
 
     def fail(self, instant: int, error: str) -> None:
         """The evaluation at `instant` failed: the query stops there, saying why."""

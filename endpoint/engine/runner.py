@@ -19,25 +19,23 @@ from pathlib import Path
 from typing import Callable
 
 from rspstar.config.schema import settings_class
-from rspstar.store.errors import EvaluationCancelled
 from rspstar.store.isolation import EvaluationWorkers
 from rspstar.store.limits import EvaluationLimits, EvaluationScope
 from rspstar.store.partitions import Emitted, PartitionPlan
 from rspstar.store.stream_store import ScopedStore, StreamStore
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm
-from rspstar.translator.temporal import format_instant
 from rspstar.translator.admission import admit, check_landmark_starts
 from rspstar.translator.warnings import background_warnings, unfed_stream_warnings
 
 from .clock import Clock
 from .errors import DuplicateQuery, EndpointError, EngineAtCapacity, InvalidQueryId, UnknownQuery
-from .evaluation import Evaluation, QueryEvaluator
+from .evaluation import QueryEvaluator
 from .partitioned import PartitionedQueries
 from .sharing import ConstantGroups, RangeResults
 from .repository import QueryRepository, QuerySpec
 from .registered import RegisteredQuery
-from .sinks import OutputStream, Poster, Result, ResultHistory, Transports, check_sink_allowed
+from .sinks import OutputStream, Poster, ResultHistory, Transports, check_sink_allowed
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +43,6 @@ QUERY_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 # A query catching up gives its scheduler thread back after this many evaluations (it goes
 # on at its next run), so one query far behind does not hold a thread the others need.
 MAX_EVALUATIONS_PER_RUN = 8
-# Due instants a query under overrun = skip passes over in one run (the rest at its next run).
-MAX_SKIPPED_PER_RUN = 100_000
 
 
 # The runner's configuration: every [engine] setting as config/schema.py declares it (a new one
@@ -109,7 +105,7 @@ class Runner:
         # Instants up to this one closed before the engine started: their evaluations (a
         # restart's catch-up) are counted apart from the close-to-result latency.
         self.started = clock.now()
-        self.partitions = PartitionedQueries(store, clock, config, self._emit, self._save_progress)
+        self.partitions = PartitionedQueries(store, clock, config, self._save_progress)
         store.listen_to_arrivals(self._arrived)
         self._restore()
 
@@ -184,20 +180,16 @@ class Runner:
             evaluator = QueryEvaluator(query, ScopedStore(self.store, scope), admitted.options,
                                        shared=self.range_results, groups=self.constant_groups, policy=admitted.policy,
                                        query_id=query_id, landmark_elements=self.config.landmark_elements)
-            if resume_r2s is not None:
-                evaluator.restore_r2s_state(resume_r2s)
             start = self.clock.now() if resume_after is None else resume_after
             evaluator.begin(start, resumed=resume_after is not None)
-            if resume_after is not None:
-                evaluator.restore_state(resume_state, resume_after)
             output = OutputStream(self.store, query.output_stream) \
                 if query.output_stream and query.form is QueryForm.CONSTRUCT else None
             registered = RegisteredQuery(spec, evaluator.query, evaluator, url_sinks,
                                          ResultHistory(self.config.history, history_file,
-                                                       self.config.history_bytes), start, scope, self.clock, output)
+                                                       self.config.history_bytes), start, scope, self.clock, output,
+                                         self.started)
             if resume_after is not None:     # evaluated up to there before a restart
-                registered.evaluated = (resume_after, evaluator.policy.complete_through(resume_after))
-            registered.groups_hold = (resume_state or {}).get("partitions", {}).get("hold")
+                registered.resume(resume_after, resume_r2s, resume_state)
             self._queries[query_id] = registered
             if persist:
                 self.repository.save(spec)
@@ -319,91 +311,21 @@ class Runner:
         return None
 
     def run_query(self, query_id: str) -> int:
-        """Evaluate every due instant of one query, in order; returns how many ran."""
-        try:
-            registered = self.get(query_id)
-        except UnknownQuery:
+        """Evaluate every due instant of one query, in order (at most MAX_EVALUATIONS_PER_RUN);
+        returns how many ran."""
+        with self._lock:
+            registered = self._queries.get(query_id)
+        if registered is None:
             return 0
         if registered.partitioned:
             return self.partitions.run_unheld(registered, MAX_EVALUATIONS_PER_RUN)
-        if not registered.lock.acquire(blocking=False):
-            registered.status.missed_runs += 1
-            return 0
-        ran = 0
-        try:
-            if registered.evaluator.options.overrun == "skip" and registered.status.state == "running":
-                self._skip_overrun(registered)
-            while registered.status.state == "running" and not registered.removed \
-                    and ran < MAX_EVALUATIONS_PER_RUN:
-                instant = registered.next_instant()
-                if instant is None:
-                    break
-                trigger = self.due(registered, instant)
-                if trigger is None:
-                    break
-                cpu = time.thread_time()
-                # From now on an element the evaluation needs that is not in yet is late for it.
-                registered.evaluated = (instant, registered.evaluator.policy.complete_through(instant))
-                budget = registered.scope.begin()
-                try:
-                    evaluation = registered.evaluator.evaluate(instant)
-                    if evaluation is not None:   # the output as a whole: kept ranges' rows count too
-                        budget.check_output(len(evaluation.rows))
-                except EvaluationCancelled:     # removed meanwhile: nothing more to do
-                    break
-                except Exception as e:  # any failure of one query must not stop the others
-                    registered.fail(instant, "%s: %s" % (type(e).__name__, e))
-                    break
-                finally:
-                    registered.scope.end()
-                registered.after = instant
-                self._emit(registered, instant, trigger, evaluation)
-                # The CPU of calls made in a worker process is not this thread's: their time counts.
-                registered.status.record_cost(time.thread_time() - cpu + budget.isolated_seconds, self.clock.now())
-                ran += 1
-            # A count window's or an arrival's next instant may have become known without an
-            # evaluation here: the status says what is next now.
-            pending = registered.status.next_close = registered.next_instant()
-            registered.status.behind = 0 if pending is None else max(0, self.clock.now() - pending)
-            if ran:
-                self._save_progress(registered)
-        finally:
-            registered.lock.release()
-        return ran
-
-    def _skip_overrun(self, registered: RegisteredQuery) -> None:
-        """Under overrun = skip: when more than one instant is due, the query goes on from the
-        latest of them; the ones before are counted, not evaluated (at most MAX_SKIPPED_PER_RUN
-        looked at per run, so a query far behind costs its run a bounded walk)."""
-        instant = registered.next_instant()
-        if instant is None or self.due(registered, instant) is None:
-            return
-        skipped = 0
-        while skipped < MAX_SKIPPED_PER_RUN:
-            following = registered.evaluator.next_instant(instant)
-            if following is None or self.due(registered, following) is None:
-                break
-            registered.after, instant = instant, following
-            skipped += 1
-        if skipped:
-            # Warned once; a query that stays behind skips at every run, which its status and
-            # /metrics count.
-            level = logging.WARNING if not registered.status.skipped_instants else logging.INFO
-            registered.status.skipped_instants += skipped
-            log.log(level, "query %s: %d instants skipped (overrun = skip), evaluating %s", registered.id, skipped,
-                    format_instant(instant))
+        return registered.run(self.due, MAX_EVALUATIONS_PER_RUN, self._save_progress)
 
     def _save_progress(self, registered: RegisteredQuery) -> None:
         """One write keeps the last instant and the R2S state it produced together."""
-        registered.spec.last_evaluation = registered.status.last_evaluation
-        registered.spec.r2s_previous = registered.evaluator.r2s_state()
-        if self.repository.data_dir is not None:      # (read only to be kept)
-            registered.spec.state = registered.evaluator.query_state()
-            if registered.partitioned:
-                registered.spec.state = dict(registered.spec.state or {}, partitions={"hold": registered.groups_hold})
-        registered.spec.counters = registered.status.saved()
+        spec = registered.progress(keep_state=self.repository.data_dir is not None)
         if not registered.removed:
-            self.repository.save_progress(registered.spec)
+            self.repository.save_progress(spec)
 
     def update_background(self, sparql: str, base_iri: str | None = None) -> int:
         """A SPARQL Update of the background (store.background.update)."""
@@ -431,41 +353,11 @@ class Runner:
         return self.partitions.accept(registered, emitted)
 
     def _arrived(self, stream: str, timestamps: list[int]) -> None:
-        """Elements published to `stream` now: those stamped below what a query's evaluations
-        already needed of it came too late for them (spec section 5). Counted per query and
-        logged; they are stored, and join the windows still open. (A partitioned query's keys
-        count their own.) Called by the store, maybe under its lock: no engine lock is taken."""
+        """Elements published to `stream` now: each query counts those that came too late for
+        it. Called by the store, maybe under its lock: no engine lock is taken."""
         earliest = min(timestamps)
         for registered in tuple(self._queries.values()):
-            if registered.evaluated is None or registered.partitioned:
-                continue
-            instant, bound = registered.evaluated
-            if earliest >= bound or stream not in registered.query.streams:
-                continue
-            late = sum(1 for t in timestamps if t < bound)
-            with registered.late_lock:
-                first = not registered.status.late_elements
-                registered.status.late_elements += late
-            # Warned once per query; a source that keeps coming late is in its status and /metrics.
-            log.log(logging.WARNING if first else logging.INFO,
-                    "query %s: %d element(s) of <%s> came after the query evaluated their instant (the "
-                    "latest %s); not evaluated again, kept for the windows still open", registered.id, late, stream,
-                    format_instant(instant))
-
-    def _emit(self, registered: RegisteredQuery, instant: int, trigger: str, evaluation: Evaluation | None) -> None:
-        """The evaluation at `instant` (None: skipped by the non-empty report policy) to every
-        sink of the query, `trigger` what made it due."""
-        next_close = registered.next_instant(instant)
-        registered.status.reached(instant, trigger, next_close)
-        if evaluation is None:
-            return
-        latency = self.clock.now() - instant        # close to result, in clock time
-        # A close the engine was not running for (a restart catching up): not its latency.
-        registered.status.emitted(evaluation.seconds, evaluation.results(), latency, caught_up=instant <= self.started)
-        record = dict(evaluation.record(), trigger=trigger, latency_ms=round(latency / 1000, 1))
-        result = Result(instant, record, evaluation.triples, next_close)
-        for sink in registered.sinks:
-            sink.accept(result)
+            registered.count_late(stream, timestamps, earliest)
 
     def deliver(self) -> int:
         now = self.clock.now()
