@@ -1,9 +1,12 @@
 """The continuous-query engine: registered queries evaluated at their report instants, once
 their input is complete, with results going to every sink (spec §3 and §5).
 
-`Runner.tick()` does all that is due at the clock's current time; the live scheduler calls
-it from APScheduler jobs, tests call it after moving a virtual clock. Evaluation is the same
-`QueryEvaluator` that `rspstar replay` uses, so live results equal a replay of the same input.
+The runner registers queries (admission, ids, persistence) and ticks: `Runner.tick()` does all
+that is due at the clock's current time, asking each registered query to run its due instants
+(registered.py; `due` says when one is), delivering the sinks' outboxes and evicting what no
+window reaches. The live scheduler calls it, tests call it after moving a virtual clock.
+Evaluation is the same `QueryEvaluator` that `rspstar replay` uses, so live results equal a
+replay of the same input. A partitioned query's key groups report through partitioned.py.
 """
 from __future__ import annotations
 
