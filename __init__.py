@@ -39,12 +39,14 @@ _WHERE = {
     "UpdateFailed": "store.errors", "GraphMissing": "store.errors", "GraphExists": "store.errors",
     "DiskFull": "store.errors", "EvaluationStopped": "store.errors", "EvaluationTimeout": "store.errors",
     "ResultTooLarge": "store.errors", "EvaluationCancelled": "store.errors",
+    "EvaluationOverMemory": "store.errors", "UpdateTooLarge": "store.errors",
     "UnknownFormat": "store.formats", "ClosureTooLarge": "store.entailment",
     "EndpointError": "endpoint.engine.errors",
     "UnknownQuery": "endpoint.engine.errors", "DuplicateQuery": "endpoint.engine.errors",
     "InvalidQueryId": "endpoint.engine.errors", "EngineAtCapacity": "endpoint.engine.errors",
     "SinkNotAllowed": "endpoint.engine.sinks", "LandmarkOverLimit": "endpoint.engine.s2r",
     "QueryFailed": "endpoint.api", "ServerError": "endpoint.client",
+    "AnswerPastBound": "endpoint.adhoc", "QueriesBusy": "endpoint.adhoc", "QueryOverMemory": "endpoint.adhoc",
 }
 __all__ = list(_WHERE)
 

@@ -17,13 +17,12 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
 import pyoxigraph as ox
 
-from rspstar.store.landing import file_safe
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.disk import DiskGuard
 from rspstar.store.landing import LandedFiles
@@ -65,15 +64,15 @@ def configure_process() -> None:
 
 
 def source_configs(config: Config, data_dir: Path) -> list:
-    """`[[sources]]`, a files source's landing directory under the data directory, and an MQTT
-    source's at DATA/mqtt/NAME."""
-    def placed(source):
-        if source.kind == "files":
-            return replace(source, path=str(data_dir / source.path))
-        if source.kind == "mqtt":
-            return replace(source, path=str(data_dir / "mqtt" / file_safe(source.name)))
-        return source
-    return [placed(source) for source in config.settings.sources]
+    """`[[sources]]`, each with what it writes placed under the data directory as its kind says
+    (store.ingestion's SOURCE_KINDS: a files source's landing directory, an MQTT source's
+    DATA/mqtt/NAME). Spark ingests every source: where there are some, pyspark is there
+    (`spark_module`)."""
+    sources = config.settings.sources
+    if not sources:
+        return []
+    from rspstar.store.ingestion import SOURCE_KINDS
+    return [SOURCE_KINDS[source.kind].placed(source, data_dir) for source in sources]
 
 
 def load_background_once(store: StreamStore, config: Config) -> None:
@@ -154,10 +153,19 @@ def progress_reporter(engine: Runner, give_back: Callable[[], object] = lambda: 
     the process: bench/out/NOTES.md#figures-from-comments)."""
     removals_seen = engine.removals
 
+    saving_failed = False
+
     def report() -> None:
-        nonlocal removals_seen
+        nonlocal removals_seen, saving_failed
         log.info(progress_line(engine))
-        engine.store.save_stats()
+        try:
+            engine.store.save_stats()
+        except OSError as e:        # a full disk: said once, saved again once it can be
+            if not saving_failed:
+                log.error("the streams' counters cannot be saved (%s)", e)
+            saving_failed = True
+        else:
+            saving_failed = False
         if engine.removals != removals_seen:
             removals_seen = engine.removals
             give_back()
@@ -238,8 +246,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     configure_process()
     data_dir.mkdir(parents=True, exist_ok=True)
     config = load_config(config_path, data_dir / "engine", overrides)
+    spark = spark_module(config.settings.sources, config_path)
     sources = source_configs(config, data_dir)
-    spark = spark_module(sources, config_path)
     if spark is not None:
         spark.find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
     recorded = recordings(config, data_dir)
@@ -248,8 +256,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
     engine = Runner(store, WallClock(), config.engine)
-    fed = set() if spark is None else {stream for source in sources if source.kind in spark.SOURCE_KINDS
-                                       for stream in spark.SOURCE_KINDS[source.kind].streams(source)}
+    kinds = {} if spark is None else spark.SOURCE_KINDS         # (no source without Spark)
+    fed = {stream for source in sources for stream in kinds[source.kind].streams(source)}
     engine.fed_streams = lambda: fed
     engine.background_refresh = background_refresh(config, engine, engine.clock)
     if engine.background_refresh is not None:
@@ -258,7 +266,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     registered = register_configured(engine, config)
     log.info("queries: %s restored, %s registered from %s", restored or "none", registered or "none", config_path)
 
-    landing = next((Path(s.path) for s in sources if s.kind == "files"), None)
+    landing = next((Path(s.path) for s in sources if kinds[s.kind].receives_posts), None)
     if landing is None:
         log.warning("no files source is configured: POST /streams answers 503 (add a [[sources]] of kind "
                     "\"files\" to accept posted elements)")
@@ -268,10 +276,13 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     readiness = Readiness(ready=False)
     # Landing files acknowledged (posts, MQTT messages) and not yet stored: the disk's floor
     # keeps room for storing them.
-    landed = LandedFiles()
+    landing_source = next((s for s in sources if s.kind == "files"), None)
+    landed = LandedFiles(config.settings.engine.max_landed_bytes,
+                         landing_source.max_batch_bytes if landing_source is not None else None)
     app = create_app(engine, http_settings(config, landing, write_token(config, data_dir)),
                      ingestion_status=lambda: ingestion.status() if ingestion is not None else {},
-                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk, landed))
+                     readiness=readiness, disk=DiskGuard(data_dir, config.settings.engine.min_free_disk, landed,
+                                                         store.generations))
     http_config = config.settings.http
     server = HttpServer(app, host, port, threads=http_config.threads, connection_limit=http_config.connection_limit,
                         idle_timeout=http_config.idle_timeout, request_timeout=http_config.request_timeout,
@@ -312,12 +323,17 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
         else:
             master = config.settings.spark.master
             log.info("starting Spark (%s)", master)
-            session = spark.spark_session(master, config.settings.spark.settings)
+
+            def new_session():
+                return spark.spark_session(master, config.settings.spark.settings)
+
+            session = new_session()
             # Spark's context takes SIGINT for itself (it cancels jobs and raises KeyboardInterrupt
             # in whatever the main thread is doing): the engine stops in its own order instead.
             handle_stop_signals()
             ingestion = spark.SparkIngestion(session, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
-                                             recorded, quarantine_budget, landed)
+                                             recorded, quarantine_budget, landed,
+                                             max_streams=config.settings.engine.max_streams, session=new_session)
             if not stopping.is_set():
                 ingestion.start()
                 run_partitioned(engine, ingestion)
@@ -337,8 +353,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
             engine.close()
             if ingestion is not None:
                 ingestion.stop()
-            if session is not None:
-                spark.stop_session(session)
+            if session is not None:      # the latest session: the engine starts another if its JVM dies
+                spark.stop_session(ingestion.spark if ingestion is not None else session)
         finally:
             store.close()
         log.info("stopped cleanly")

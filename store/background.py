@@ -22,9 +22,10 @@ from rspstar.translator.vocabulary import RESERVED_PREFIX, is_internal_graph, is
 
 from rspstar.translator.errors import QuerySyntaxError
 
+from .disk import is_disk_full
 from .errors import (
-    BackgroundChanged, GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError, StoreError,
-    UpdateTooLarge,
+    BackgroundChanged, DiskFull, GraphExists, GraphMissing, GraphNotWritable, RdfInputError, ReservedGraphError,
+    StoreError, UpdateTooLarge,
 )
 from .rdf_input import _syntax_error, check_rdf_nesting, parse_rdf
 from .updates import UpdateCall, changes_of, read_quads
@@ -33,8 +34,9 @@ if TYPE_CHECKING:
     from .writers import StoreWriting
 
 
-# A replacement is written this many triples at a time, the store's lock taken for each part
-# (Oxigraph writes some 20,000 triples a second here: a part holds the lock a fraction of one).
+# A replacement is written this many triples at a time, the store's lock taken for each part,
+# so that a part holds the lock a fraction of a second and evaluations waiting for it are not
+# held up by a whole reload (bench/out/NOTES.md#figures-from-comments).
 PART = 5_000
 
 
@@ -150,6 +152,14 @@ _FAILURES = ((re.compile(r"The graph (<[^>]*>) does not exist"), GraphMissing, "
                                                                                 "makes the operation succeed anyway)"),
              (re.compile(r"The graph (<[^>]*>) already exists"), GraphExists, "graph %s already exists (SILENT makes "
                                                                               "CREATE succeed anyway)"))
+
+
+def _write_failed(error: OSError) -> StoreError:
+    """A store write that failed: DiskFull for want of space (a client's 507), else a failure."""
+    if is_disk_full(error):
+        return DiskFull("the store's write failed: no space left on the data directory's disk (%s)"
+                        % str(error).split("\n")[0][:200])
+    return StoreError("store write failed: %s" % error)
 
 
 def _update_failure(error: RuntimeError) -> Exception:
@@ -276,7 +286,7 @@ class Background:
                 if added:
                     self.store.write("extend", added)
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             self.names = set(graphs)
             return len(removed) + len(added)
 
@@ -312,9 +322,11 @@ class Background:
             name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
             return [q.triple for q in self.store.oxigraph.quads_for_pattern(None, None, None, name)]
 
-    def write(self, graph: str | None, data: bytes | str, fmt: ox.RdfFormat, source: str, replace: bool) -> bool:
+    def write(self, graph: str | None, data: bytes | str, fmt: ox.RdfFormat, source: str, replace: bool,
+              admit=None) -> bool:
         """Replace (PUT) or add to (POST) a background graph with the triples of `data`; whether the
-        graph is new. A document holding named graphs, or that does not parse, changes nothing."""
+        graph is new. A document holding named graphs, or that does not parse, changes nothing;
+        nor does one `admit(quads)` refuses (by raising) once it is read."""
         self._writable(graph)
         quads = parse_rdf(data, fmt, source)
         if not quads:
@@ -323,6 +335,8 @@ class Background:
             raise RdfInputError("the body names graphs of its own: the graph store takes one graph's triples "
                                 "(Turtle, N-Triples, RDF/XML, JSON-LD), the graph named by ?graph", source)
         name = ox.DefaultGraph() if graph is None else ox.NamedNode(graph)
+        if admit is not None:
+            admit(quads)
         with self.changing(), self.store.lock:
             created = graph is not None and graph not in self.names
             try:
@@ -331,7 +345,7 @@ class Background:
                         self.store.write("remove", quad)
                 self.store.write("extend", [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads])
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             if graph is not None:
                 self.names.add(graph)
         return created
@@ -373,7 +387,7 @@ class Background:
                         self._write_lines("add" if operation == "remove" else "remove", name, part)
                 except OSError:
                     pass
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
         self._flush()
         return Replaced(len(new), len(added), len(removed), self.version)
 
@@ -423,6 +437,6 @@ class Background:
                 for quad in list(self.store.oxigraph.quads_for_pattern(None, None, None, name)):
                     self.store.write("remove", quad)
             except OSError as e:
-                raise StoreError("store write failed: %s" % e) from e
+                raise _write_failed(e) from e
             self.names.discard(graph)
         return True

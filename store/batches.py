@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,8 +32,8 @@ from rspstar.config.schema import default
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
-from .codec import IGNORED, REJECTED, Payload, decode_all, stored_to_canonical
-from .landing import LandedFiles, file_safe, replace_text
+from .codec import IGNORED, REJECTED, Payload, canonical, decode_all, stored_to_canonical
+from .landing import LandedFiles, StreamBound, file_safe, replace_text
 from .rdf_input import Element, read_elements
 from .staged import StagedElement, Stamps
 from .stream_store import StreamStore
@@ -109,8 +110,12 @@ class BatchWriter:
     def __init__(self, store: StreamStore, source: str, quarantine_dir: Path,
                  allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME,
                  query: str | None = None, quarantine_max_bytes: int = default("quarantine.max_bytes"),
-                 acknowledged: LandedFiles | None = None):
+                 acknowledged: LandedFiles | None = None, max_streams: int | None = None):
         self.store = store
+        # Elements of new streams past it are set aside (every source: a file dropped in a
+        # landing directory or an MQTT message may name any stream).
+        self.streams = StreamBound(max_streams, lambda: store.streams())
+        self._known_streams: set[str] = set()
         self.source = source
         # Landing files acknowledged and not yet stored: a batch's are stored once it is.
         self.acknowledged = acknowledged
@@ -200,6 +205,7 @@ class BatchWriter:
                 return report
             found = decoded(report)
             encoded = any(isinstance(e, EncodedElements) for e in found.values())
+            found = self._hold_to_stream_bound(found, report, encoded)
             if not encoded:
                 seen: set[str] = set()
                 found = {s: self._drop_taken(s, e, report, seen) for s, e in found.items()}
@@ -232,6 +238,19 @@ class BatchWriter:
                     self.store.advance_watermark(stream, newest - self.allowed_lateness)
         return report
 
+    def _hold_to_stream_bound(self, found: dict, report: BatchReport, encoded: bool) -> dict:
+        """The elements of new streams past the bound on streams, set aside naming it."""
+        if self.streams.limit is None or found.keys() <= self._known_streams:
+            return found
+        beyond = set(self.streams.beyond(found))
+        self._known_streams = set(self.store.streams())
+        for stream in beyond:
+            elements = found.pop(stream)
+            text = stored_to_canonical(stream, elements.text) if encoded else canonical(elements)
+            self._quarantine(Payload(stream, "nquads", "batch %d" % report.batch_id, text, 0), report, None,
+                             self.streams.reason([stream]))
+        return found
+
     def _set_aside_rejects(self, rejected, report: BatchReport) -> None:
         for r in rejected:
             self._quarantine(r.payload, report, r.line, r.reason)
@@ -247,7 +266,8 @@ class BatchWriter:
         fresh = []
         for element in elements:
             if element.graph in seen or self.store.is_taken(element.graph):
-                self._quarantine(Payload(stream, "element", element.graph, "", 0), report, None,
+                # Kept as canonical N-Quads: what was sent, to look at or send again under another name.
+                self._quarantine(Payload(stream, "nquads", element.graph, canonical([element]), 0), report, None,
                                  "graph <%s> is already stored or repeated in the batch (sent twice?)" % element.graph)
             else:
                 seen.add(element.graph)
@@ -259,6 +279,31 @@ class BatchWriter:
         key, an MQTT message that does not parse); safe beside a batch being written."""
         with self._lock:
             self._quarantine(payload, BatchReport(-1), line, reason)
+
+    def set_aside_file(self, path: Path, stream: str, reason: str) -> None:
+        """Set a whole landing file aside (one the pipeline cannot take): moved into the
+        quarantine with the reason, an empty file left in its place, so that the micro-batch
+        Spark replays with it reads nothing of it. Counted once for its stream; what it held is
+        no longer waiting to be stored."""
+        with self._lock:
+            self.quarantine_dir.mkdir(parents=True, exist_ok=True)
+            digest = hashlib.blake2b(str(path).encode(), digest_size=8).hexdigest()
+            base = self.quarantine_dir / ("%s-%s" % (file_safe(self.source), digest))
+            try:
+                os.replace(path, base.with_suffix(".data"))
+            except OSError:          # another file system: copied, then removed
+                shutil.copyfile(path, base.with_suffix(".data"))
+                path.unlink()
+            with open(path, "wb") as placeholder:
+                os.fsync(placeholder.fileno())
+            self.quarantined[stream] = self.quarantined.get(stream, 0) + 1
+            base.with_suffix(".reason.json").write_text(json.dumps(
+                {"source": self.source, "stream": stream, "origin": str(path), "line": None, "reason": reason},
+                indent=2))
+            replace_text(self._counts, json.dumps(self.quarantined))
+            log.error("%s: set aside %s: %s", self.source, path, reason)
+        if self.acknowledged is not None:
+            self.acknowledged.stored([str(path)])
 
     def _quarantine(self, payload: Payload, report: BatchReport, line: int | None, reason: str) -> None:
         self.quarantined[payload.stream] = self.quarantined.get(payload.stream, 0) + 1

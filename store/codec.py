@@ -6,13 +6,15 @@ at the edge, and lands as canonical N-Quads (`canonical`), the form recordings a
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field, replace
 
 import pyoxigraph as ox
 
 from rspstar.translator.errors import QuerySyntaxError
 from rspstar.translator.nesting import check_nesting
-from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph, timestamps_graph
+from rspstar.translator.temporal import format_instant
+from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph, is_reserved, timestamps_graph
 
 from . import formats
 from .errors import RdfInputError
@@ -33,6 +35,15 @@ class Payload:
     text: str | bytes    # bytes are read as UTF-8, strictly (a source's raw input)
     ingest_time: int     # processing time, µs: the timestamp of graphs that carry none
     line: int | None = None
+    # What the names the codec makes (blank graph names, envelopes without "graph") are
+    # derived from, beside the text: the origin, unless it is not unique to this input (every
+    # posted body is a "request body": each post gets a scope of its own, else the same body
+    # posted twice would be named alike and the second set aside as a duplicate).
+    scope: str | None = None
+
+    @property
+    def names_from(self) -> str:
+        return self.scope or self.origin
 
 
 @dataclass(frozen=True)
@@ -57,7 +68,7 @@ class Decoded:
 
     def add(self, stream: str, element: Element) -> None:
         if is_internal_graph(element.graph):
-            self.rejected.append(Rejected(Payload(stream, "element", element.graph, "", 0), None, None,
+            self.rejected.append(Rejected(Payload(stream, "nquads", element.graph, canonical([element]), 0), None, None,
                                           "graph <%s> is reserved by the engine" % element.graph))
         else:
             self.elements.setdefault(stream, []).append(element)
@@ -111,13 +122,38 @@ def _as_text(payload: Payload, fmt: formats.InputFormat, decoded: Decoded) -> Pa
     return replace(payload, text="\n".join(kept))
 
 
+def decode_body(payload: Payload, timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> Decoded:
+    """The elements of one body a client hands in at once (a post, a push), all of it or
+    RdfInputError naming where it is bad: no reject is set aside, the client hears of it. A
+    body of plain triples (no named graph, nothing but triples that are not timestamps in the
+    default graph) is one element stamped with its ingest time, as an envelope of them would be;
+    such triples beside elements are refused, naming them."""
+    decoded = decode(payload, timestamp_predicate)
+    if decoded.rejected:
+        raise decoded.rejected[0].error()
+    stray = decoded.ignored_default_triples
+    if not stray:
+        return decoded
+    if decoded.elements:
+        raise RdfInputError("the default graph holds %d triple%s that %s not timestamps: an element is a named graph, "
+                            "and the default graph says when each was generated; put them in a named graph, or send "
+                            "them on their own (one element)" % (stray, "s" * (stray != 1), "are" if stray != 1 else "is"),
+                            payload.origin)
+    text = payload.text.decode("utf-8") if isinstance(payload.text, bytes) else payload.text
+    envelope = json.dumps({"time": format_instant(payload.ingest_time), "data": text})
+    plain = decode(Payload(payload.stream, "jsonl", payload.origin, envelope, payload.ingest_time, 1, payload.scope))
+    if plain.rejected:
+        raise plain.rejected[0].error()
+    return plain
+
+
 def _decode_rdf(payload: Payload, fmt: ox.RdfFormat, timestamp_predicate: str, decoded: Decoded) -> None:
     text, lines = payload.text, None
     first_line = payload.line or 1
     while True:
         try:
             result = read_elements(text.encode("utf-8"), payload.origin, fmt, timestamp_predicate,
-                                   processing_time=payload.ingest_time)
+                                   processing_time=payload.ingest_time, scope=payload.scope)
             break
         except RdfInputError as e:
             if lines is None and payload.line is not None:
@@ -141,7 +177,8 @@ def _decode_envelopes(payload: Payload, decoded: Decoded) -> None:
     for offset, text in enumerate(payload.text.split("\n")):
         if not text.strip():
             continue
-        line = Payload(payload.stream, payload.format, payload.origin, text, payload.ingest_time, first + offset)
+        line = Payload(payload.stream, payload.format, payload.origin, text, payload.ingest_time, first + offset,
+                       payload.scope)
         try:
             stream, element = _envelope(line)
         except RdfInputError as e:
@@ -155,7 +192,7 @@ def _envelope(payload: Payload) -> tuple[str, Element]:
     stream = envelope.stream or payload.stream
     instant = envelope.instant if envelope.instant is not None else payload.ingest_time
     graph = envelope.graph or "urn:rspstar:element:%s" % hashlib.blake2b(
-        ("%s\x00%s\x00%s" % (payload.origin, payload.line, payload.text)).encode(), digest_size=16).hexdigest()
+        ("%s\x00%s\x00%s" % (payload.names_from, payload.line, payload.text)).encode(), digest_size=16).hexdigest()
     try:
         check_nesting(envelope.data)
     except QuerySyntaxError as e:
@@ -311,3 +348,36 @@ def canonical(elements: list[Element]) -> bytes:
                              ox.DefaultGraph()))
         quads.extend(element.quads)
     return ox.serialize(quads, format=ox.RdfFormat.N_QUADS)
+
+
+def canonical_chunks(elements: list[Element], limit: int) -> list[tuple[bytes, list[Element]]]:
+    """`canonical` of elements cut, at elements' edges, into runs of at most `limit` bytes (an
+    element larger than that alone), each with its elements."""
+    data = canonical(elements)
+    if len(data) <= limit:
+        return [(data, elements)]
+    lines = data.split(b"\n")            # one line per quad, in order: each element's timestamp, then its quads
+    chunks, run, start, size, at = [], [], 0, 0, 0
+    for element in elements:
+        count = 1 + len(element.quads)
+        length = sum(len(line) + 1 for line in lines[at:at + count])
+        if run and size + length > limit:
+            chunks.append((b"\n".join(lines[start:at]) + b"\n", run))
+            run, start, size = [], at, 0
+        run.append(element)
+        size += length
+        at += count
+    chunks.append((b"\n".join(lines[start:at]) + b"\n", run))
+    return chunks
+
+
+def envelope_of(stream: str, element: Element) -> bytes:
+    """One element as a JSON envelope line naming its stream, graph and time (an element's time
+    from an envelope is an xsd:dateTime, which the envelope's `time` gives back). A name the
+    codec made (an envelope's without "graph") is the engine's, which no envelope may give: it is
+    left out, and made again where the line is read, from where it is."""
+    data = ox.serialize([q.triple for q in element.quads], format=ox.RdfFormat.N_TRIPLES).decode("utf-8")
+    envelope = {"stream": stream, "time": element.timestamp_literal.value, "data": data}
+    if not is_reserved(element.graph):
+        envelope["graph"] = element.graph
+    return (json.dumps(envelope, ensure_ascii=False) + "\n").encode("utf-8")

@@ -3,9 +3,19 @@
 On disk the store lives in `path/gen-N`, `path/CURRENT` naming the live one. A rebuild writes
 gen-N+1, then switches CURRENT atomically; a crash before the switch leaves the old generation
 live, and leftovers are removed on the next open. Every write goes through `write`, so that
-writes made while a rebuild copies the store can be replayed onto the copy."""
+writes made while a rebuild copies the store can be replayed onto the copy.
+
+A full disk: Oxigraph refuses every write after one failed for want of space, space or not,
+until the store is opened again, and opening it for writing writes too (it cannot be opened on a
+full disk). So a store that met a full disk, or could not be opened for writing at all, is open
+read-only (queries answer from what it holds; nothing it held is lost: a failed write is one
+transaction that left nothing), and is opened for writing again, in place, at a write once the
+disk has the room that takes: little beside a rebuild's copy of everything."""
 from __future__ import annotations
 
+import errno
+import gc
+import logging
 import shutil
 import threading
 import time
@@ -13,14 +23,29 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
+from .disk import is_disk_full
 from .errors import StoreError
 from .landing import replace_text
+
+log = logging.getLogger(__name__)
+# A read-only store is tried for writing again at most this often (a write, or the disk's
+# check of every write request, asks).
+REOPEN_SECONDS = 1.0
+# Room opening a store for writing takes beyond its write-ahead log (written again as tables
+# at the open, before the log is let go): a new manifest and options files. An open that does
+# not fit leaves its tables half-written behind, so it is not tried with less
+# (bench/out/NOTES.md#store-reopen).
+OPEN_BYTES = 4 << 20
 
 
 class Generations:
     def __init__(self, path: str | None):
         self.path = path
         self._generation = 0
+        # Why the store is open read-only (None: it takes writes), and when it was last tried
+        # for writing again.
+        self.read_only: str | None = None
+        self._tried = 0.0
         self.current = self._open() if path else ox.Store()
         self._journal: list | None = None         # writes made while a rebuild copies
         # Writes applied so far: a read-only view opened after the nth write holds all n
@@ -40,17 +65,115 @@ class Generations:
         for leftover in root.glob("gen-*"):
             if leftover.name != "gen-%d" % self._generation:
                 shutil.rmtree(leftover, ignore_errors=True)
-        return ox.Store(str(root / ("gen-%d" % self._generation)))
+        location = str(root / ("gen-%d" % self._generation))
+        try:
+            return ox.Store(location)
+        except OSError as e:
+            if not is_disk_full(e):
+                raise
+            # The engine starts all the same: it answers from what the store holds, and says
+            # what it needs (the disk's check, /health).
+            store = ox.Store.read_only(location)
+            self._refuse_writes(e, "could not be opened for writing")
+            return store
+
+    def _refuse_writes(self, error: OSError, what: str) -> None:
+        self.read_only = ("the store (%s) %s: %s; it is open read-only: queries answer from what it holds, and "
+                          "writes are refused until the disk it is on has about %d bytes free; free space there and "
+                          "writes resume by themselves" % (self.location(), what, _first_line(error), self.needs()))
+        log.error(self.read_only)
+
+    def needs(self) -> int:
+        """About the free space opening the store for writing takes."""
+        if self.path is None:
+            return 0
+        directory = Path(self.location())
+        logs = sum(f.stat().st_size for f in directory.glob("*.log") if f.is_file()) if directory.is_dir() else 0
+        return logs + OPEN_BYTES
+
+    def free(self) -> int:
+        return shutil.disk_usage(self.path).free if self.path is not None else 0
+
+    def refusal(self, retry: bool = True) -> str | None:
+        """Why writes are refused now (None: they are taken); with `retry`, a read-only store is
+        tried for writing again first when the disk has the room (which replays its log: not
+        for a mere look, such as /health's)."""
+        if self.read_only is None or not retry:
+            return self.read_only
+        with self._writing:
+            self._reopen()
+            return self.read_only
 
     def write(self, operation: str, *args) -> None:
         """Apply a write and journal it while a rebuild copies."""
         with self._writing:
+            if self.read_only is not None and self._reopen() is not True:
+                raise OSError(errno.ENOSPC, self.read_only)
+            full = None
             try:
                 _apply(self.current, operation, args)
+            except OSError as e:
+                if self.path is None or not is_disk_full(e):
+                    raise
+                full = OSError(errno.ENOSPC, _first_line(e))
             finally:
                 self.writes += 1
+            if full is not None:
+                # Raised anew, outside the handler: the failure's traceback holds the instance
+                # that failed (a frame's argument), and whoever keeps the exception (Spark's
+                # foreachBatch keeps the last) would keep its lock, and the store read-only.
+                self._after_full_disk(full)
+                raise full
             if self._journal is not None:
                 self._journal.append((operation, args))
+
+    def _after_full_disk(self, error: OSError) -> None:
+        """A write failed for want of space: Oxigraph refuses every later one until the store is
+        opened again. Read-only meanwhile, which lets go of the instance that holds its lock."""
+        self._refuse_writes(error, "met a full disk")
+        try:
+            self.current = ox.Store.read_only(self.location())
+        except OSError as e:     # reads go on through the instance that failed
+            log.error("the store could not be opened read-only either (%s)", _first_line(e))
+        self._tried = time.monotonic()
+
+    def _reopen(self):
+        """Open a read-only store for writing again, in place, when the disk has the room (at
+        most every REOPEN_SECONDS): True once it takes writes, False while it cannot, "held"
+        when something of this process still holds the instance that failed (its lock)."""
+        now = time.monotonic()
+        if now - self._tried < REOPEN_SECONDS:
+            return False
+        self._tried = now
+        if self.free() < self.needs():
+            return False
+        gc.collect()       # an instance nothing refers to any more lets go of the lock now
+        try:
+            store = ox.Store(self.location())
+        except OSError as e:
+            if is_disk_full(e):
+                return False
+            log.warning("the store cannot be opened for writing yet: %s", _first_line(e))
+            return "held"
+        self.current = store
+        self.read_only = None
+        log.warning("the store takes writes again")
+        return True
+
+    def recover(self, lock: threading.RLock) -> bool:
+        """After a failed write: a read-only store opened for writing again in place (little
+        room), else (another failure, or an instance still held) rebuilt into a new generation,
+        as before. Whether writes are taken again."""
+        if self.path is not None:
+            with lock, self._writing:
+                if self.read_only is not None:
+                    self._tried = 0.0
+                    reopened = self._reopen()
+                    if reopened != "held":
+                        return reopened
+        if self.rebuild(lock) is None:
+            return False
+        return True
 
     def rebuild(self, lock: threading.RLock) -> float | None:
         """Rebuild the store from its live content: an in-memory store never gives back the
@@ -107,6 +230,7 @@ class Generations:
                 old_directory = root / ("gen-%d" % self._generation)
                 self._generation = generation
             self.current = fresh
+            self.read_only = None
             if self.path is not None:
                 shutil.rmtree(old_directory, ignore_errors=True)
             held = time.perf_counter() - started
@@ -128,7 +252,7 @@ class Generations:
         still uses it afterwards gets StoreError."""
         with self._writing:
             if isinstance(self.current, ox.Store):
-                if self.path:
+                if self.path and self.read_only is None:
                     self.current.flush()
                 self.current = _Closed()
 
@@ -151,6 +275,10 @@ def _apply(store: ox.Store, operation: str, args: tuple) -> None:
         store.load(data, fmt, to_graph=to_graph)
     else:
         getattr(store, operation)(*args)
+
+
+def _first_line(error: OSError) -> str:
+    return str(error).split("\n")[0][:300]
 
 
 class _Closed:

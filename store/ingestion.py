@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 from urllib.parse import unquote, urlsplit
@@ -62,7 +62,7 @@ from .codec import ENCODED_SCHEMA, EncodeBatches, Payload
 from .partitions import (
     EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, Emitted, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
 )
-from .landing import LandedFiles, file_safe, stream_of_landing_file
+from .landing import LandedFiles, file_safe, finish_commits, replace_text, stream_of_landing_file
 from .mqtt import MqttSettingsError, MqttSource, from_settings
 from .recordings import Recordings
 from .errors import StoreError
@@ -137,6 +137,11 @@ KAFKA_HELP = ("the Kafka source needs Spark's Kafka connector (org.apache.spark:
 DECODE_ON_EXECUTORS_FROM = 2000
 RESTART_FIRST_SECONDS = 1.0
 RESTART_MAX_SECONDS = 60.0
+# A micro-batch that was in progress this many times when Spark's JVM died (or ran out of
+# memory) has its landing files set aside: the first death may have had any cause (a kill), the
+# second on the same files says they are more than the JVM can take, and every restart would
+# die on them again (Spark replays a micro-batch with exactly its files).
+FAILURES_BEFORE_SET_ASIDE = 2
 PARTITIONED_PREFIX = "partitioned-"
 
 
@@ -149,6 +154,16 @@ class SourceHealth:
     # Why its latest micro-batch could not be written (a full disk): down until one is, though
     # Spark's query runs again between the failures.
     write_error: str | None = None
+
+
+@dataclass
+class JvmHealth:
+    """Spark's JVM itself: started again (a new session, every streaming query from its
+    checkpoint) after a back-off once it is gone or out of memory."""
+    restarts: int = 0
+    trouble: str | None = None            # why it is being started again
+    backoff: float = RESTART_FIRST_SECONDS
+    next_restart: float | None = None
 
 
 class IngestionError(StoreError):
@@ -238,6 +253,11 @@ class SourceKind:
 
     reads_lines = False          # one element per line: a TriG document cannot be cut into lines
     shares_a_query = False       # sources of this kind run in one streaming query (simulators)
+    receives_posts = False       # POST /streams lands posted elements in its directory (rspstar serve)
+
+    def placed(self, source: SourceConfig, data_dir: Path) -> SourceConfig:
+        """The source with what it writes placed under `rspstar serve`'s data directory."""
+        return source
 
     def frame(self, spark: SparkSession, source: SourceConfig) -> DataFrame:
         raise NotImplementedError
@@ -250,8 +270,10 @@ class SourceKind:
         return [Payload(row["stream"], source.format, row["origin"], row["text"], row["ingest_time"], line=k + 1)
                 for k, row in enumerate(rows) if row["text"] and row["text"].strip()]
 
-    def subscriber(self, source: SourceConfig, quarantine, landed: LandedFiles | None) -> MqttSource | None:
-        """What runs beside Spark for the source (None: nothing); `landed` counts what it lands."""
+    def subscriber(self, source: SourceConfig, quarantine, landed: LandedFiles | None, max_streams: int | None = None,
+                   stored_streams=tuple) -> MqttSource | None:
+        """What runs beside Spark for the source (None: nothing); `landed` counts what it lands,
+        `max_streams` bounds the streams it may name beside the store's (`stored_streams`)."""
         return None
 
 
@@ -259,12 +281,19 @@ class FilesKind(SourceKind):
     """Files dropped in a landing directory (POST /streams writes there too)."""
 
     names_its_stream = True      # (a landing file may name its own, under the stream's folder)
+    receives_posts = True
+
+    def placed(self, source, data_dir):
+        return replace(source, path=str(data_dir / source.path))
 
     def frame(self, spark, source):
         if not source.path or not (source.stream or not self.names_its_stream):
             raise IngestionError("source %s: files needs path and stream" % source.name)
         Path(source.path).mkdir(parents=True, exist_ok=True)
         reader = spark.readStream
+        if not {"maxFilesPerTrigger", "maxBytesPerTrigger"} & set(source.options):
+            # Micro-batches bounded by their files' bytes (Spark refuses both bounds at once).
+            reader = reader.option("maxBytesPerTrigger", str(source.max_batch_bytes))
         for option, value in source.options.items():     # Spark's own, e.g. maxFilesPerTrigger
             reader = reader.option(option, value)
         return (reader.format("text").option("wholetext", "true").option("recursiveFileLookup", "true")
@@ -295,14 +324,19 @@ class MqttKind(FilesKind):
     acknowledges a message once landed), where Spark reads them as files."""
 
     names_its_stream = False     # a table of topics names the stream of each
+    receives_posts = False
+
+    def placed(self, source, data_dir):
+        """Its landing directory is its own, DATA/mqtt/NAME."""
+        return replace(source, path=str(data_dir / "mqtt" / file_safe(source.name)))
 
     def streams(self, source):
         if isinstance(source.topic, dict):
             return tuple(dict.fromkeys(source.topic.values()))
         return super().streams(source)
 
-    def subscriber(self, source, quarantine, landed):
-        return from_settings(source, quarantine, landed=landed)
+    def subscriber(self, source, quarantine, landed, max_streams=None, stored_streams=tuple):
+        return from_settings(source, quarantine, landed=landed, max_streams=max_streams, stored_streams=stored_streams)
 
 
 class SocketKind(SourceKind):
@@ -397,11 +431,15 @@ class SparkIngestion:
     def __init__(self, spark: SparkSession, store: StreamStore, sources: list[SourceConfig],
                  checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None,
                  quarantine_max_bytes: int = default("quarantine.max_bytes"), landed: LandedFiles | None = None,
-                 executors_from: int = DECODE_ON_EXECUTORS_FROM):
+                 executors_from: int = DECODE_ON_EXECUTORS_FROM, max_streams: int | None = None,
+                 session: Callable[[], SparkSession] | None = None):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise IngestionError("source names must be unique, got %s" % names)
         self.spark = spark
+        # How to start Spark again when its JVM is gone (None: it is not started again).
+        self.session = session
+        self.jvm = JvmHealth()
         self.store = store
         self.sources = sources
         self.checkpoint_dir = checkpoint_dir
@@ -410,7 +448,8 @@ class SparkIngestion:
         self.query_of = {s.name: name for name, group in self.groups.items() for s in group}
         self.writers = {s.name: BatchWriter(store, s.name, quarantine_dir, s.allowed_lateness,
                                             query=None if self.query_of[s.name] == s.name else self.query_of[s.name],
-                                            quarantine_max_bytes=quarantine_max_bytes, acknowledged=landed)
+                                            quarantine_max_bytes=quarantine_max_bytes, acknowledged=landed,
+                                            max_streams=max_streams)
                         for s in sources}
         self.queries: dict = {}                 # streaming queries by name (a source's or a group's)
         # How to start a partitioned query's streaming query again (named PARTITIONED_PREFIX + id).
@@ -424,11 +463,16 @@ class SparkIngestion:
         self._last_batch_elements: dict[str, int] = {name: 0 for name in self.groups}
         self.decoded_on_executors: dict[str, int] = {name: 0 for name in self.groups}   # batches, per query
         self._supervised = False     # live runs restart stopped queries; available-now runs end
+        for source in sources:
+            if source.kind == "files" and source.path:
+                # A post's files that a crash left half revealed appear whole before Spark looks.
+                finish_commits(Path(source.path))
         # MQTT subscribers (live runs only), built now so that bad settings fail before Spark runs.
         self.mqtt: dict[str, MqttSource] = {}
         for source in sources:
             try:
-                subscriber = SOURCE_KINDS[source.kind].subscriber(source, self.writers[source.name].quarantine, landed)
+                subscriber = SOURCE_KINDS[source.kind].subscriber(source, self.writers[source.name].quarantine, landed,
+                                                                  max_streams, store.streams)
             except MqttSettingsError as e:
                 raise IngestionError(str(e)) from None
             if subscriber is not None:
@@ -592,6 +636,10 @@ class SparkIngestion:
         from RESTART_FIRST_SECONDS to RESTART_MAX_SECONDS. `now` is a monotonic clock in
         seconds. Returns the names of the queries restarted now (a source's own name, or its
         group's)."""
+        if self._supervised and self.session is not None:
+            trouble = self.jvm.trouble or self._jvm_trouble()
+            if trouble is not None:
+                return self._restart_jvm(trouble, now)
         restarted = []
         for name in [*self.groups, *self._restarts] if self._supervised else []:
             health = self.health[name]
@@ -616,6 +664,105 @@ class SparkIngestion:
             health.backoff = min(2 * health.backoff, RESTART_MAX_SECONDS)
             health.next_restart = None if name in restarted else now + health.backoff
         return restarted
+
+    # -- Spark's JVM ----------------------------------------------------------------------------
+    def _jvm_trouble(self) -> str | None:
+        """Why Spark's JVM must be started again: it is gone, its context stopped, or a
+        streaming query failed for want of its memory (which leaves a JVM that cannot be trusted)."""
+        try:
+            context = self.spark.sparkContext._jsc
+            if context is None or context.sc().isStopped():
+                return "Spark's context stopped"
+        except _JVM_GONE:
+            return "Spark's JVM is gone"
+        for query in list(self.queries.values()):
+            try:
+                if query.isActive:
+                    continue
+                error = query.exception()
+            except _JVM_GONE:
+                return "Spark's JVM is gone"
+            if error is not None and "OutOfMemoryError" in str(error):
+                return "Spark's JVM ran out of memory (%s)" % _cause(str(error))
+        return None
+
+    def _restart_jvm(self, trouble: str, now: float) -> list[str]:
+        """Start Spark again after a back-off, every streaming query from its checkpoint (Spark
+        replays the micro-batch each was in, exactly once: the batch markers); when the trouble
+        is first seen, the micro-batches in progress are counted against their files
+        (FAILURES_BEFORE_SET_ASIDE)."""
+        jvm = self.jvm
+        if jvm.trouble is None:
+            jvm.trouble = trouble
+            jvm.next_restart = now + jvm.backoff
+            log.error("%s; starting Spark again in %g s", trouble, jvm.backoff)
+            for name in [*self.groups, *self._restarts]:
+                self.health[name].last_error = trouble
+            for name in self.groups:
+                self._count_failure(name, trouble)
+            return []
+        if now < jvm.next_restart:
+            return []
+        jvm.backoff = min(2 * jvm.backoff, RESTART_MAX_SECONDS)
+        try:
+            forget_session(self.spark)
+            self.spark = self.session()
+            self.queries.clear()
+            for name in self.groups:
+                self._start_query(name)
+            for restart in list(self._restarts.values()):
+                restart()
+        except Exception as e:  # tried again after the next back-off
+            jvm.next_restart = now + jvm.backoff
+            log.error("starting Spark again failed (%s); trying again in %g s", _cause(str(e)), jvm.backoff)
+            return []
+        jvm.trouble = jvm.next_restart = None
+        jvm.restarts += 1
+        restarted = [*self.groups, *self._restarts]
+        for name in restarted:
+            self.health[name].restarts += 1
+            self.health[name].next_restart = None
+        log.warning("Spark started again (JVM restart %d); its streaming queries resume from their checkpoints",
+                    jvm.restarts)
+        return restarted
+
+    def _failures_path(self, name: str) -> Path:
+        return self.checkpoint_dir / ("%s.failures.json" % file_safe(name))
+
+    def _count_failure(self, name: str, trouble: str) -> None:
+        """Count the trouble against the micro-batch the streaming query `name` had in progress
+        (planned in its checkpoint, not committed), kept beside the checkpoint so that a restart
+        of the engine counts on; at FAILURES_BEFORE_SET_ASIDE its landing files are set aside."""
+        group = self.groups[name]
+        if len(group) != 1 or not group[0].path or group[0].kind not in ("files", "mqtt"):
+            return
+        batch = pending_batch(self.checkpoint_dir / name)
+        if batch is None:
+            return
+        record = self._failures_path(name)
+        try:
+            previous = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            previous = {}
+        failures = previous.get("failures", 0) + 1 if previous.get("batch") == batch else 1
+        files = batch_files(self.checkpoint_dir / name, batch)
+        if failures < FAILURES_BEFORE_SET_ASIDE:
+            try:
+                replace_text(record, json.dumps({"batch": batch, "failures": failures, "trouble": trouble}))
+            except OSError as e:
+                log.error("source %s: could not count the failure of micro-batch %d: %s", name, batch, e)
+            return
+        size = sum(f.stat().st_size for f in files if f.exists())
+        reason = ("Spark's JVM failed %d times while a micro-batch held this file (batch %d, %d file(s), %d bytes; "
+                  "last: %s): set aside so that it is not read again; what one micro-batch may hold is bounded by "
+                  "[[sources]] max_batch_bytes and Spark's heap (spark.driver.memory under [spark])"
+                  % (failures, batch, len(files), size, trouble))
+        writer = self.writers[group[0].name]
+        for landed in files:
+            if landed.exists() and landed.stat().st_size:
+                writer.set_aside_file(landed, stream_of_landing_file(Path(group[0].path), landed,
+                                                                     group[0].stream or ""), reason)
+        record.unlink(missing_ok=True)
 
     def _failure(self, name: str) -> str:
         try:
@@ -725,3 +872,58 @@ def _cause(message: str) -> str:
     """The Python error inside a streaming failure's long report, else its first line."""
     causes = re.findall(r"^\s*(\w+(?:Error|Exception): .*)$", message, re.M)
     return causes[-1].strip() if causes else message.split("\n")[0][:500]
+
+
+def pending_batch(checkpoint: Path) -> int | None:
+    """The micro-batch a streaming query planned (its offsets logged) and did not commit."""
+    def ids(folder: str) -> set[int]:
+        directory = checkpoint / folder
+        return {int(p.name) for p in directory.iterdir() if p.name.isdigit()} if directory.is_dir() else set()
+    planned = ids("offsets")
+    if not planned:
+        return None
+    last = max(planned)
+    return None if last in ids("commits") else last
+
+
+def batch_files(checkpoint: Path, batch: int) -> list[Path]:
+    """The files a file stream's micro-batch `batch` reads, from its checkpoint's file log (a
+    batch's own entry, or the compacted log that holds it)."""
+    log_dir = checkpoint / "sources" / "0"
+    for name in (str(batch), "%d.compact" % batch):
+        try:
+            lines = (log_dir / name).read_text(encoding="utf-8").splitlines()[1:]
+        except OSError:
+            continue
+        entries = [json.loads(line) for line in lines if line.strip()]
+        return [Path(unquote(urlsplit(e["path"]).path)) for e in entries if e.get("batchId") == batch]
+    return []
+
+
+def forget_session(session: SparkSession) -> None:
+    """Let go of a Spark session whose JVM is gone (or is to be), so that the next one starts a
+    JVM of its own: PySpark keeps the first session, its context and its gateway for the
+    process, and would hand back the dead ones."""
+    from pyspark import SparkContext
+    gateway = SparkContext._gateway
+    try:
+        session.stop()
+    except Exception:  # the JVM is gone: nothing to stop there
+        pass
+    if gateway is not None:
+        try:
+            gateway.shutdown()
+        except Exception:  # the JVM is gone
+            pass
+        process = getattr(gateway, "proc", None)
+        if process is not None:
+            try:
+                process.kill()
+                process.wait(30)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None

@@ -27,13 +27,13 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 from urllib.parse import urlsplit
 
 from . import formats
 from .codec import CANONICAL, Payload, canonical, decode
 from .errors import StoreError
-from .landing import LandedFiles, reveal, write_hidden
+from .landing import LandedFiles, StreamBound, finish_commits, land_elements, reveal  # noqa: F401 (finish_commits: the source's own)
 from .rdf_input import Element
 
 
@@ -45,6 +45,8 @@ def paho():
 
 log = logging.getLogger(__name__)
 
+# Each scheme's port when a URL writes none: a broker's here, an MQTT sink's too (the sink kinds'
+# table, endpoint/engine/sinks.py, reads it from here).
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
 HEADER = "# rspstar mqtt landed:"
 # Landed messages remembered to recognise a redelivery: fewer than the 65,535 packet ids a
@@ -61,7 +63,6 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 QUARANTINED_PREFIX = 64 * 1024
 RETRY_FIRST_SECONDS = 1.0
 RETRY_MAX_SECONDS = 60.0
-_COMMIT = ".commit"                # a group's list of hidden files, while they are revealed
 
 
 class MqttSettingsError(StoreError):
@@ -132,6 +133,7 @@ class MqttStatus:
     connects: int = 0
     last_error: str | None = None
     pending: int = 0
+    waiting: bool = False           # for Spark to store what was landed before ([engine] max_landed_bytes)
 
     def describe(self) -> dict:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -171,26 +173,6 @@ class Journal:
         return journal
 
 
-def finish_commits(root: Path) -> int:
-    """Complete the groups a crash interrupted while their files were being revealed (all of a
-    group's hidden files were durable before its commit list was written), and remove hidden
-    files of groups that never reached their commit list. Returns the files revealed."""
-    revealed = 0
-    if not root.is_dir():
-        return 0
-    for commit in root.glob(_COMMIT + "-*"):
-        for line in commit.read_text(encoding="utf-8").splitlines():
-            hidden_name, _, final_name = line.partition("\t")
-            hidden, final = root / hidden_name, root / final_name
-            if hidden.exists():
-                reveal(hidden, final)
-                revealed += 1
-        commit.unlink()
-    for stray in root.glob("*/.*.tmp"):
-        stray.unlink(missing_ok=True)
-    return revealed
-
-
 Quarantine = Callable[[Payload, str, int | None], None]
 
 
@@ -202,9 +184,15 @@ class MqttSource:
     def __init__(self, name: str, broker: str, routes: dict[str, str], fmt: str, landing: Path,
                  quarantine: Quarantine, client_id: str | None = None, username: str | None = None,
                  password: str | None = None, ca_file: str | None = None, retained: bool = False,
-                 now: Callable[[], int] = lambda: time.time_ns() // 1000, landed: LandedFiles | None = None):
+                 now: Callable[[], int] = lambda: time.time_ns() // 1000, landed: LandedFiles | None = None,
+                 max_streams: int | None = None, stored_streams: Callable[[], Iterable[str]] = tuple,
+                 max_element_bytes: int | None = None):
         self.name = name
+        self.max_element_bytes = max_element_bytes     # a larger element is set aside: no micro-batch takes it
         self.landed = landed            # what it acknowledged and Spark has not stored yet
+        # Elements naming new streams past the bound are set aside before they land (no folder
+        # made for them); `stored_streams`: the streams the store holds.
+        self.streams = StreamBound(max_streams, stored_streams, landed)
         self.broker = parse_broker(broker)
         if not routes:
             raise MqttSettingsError("source %s: no topic to subscribe to" % name)
@@ -306,6 +294,15 @@ class MqttSource:
                     return
             if not group:
                 continue
+            if self.landed is not None and not self.landed.room_for(sum(len(r.payload) for r in group)):
+                # What was acknowledged before waits to be stored ([engine] max_landed_bytes): this
+                # group waits unacknowledged (the broker keeps what comes meanwhile).
+                self.status.waiting = True
+                with self._changed:
+                    self._changed.wait_for(lambda: self._stopping, timeout=0.2)
+                if not self._stopping:
+                    continue
+            self.status.waiting = False
             try:
                 self.commit(group)
             except OSError as e:     # a full disk: nothing is acknowledged, the group is tried again
@@ -341,6 +338,12 @@ class MqttSource:
             landed_keys.append(key)
             for stream, elements in self._decode(received).items():
                 by_stream.setdefault(stream, []).extend(elements)
+        beyond = self.streams.beyond(by_stream)
+        for stream in beyond:
+            self.quarantine(Payload(stream, CANONICAL.name, "mqtt", canonical(by_stream.pop(stream)), self.now()),
+                            self.streams.reason([stream]), None)
+        if beyond:
+            self.status.quarantined += 1
         if by_stream:
             # A group with nothing to store (all set aside or redelivered) leaves no file: a
             # set-aside message sent again is set aside again, under the same name.
@@ -399,35 +402,26 @@ class MqttSource:
         return ""
 
     def _land(self, by_stream: dict[str, list[Element]], keys: list[str]) -> None:
-        """One file per stream, each headed by the keys of the group's messages; with several
-        files, a commit list makes them appear together, even across a crash."""
+        """Files per stream, each headed by the keys of the group's messages (and each small
+        beside a micro-batch's bound: store.landing); with several files, a commit list makes
+        them appear together, even across a crash."""
         self._sequence += 1
         name = "%020d-%06d-%s" % (time.time_ns(), self._sequence % 1_000_000, self.name)
         header = (HEADER + " " + " ".join(keys) + "\n").encode("utf-8")
-        written = []
-        try:
-            for stream, elements in by_stream.items():
-                written.append(write_hidden(self.landing, stream, header + canonical(elements),
-                                            name + CANONICAL.extension))
-        except BaseException:
-            for hidden, _ in written:
-                hidden.unlink(missing_ok=True)
-            raise
-        if len(written) > 1:
-            commit = self.landing / ("%s-%s" % (_COMMIT, name))
-            tmp = commit.with_name("." + commit.name + ".tmp")
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write("".join("%s\t%s\n" % (h.relative_to(self.landing), final.relative_to(self.landing))
-                                for h, final in written))
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, commit)
-        for hidden, final in written:
-            reveal(hidden, final)
-            if self.landed is not None:
-                self.landed.landed(final, final.stat().st_size)
-        if len(written) > 1:
-            commit.unlink()
+        # `reveal` looked up now: a test stands a crash in for it.
+        files = land_elements(self.landing, by_stream, name, header, mixed=False,
+                              reveal_one=lambda hidden, final: reveal(hidden, final),
+                              max_element_bytes=self.max_element_bytes, oversize=self._oversize)
+        if self.landed is not None:
+            for file in files:
+                self.landed.landed(file.path, file.size, file.streams)
+
+    def _oversize(self, stream: str, element: Element, size: int) -> None:
+        self.quarantine(Payload(stream, CANONICAL.name, "mqtt", canonical([element])[:QUARANTINED_PREFIX], self.now()),
+                        "graph <%s> is %d bytes as N-Quads, more than the %d one micro-batch takes ([[sources]] "
+                        "max_batch_bytes; its first %d bytes kept here)" % (element.graph, size, self.max_element_bytes,
+                                                                           QUARANTINED_PREFIX), None)
+        self.status.quarantined += 1
 
     # -- stopping -----------------------------------------------------------------------------
     def stop(self, timeout: float = 10.0) -> None:
@@ -462,7 +456,8 @@ def routes_of(name: str, topic, stream: str | None, fmt: str) -> dict[str, str]:
     return routes
 
 
-def from_settings(source, quarantine: Quarantine, environ=os.environ, landed: LandedFiles | None = None) -> MqttSource:
+def from_settings(source, quarantine: Quarantine, environ=os.environ, landed: LandedFiles | None = None,
+                  max_streams: int | None = None, stored_streams: Callable[[], Iterable[str]] = tuple) -> MqttSource:
     """The MQTT source of one [[sources]] entry (kind "mqtt"), its landing directory `path`;
     MqttSettingsError naming what is wrong."""
     password = source.password
@@ -477,4 +472,5 @@ def from_settings(source, quarantine: Quarantine, environ=os.environ, landed: La
         raise MqttSettingsError("source %s: ca_file %s is not a file" % (source.name, source.ca_file))
     return MqttSource(source.name, source.broker, routes_of(source.name, source.topic, source.stream, source.format),
                       source.format, Path(source.path), quarantine, source.client_id, source.username, password,
-                      source.ca_file, source.retained, landed=landed)
+                      source.ca_file, source.retained, landed=landed, max_streams=max_streams,
+                      stored_streams=stored_streams, max_element_bytes=source.max_batch_bytes)

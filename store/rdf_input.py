@@ -164,12 +164,13 @@ class ReadResult:
 
 def read_elements(data: bytes | str, source: str, fmt: ox.RdfFormat = ox.RdfFormat.TRIG,
                   timestamp_predicate: str = PROV_GENERATED_AT_TIME,
-                  processing_time: int | None = None) -> ReadResult:
+                  processing_time: int | None = None, scope: str | None = None) -> ReadResult:
     """Split a document into stream elements, building their quads in Python (the general
     path: any graph names, untimed graphs, stray default-graph triples).
 
     Named graphs without a timestamp triple get `processing_time` when one is given, and are
-    listed in `untimed_graphs` otherwise (the caller decides; nothing is dropped silently)."""
+    listed in `untimed_graphs` otherwise (the caller decides; nothing is dropped silently).
+    Blank graph names are named from `scope` (by default `source`) and their order."""
     ts_predicate = ox.NamedNode(timestamp_predicate)
     timestamps: dict = {}
     content: dict = {}
@@ -197,7 +198,7 @@ def read_elements(data: bytes | str, source: str, fmt: ox.RdfFormat = ox.RdfForm
         else:
             instant = instant_of(literal, graph, source)
         if isinstance(graph, ox.BlankNode):
-            iri = skolem_iri(source, blank_ordinal)
+            iri = skolem_iri(scope or source, blank_ordinal)
             blank_ordinal += 1
             name = ox.NamedNode(iri)
             quads = [ox.Quad(q.subject, q.predicate, q.object, name) for q in quads]

@@ -118,9 +118,10 @@ class StreamStore:
         """Every write to Oxigraph goes through here, with the lock held (see Generations)
         but for the background write of a document's parts (`_stage_parts`). On disk, once a
         write has failed (a full disk), Oxigraph refuses every later one with the same error,
-        space or not, until the store is opened again: the next write first rebuilds the store
-        into a new generation (what it held is all there: a failed write is one transaction
-        that left nothing), and fails as before while that does not fit either."""
+        space or not, until the store is opened again: the next write first opens it again
+        (Generations.recover: in place once the disk has room, else a rebuild into a new
+        generation; what it held is all there: a failed write is one transaction that left
+        nothing), and fails as before while it cannot."""
         if self.write_error is not None:
             self._recover()
         try:
@@ -131,10 +132,8 @@ class StreamStore:
             raise
 
     def _recover(self) -> None:
-        log.warning("the store refuses writes since one failed (%s): rebuilding it", self.write_error)
-        if self.generations.rebuild(self._lock) is not None:
+        if self.generations.recover(self._lock):
             self.write_error = None
-            log.warning("the store takes writes again")
 
     def add_marker(self, quad: ox.Quad) -> None:
         """Record a bookkeeping quad (batch or background-load marker)."""
@@ -592,8 +591,11 @@ class StreamStore:
         """Flush and release the Oxigraph store (an on-disk store's lock goes with it), even
         while something still holds this object."""
         with self._lock:
-            if isinstance(self.oxigraph, ox.Store) and self.path:
-                self.save_stats()
+            try:
+                if isinstance(self.oxigraph, ox.Store) and self.path:
+                    self.save_stats()
+            except OSError as e:       # a full disk: the counters as last saved; the store still let go
+                log.error("the streams' counters could not be saved (%s)", e)
             self.generations.close()
 
 

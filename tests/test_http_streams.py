@@ -73,14 +73,18 @@ def test_a_body_is_refused_for_what_would_only_be_quarantined_later(client, tmp_
     assert not (tmp_path / "landing").exists() or not any(p.is_file() for p in (tmp_path / "landing").rglob("*"))
 
 
-def test_envelopes_of_several_streams_land_in_each_streams_folder(client, tmp_path):
+def test_envelopes_of_several_streams_land_together_each_naming_its_stream(client, tmp_path):
+    # They landed as a folder and a file per stream, each fsynced (issue 60: 5,000 streams in
+    # one post, 5,000 of each): now as one file of envelopes.
     lines = [json.dumps({"stream": "http://example.org/%s" % s, "time": "2026-03-01T08:00:0%dZ" % k,
                          "data": "<http://a> <http://b> %d ." % k}) for k, s in enumerate("aab")]
     response = client.post("/streams", query_string={"stream": "http://example.org/s"}, data="\n".join(lines),
                            content_type="application/x-ndjson", headers=AUTH)
     assert response.status_code == 202 and response.get_json()["elements"] == 3
-    folders = sorted(p.parent.name for p in (tmp_path / "landing").rglob("*.nq"))
-    assert folders == ["http%3A%2F%2Fexample.org%2Fa", "http%3A%2F%2Fexample.org%2Fb"]
+    [landed] = [p for p in (tmp_path / "landing").rglob("*") if p.is_file()]
+    assert landed.parent.name == "+streams" and landed.suffix == ".jsonl"
+    envelopes = [json.loads(line) for line in landed.read_text().splitlines()]
+    assert [e["stream"] for e in envelopes] == ["http://example.org/a", "http://example.org/a", "http://example.org/b"]
 
 
 def test_stream_iris_and_sink_urls_longer_than_a_file_name_are_fine(engine, tmp_path):
@@ -119,3 +123,15 @@ def test_bytes_that_are_not_utf8_are_refused_with_their_line_and_byte_on_every_r
     assert labelled.status_code == 415 and "charset=UTF-16" in labelled.get_json()["message"]
     form = client.post("/sparql", data="query=ASK%20%7B%22%E9%22%7D", content_type="application/x-www-form-urlencoded")
     assert form.status_code == 400 and "not UTF-8" in form.get_json()["message"]
+
+
+@pytest.mark.parametrize("stream", ["temp", "<http://example.org/s>", "http://example.org/a b"])
+def test_a_stream_named_as_no_other_door_takes_it_is_refused_naming_why(client, tmp_path, stream):
+    """POST /streams checks the stream name as push, replay and configuration do: a relative
+    name would reach no query."""
+    response = client.post("/streams", query_string={"stream": stream}, data=STREAM, content_type="application/trig",
+                           headers=AUTH)
+    assert response.status_code == 400
+    answer = response.get_json()
+    assert answer["error"] == "StreamNameError" and "the stream parameter" in answer["message"]
+    assert not [p for p in (tmp_path / "landing").rglob("*") if p.is_file()]

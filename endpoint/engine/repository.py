@@ -87,7 +87,10 @@ class QueryRepository:
                     saved.get("last_evaluation"), saved.get("r2s_previous"), saved.get("counters"), saved.get("state"))
                 self._progress[spec.id] = line
         with self._lock:
-            self._compact()        # only the restored queries' latest lines
+            try:
+                self._compact()        # only the restored queries' latest lines
+            except OSError as e:       # a full disk: the engine starts all the same, the log as it is
+                log.error("the queries' progress log is not compacted (%s); it is at a later save", e)
         return specs
 
     def save_progress(self, spec: QuerySpec) -> None:
@@ -104,14 +107,32 @@ class QueryRepository:
             if spec.id not in self._orders:
                 return                  # removed meanwhile
             self._progress[spec.id] = line
-            if self._progress_lines >= max(PROGRESS_LINES, 4 * len(self._progress)):
-                self._compact()
+            try:
+                if self._progress_lines >= max(PROGRESS_LINES, 4 * len(self._progress)):
+                    self._compact()
+                else:
+                    if self._progress_file is None:
+                        self._progress_file = path.open("a", encoding="utf-8")
+                    self._progress_file.write(line)
+                    self._progress_file.flush()   # in the kernel's hands: a crash of the process loses nothing
+                    self._progress_lines += 1
+            except OSError as e:
+                # A full disk: the query goes on; a restart meanwhile re-evaluates from the progress
+                # last kept. Kept again at the next save (the whole log, compacted).
+                if self._progress_file is not None:
+                    try:
+                        self._progress_file.close()
+                    except OSError:
+                        pass
+                    self._progress_file = None
+                self._progress_lines = max(PROGRESS_LINES, 4 * len(self._progress))
+                if not self._saves_failing:       # once, not at every evaluation
+                    log.error("the queries' progress cannot be kept (%s); kept again once it can", e)
+                self._saves_failing = True
                 return
-            if self._progress_file is None:
-                self._progress_file = path.open("a", encoding="utf-8")
-            self._progress_file.write(line)
-            self._progress_file.flush()       # in the kernel's hands: a crash of the process loses nothing
-            self._progress_lines += 1
+            if self._saves_failing:
+                self._saves_failing = False
+                log.warning("the queries' progress is kept again")
 
     def _read_progress(self) -> dict[str, tuple[str, dict]]:
         path = self._path(PROGRESS_FILE)
@@ -125,6 +146,8 @@ class QueryRepository:
             except (ValueError, KeyError, TypeError):
                 continue            # a line cut short by a crash: the one before it stands
         return latest
+
+    _saves_failing = False         # the last progress could not be written (a full disk)
 
     def _compact(self) -> None:
         """Rewrite the log with each query's latest line (under the lock)."""

@@ -6,7 +6,7 @@ that stream (`OutputStream`).
 
 The outbox sinks lose nothing they can keep: `HttpSink` POSTs to a URL, `MqttSink` publishes
 to a topic (`mqtt://host:port/topic`, through the engine's connections of mqtt_publish.py);
-each kind is a class in SINK_KINDS ("Adding a source or sink kind" in docs/design.md).
+each kind is a class in SINK_KINDS ("Adding a sink kind" in docs/design.md).
 
 An outbox sink writes each record to a durable outbox on disk (a file per record) before any attempt to
 deliver it, and removes it once delivered; delivery goes in order, one record at a time, with
@@ -36,6 +36,7 @@ import pyoxigraph as ox
 
 from rspstar.config.schema import default
 from rspstar.store.landing import bounded_name, replace_text
+from rspstar.store.mqtt import DEFAULT_PORTS as MQTT_PORTS
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TemporalValueError
@@ -96,6 +97,17 @@ def sink_origin(url: str) -> str | None:
         return None
     host = "[%s]" % parts.hostname if ":" in parts.hostname else parts.hostname
     return "%s://%s:%d" % (parts.scheme, host, port or SINK_PORTS[parts.scheme])
+
+
+def check_sinks_allowed(urls, allowed: list[str]) -> None:
+    """Each sink allowed (check_sink_allowed), and none named twice: a query would post each
+    record to it twice."""
+    seen = set()
+    for url in urls:
+        check_sink_allowed(url, allowed)
+        if url in seen:
+            raise SinkNotAllowed("sink %s is named twice: name each sink once" % url)
+        seen.add(url)
 
 
 def check_sink_allowed(url: str, allowed: list[str]) -> None:
@@ -644,10 +656,10 @@ class SinkKind:
     check: Callable[[str], object] = lambda url: None
 
 
-# The place to add a kind of sink (docs/design.md, "Adding a source or sink kind").
+# The place to add a kind of sink (docs/design.md, "Adding a sink kind").
 SINK_KINDS: dict[str, SinkKind] = {
     "http": SinkKind({"http": 80, "https": 443}, HttpSink, lambda: post_with_requests),
-    "mqtt": SinkKind({"mqtt": 1883, "mqtts": 8883}, MqttSink, MqttPublishers, check=topic_of),
+    "mqtt": SinkKind(MQTT_PORTS, MqttSink, MqttPublishers, check=topic_of),
 }
 _KIND_OF_SCHEME = {scheme: name for name, kind in SINK_KINDS.items() for scheme in kind.ports}
 SINK_PORTS = {scheme: port for kind in SINK_KINDS.values() for scheme, port in kind.ports.items()}

@@ -41,6 +41,14 @@ class UnsupportedMediaType(EndpointError):
     """A request body in a media type this route does not read."""
 
 
+class ElementTooLarge(EndpointError):
+    """A posted element larger than what one micro-batch takes ([[sources]] max_batch_bytes)."""
+
+
+class TooManyStreams(EndpointError):
+    """A post naming new streams past the bound on streams ([engine] max_streams)."""
+
+
 class ServiceUnavailable(EndpointError):
     """Something this route needs is not configured or not running."""
 
@@ -57,6 +65,13 @@ class TooManyEventStreams(ServiceUnavailable):
     retry_after = 30
 
 
+class IngestionBacklog(ServiceUnavailable):
+    """Input acknowledged and not yet stored is at its bound ([engine] max_landed_bytes): the
+    client should retry once Spark has stored some of it."""
+
+    retry_after = 5
+
+
 class BodiesInFlight(ServiceUnavailable):
     """The request bodies processed now take the whole budget: the client should retry shortly."""
 
@@ -68,6 +83,7 @@ class BodiesInFlight(ServiceUnavailable):
 _STATUSES: list[tuple[type, int]] = [
     (server_errors.RequestEntityTooLarge, 413),
     (server_errors.RequestHeaderFieldsTooLarge, 431),
+    (ElementTooLarge, 413),
     (server_errors.BadRequest, 400),
     (server_errors.ServerNotImplemented, 501),
     (server_errors.Error, 500),
@@ -95,6 +111,7 @@ _STATUSES: list[tuple[type, int]] = [
     (ReservedGraphError, 400),
     (SinkNotAllowed, 400),
     (InvalidQueryId, 400),
+    (TooManyStreams, 400),
     (QueryOverLimits, 400),
     (QueryCrashed, 400),
     (UsageError, 400),

@@ -55,8 +55,18 @@ def write_graph():
     if fmt is None:
         raise UnsupportedMediaType("the graph store takes an RDF format (text/turtle, application/n-triples, "
                                    "application/rdf+xml, application/ld+json, ...), not %r" % request.mimetype)
+    disk = services().disk
+
+    def admit(quads: list) -> None:
+        """Refused before anything is written when the disk cannot take what the store will
+        write of it: counted by its triples as N-Quads (a Turtle body is several times smaller
+        than that), not by the body."""
+        if disk is not None:
+            size = len(ox.serialize([q.triple for q in quads], format=ox.RdfFormat.N_TRIPLES))
+            disk.check("%s /store" % request.method, size + len(quads) * (len(graph or "") + 3))
+
     created = services().store.background.write(graph, text_body(), fmt, "request body",
-                                                replace=request.method == "PUT")
+                                                replace=request.method == "PUT", admit=admit)
     services().engine.background_changed()
     return Response(status=201 if created else 204)
 
