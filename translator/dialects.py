@@ -130,11 +130,11 @@ def dialect_named(name: str) -> type["Dialect"]:
     return _READERS[name]
 
 
-def detect(text: str) -> str:
+def detect(text: str, tokens: list | None = None) -> str:
     """The dialect a query is written in: the first token some dialect recognizes decides
     (asked in the order of their `precedence`, `Dialect.recognizes`); a text none recognizes is
-    RSP-QL*."""
-    tokens = tokenize(SourceText(text))
+    RSP-QL*. `tokens`: the text's, when the caller has them."""
+    tokens = tokenize(SourceText(text)) if tokens is None else tokens
     ordered = sorted(_READERS.values(), key=lambda reader: reader.precedence)
     depth = 0
     for k, tok in enumerate(tokens):
@@ -151,12 +151,12 @@ def detect(text: str) -> str:
 
 
 def translate(text: str, dialect: str | None = None, start: str | None = None,
-              base: str | None = None, streams: tuple[str, ...] = ()) -> Translation | None:
+              base: str | None = None, streams: tuple[str, ...] = (), tokens: list | None = None) -> Translation | None:
     """The RSP-QL* translation of a dialect query; None for an RSP-QL* query. `base`: the IRI
     the text was retrieved from (relative IRIs resolve against it, see `PrologueReader`);
     `streams`: the streams the query is given to read (a replay's), which an EP-SPARQL query
-    naming none reads."""
-    dialect = dialect or detect(text)
+    naming none reads; `tokens`: the text's, when the caller has them."""
+    dialect = dialect or detect(text, tokens)
     if dialect not in DIALECTS:
         raise QuerySyntaxError("unknown dialect %r (known: %s)" % (dialect, ", ".join(DIALECTS)), 1, 1)
     reader_class = _READERS[dialect]

@@ -55,8 +55,8 @@ class PrologueReader(TokenReader):
     BASE declaration, itself resolved against it, takes its place (SPARQL 1.1, 4.1.1.1). A
     relative IRI with no base at all is an error at its line and column."""
 
-    def __init__(self, text: str, base: str | None = None):
-        super().__init__(text)
+    def __init__(self, text: str, base: str | None = None, tokens: list[Token] | None = None):
+        super().__init__(text, tokens)
         self.prefixes: dict[str, str] = {}
         self.retrieval_base = base
         self.base: str | None = base
@@ -147,8 +147,8 @@ WINDOW_FORMS = ("[RANGE PT10S STEP PT5S] (a time window; TUMBLING for STEP = RAN
 
 
 class _Parser(PrologueReader):
-    def __init__(self, text: str, base: str | None = None):
-        super().__init__(text, base)
+    def __init__(self, text: str, base: str | None = None, tokens: list[Token] | None = None):
+        super().__init__(text, base, tokens)
         self.removed: list[Span] = []
         # Forms of other RSP-QL engines read as this engine's (spec 6.7, 6.15), at their offsets.
         self.notes: list[tuple[int, str]] = []
@@ -1073,13 +1073,13 @@ def tef_sparql_message(text: str, at: int) -> str:
             "{ WINDOW ex:presence { %s } } (spec 6.13)" % (shown, since_text, till_text, shown[2:-2]))
 
 
-def parse_query(text: str, base: str | None = None) -> ContinuousQuery:
+def parse_query(text: str, base: str | None = None, tokens: list[Token] | None = None) -> ContinuousQuery:
 
     """Parse RSP-QL* text into a query model; raises QuerySyntaxError with line and column.
     `base`: the IRI the text was retrieved from, which relative IRIs resolve against (see
-    `PrologueReader`).
+    `PrologueReader`); `tokens`: the text's, when the caller has them.
 
     The result is only structurally checked; `validate.validated_query` also has Oxigraph
     check the SPARQL that the rewrite produces."""
     check_nesting(text, language="sparql")
-    return _Parser(text, base).parse()
+    return _Parser(text, base, tokens).parse()

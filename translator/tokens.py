@@ -122,9 +122,10 @@ class SourceText:
 class TokenReader:
     """A cursor over a query's tokens, with errors at the token's line and column."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, tokens: list[Token] | None = None):
+        """`tokens`: the text's, when the caller has tokenized it already."""
         self.source = SourceText(text)
-        self.tokens = tokenize(self.source)
+        self.tokens = tokenize(self.source) if tokens is None else tokens
         self.i = 0
 
     def peek(self, k: int = 0) -> Token:

@@ -18,7 +18,7 @@ from .namespaces import RSPU
 from .syntax import (
     Bind, Expression, Filter, GraphPattern, Group, Keyworded, ParsedBody, Span, SubSelect, UnionPattern, nested_groups,
 )
-from .tokens import IRI, NAME, PNAME, VAR
+from .tokens import IRI, NAME, PNAME, VAR, SourceText, tokenize
 from .uncertainty import FUNCTION_NAMES, FunctionLibrary
 from .uncertainty.functions import arguments_in_words
 from .options import QueryOptions
@@ -88,15 +88,18 @@ def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: 
 
 def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str | None,
                      start: str | None, base: str | None, streams: tuple[str, ...] = ()) -> ContinuousQuery:
-    translation = translate(text, dialect, start, base, streams)
+    # A text whose dialect is to be recognized is tokenized once, for the recognition, the
+    # parser and the warnings (a tokenizing error is the one recognition would raise).
+    tokens = tokenize(SourceText(text)) if dialect is None else None
+    translation = translate(text, dialect, start, base, streams, tokens)
     if translation is None:
-        query = _compile(text, functions, base)
+        query = _compile(text, functions, base, tokens)
     else:
         try:
             query = translation.apply(_compile(translation.text, functions, base), text)
         except QuerySyntaxError as e:
             raise translation.locate(e) from None
-    query.warnings = query_warnings(text) + option_warnings(query, QueryOptions())
+    query.warnings = query_warnings(text, tokens) + option_warnings(query, QueryOptions())
     return query
 
 
@@ -159,8 +162,9 @@ def check_grouping(query: ContinuousQuery) -> None:
                                    *body.source.position(tok.offset))
 
 
-def _compile(text: str, functions: FunctionLibrary | None, base: str | None) -> ContinuousQuery:
-    query = parse_query(text, base)
+def _compile(text: str, functions: FunctionLibrary | None, base: str | None,
+             tokens: list | None = None) -> ContinuousQuery:
+    query = parse_query(text, base, tokens)
     check_grouping(query)
     functions = functions or FunctionLibrary()
     rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))

@@ -144,13 +144,15 @@ def unfed_stream_warnings(query: ContinuousQuery, fed: Collection[str], holding:
 _MODIFIER_END = ("ORDER", "LIMIT", "OFFSET", "VALUES")
 
 
-def query_warnings(text: str) -> list[str]:
-    """The warnings of a query's text (any dialect: what they read is copied from the text)."""
+def query_warnings(text: str, tokens: list[Token] | None = None) -> list[str]:
+    """The warnings of a query's text (any dialect: what they read is copied from the text);
+    `tokens`: the text's, when the caller has them."""
     source = SourceText(text)
-    try:
-        tokens = tokenize(source)
-    except Exception:       # the parser reports what does not tokenize
-        return []
+    if tokens is None:
+        try:
+            tokens = tokenize(source)
+        except Exception:       # the parser reports what does not tokenize
+            return []
     found = []
     for k, tok in enumerate(tokens):
         if tok.is_keyword("SELECT"):

@@ -537,16 +537,7 @@ def citybench_case(cb: CityBench, e: Entry, dialect: str, base: str, query: str 
                      "a WINDOW block holding no GRAPH pattern reads its elements' merged content and their "
                      "timestamp triples (spec 6.15); R2S %s." % r2s)
     else:
-        rq, windows, graphs = dialect_reference(query, dialect, base)
-        if dialect == "csparql":
-            reference = {"windows": windows, "report": "non-empty", "r2s": "RSTREAM"}
-            semantics = ("C-SPARQL (spec 6.5): windows (x - a, x] closing at x = a + i*b, keyed by their stream; "
-                         "the WHERE clause reads the merge of every window's content and the FROM graphs; an "
-                         "evaluation at every close unless every window is empty; RStream.")
-        else:
-            reference = {"windows": windows, "report": "content-change", "r2s": "ISTREAM"}
-            semantics = ("CQELS-QL (spec 6.5): an evaluation at every instant an element arrives, each window "
-                         "(t - a, t], keyed by its stream, its block reading its merged content; IStream.")
+        rq, windows, graphs, reference, semantics = dialect_case_reference(query, dialect, base)
     if graphs:
         reference["from"] = graphs
     named = {}
@@ -880,6 +871,20 @@ def plain_stream(stream: str, subject: str, predicate: str, obj: str, count: int
             for i in range(count)]
 
 
+def dialect_case_reference(query: str, dialect: str, base: str) -> tuple[str, dict, list[str], dict, str]:
+    """(reference.rq, its windows, FROM graphs, reference.json without "query", the semantics in
+    words) of a C-SPARQL or CQELS-QL query."""
+    rq, windows, graphs = dialect_reference(query, dialect, base)
+    if dialect == "csparql":
+        return rq, windows, graphs, {"windows": windows, "report": "non-empty", "r2s": "RSTREAM"}, (
+            "C-SPARQL (spec 6.5): windows (x - a, x] closing at x = a + i*b, keyed by their stream; the WHERE "
+            "clause reads the merge of every window's content and the FROM graphs; an evaluation at every close "
+            "unless every window is empty; RStream.")
+    return rq, windows, graphs, {"windows": windows, "report": "content-change", "r2s": "ISTREAM"}, (
+        "CQELS-QL (spec 6.5): an evaluation at every instant an element arrives, each window (t - a, t], keyed by "
+        "its stream, its block reading its merged content; IStream.")
+
+
 def reference_for(query: str, dialect: str, base: str) -> tuple[dict, str, str, list[str]]:
     """(reference.json without "query", reference.rq, the semantics in words, FROM graphs)."""
     if dialect == "rspql":
@@ -894,16 +899,7 @@ def reference_for(query: str, dialect: str, base: str) -> tuple[dict, str, str, 
                      "timestamp triples (spec 6.15), a pattern outside every window the background; R2S %s."
                      % r2s.capitalize().replace("stream", "Stream"))
     else:
-        rq, windows, graphs = dialect_reference(query, dialect, base)
-        if dialect == "csparql":
-            reference = {"windows": windows, "report": "non-empty", "r2s": "RSTREAM"}
-            semantics = ("C-SPARQL (spec 6.5): windows (x - a, x] closing at x = a + i*b, keyed by their stream; "
-                         "the WHERE clause reads the merge of every window's content and the FROM graphs; an "
-                         "evaluation at every close unless every window is empty; RStream.")
-        else:
-            reference = {"windows": windows, "report": "content-change", "r2s": "ISTREAM"}
-            semantics = ("CQELS-QL (spec 6.5): an evaluation at every instant an element arrives, each window "
-                         "(t - a, t], keyed by its stream, its block reading its merged content; IStream.")
+        rq, windows, graphs, reference, semantics = dialect_case_reference(query, dialect, base)
     if graphs:
         reference["from"] = graphs
     if re.match(r"\s*(PREFIX\s+\S+\s+<[^>]*>\s*|BASE\s+<[^>]*>\s*|REGISTER\s+\S+\s+\S+\s+AS\s*)*CONSTRUCT", query, re.I):
