@@ -42,9 +42,9 @@ _WHERE = {
     "EvaluationOverMemory": "store.errors", "UpdateTooLarge": "store.errors",
     "UnknownFormat": "store.formats", "ClosureTooLarge": "store.entailment",
     "EndpointError": "endpoint.engine.errors",
-    "UnknownQuery": "endpoint.engine.runner", "DuplicateQuery": "endpoint.engine.runner",
-    "InvalidQueryId": "endpoint.engine.runner", "EngineAtCapacity": "endpoint.engine.runner",
-    "SinkNotAllowed": "endpoint.engine.sinks", "LandmarkOverLimit": "endpoint.engine.evaluation",
+    "UnknownQuery": "endpoint.engine.errors", "DuplicateQuery": "endpoint.engine.errors",
+    "InvalidQueryId": "endpoint.engine.errors", "EngineAtCapacity": "endpoint.engine.errors",
+    "SinkNotAllowed": "endpoint.engine.sinks", "LandmarkOverLimit": "endpoint.engine.s2r",
     "QueryFailed": "endpoint.api", "ServerError": "endpoint.client",
     "AnswerPastBound": "endpoint.adhoc", "QueriesBusy": "endpoint.adhoc", "QueryOverMemory": "endpoint.adhoc",
 }

@@ -45,7 +45,8 @@ from rspstar.translator.temporal import format_instant, parse_instant
 
 from .engine.clock import VirtualClock
 from .engine.errors import EndpointError
-from .engine.runner import Runner, EngineConfig, RegisteredQuery
+from .engine.registered import RegisteredQuery
+from .engine.runner import Runner, EngineConfig
 from .engine.replay import Document, Replay, ReplayInput
 
 __all__ = ["Engine", "Query", "Results", "replay", "QueryFailed"]

@@ -12,6 +12,11 @@ and applies R2S. Every group sees the same watermark in a micro-batch, so an ins
 come out of one micro-batch. A query over partitioned windows (spec 6.9) is evaluated at each
 close of a group's windows instead, and the driver takes every group's latest report at each
 of the query's instants (AT).
+
+Executors read the windows as the engine's S2R does (endpoint/engine/s2r.py, a layer above this
+one), straight from the windows (translator/windows.py: what each holds at an instant, where it
+closes, how far back it reads) and the report policy's declared instants: the partition rules
+leave a partitioned query only windows read at their closes and no content change.
 """
 from __future__ import annotations
 
@@ -27,7 +32,7 @@ from typing import Callable, NamedTuple
 import pyoxigraph as ox
 
 from rspstar.config.schema import default
-from rspstar.translator.model import PartitionedWindow, QueryForm
+from rspstar.translator.model import QueryForm
 from rspstar.translator.partition import PartitionKey
 from rspstar.translator.policy import report_policy
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
@@ -82,6 +87,20 @@ def at_payload(rows: list, closed: list[str], windows: dict[str, tuple[int, int]
     """An AT's payload: the rows, the windows that closed at the instant (none: where the windows
     stand as a micro-batch begins) and the interval each window holding elements lists."""
     return json.dumps({"rows": rows, "closed": closed, "windows": windows})
+
+
+class AtReport(NamedTuple):
+    """An AT's payload read (`at_payload`): the rows, the windows that closed at the instant,
+    and the interval [oldest, newest] each window holding elements lists."""
+
+    rows: list
+    closed: list[str]
+    windows: dict[str, list[int]]
+
+
+def read_at(payload: str) -> AtReport:
+    told = json.loads(payload)
+    return AtReport(told["rows"], told["closed"], told["windows"])
 
 
 def read_mark(payload: str) -> tuple[bool, int | None]:
@@ -330,7 +349,7 @@ class PlanRunner:
         self.functions = FunctionLibrary(cache=plan.rspu_cache)
         # Partitioned windows (the rules allow them only alone): the last n elements of each key
         # stay in them however old, and they change only at their own elements.
-        self.keyed = all(isinstance(w, PartitionedWindow) for w in self.query.windows.values())
+        self.keyed = all(w.keyed for w in self.query.windows.values())
         # How long after an element some window can still hold it: a range and a step, and a
         # periodic instant reading a close up to a period later.
         period = self.query.computed_every or 0
@@ -365,7 +384,7 @@ class PlanRunner:
             # here was often left a micro-batch or more behind, by the same state less the
             # chunks appended elsewhere since.
             store = self.kept.take((self.identity, group), saved, lambda row: state.lacking(
-                PartitionState(*row), {} if self.keyed else self.policy.retention(state.after, None)))
+                PartitionState(*row), {} if self.keyed else self._retention(state.after, None)))
         if state is None and not new:
             return [Emitted(MARK, -1, group, mark_payload(False, watermark), 0)], None
         late = sum(1 for e in new if watermark is not None and e.timestamp < watermark)
@@ -421,7 +440,7 @@ class PlanRunner:
                 emitted.append(Emitted(HOLDS, instant, group, json.dumps(sorted(holding)), 0))
         if through is not None:
             after = max(after, through)
-        bounds = self.policy.retention(after, store if self.keyed else None)
+        bounds = self._retention(after, store if self.keyed else None)
         state = state.appended(arrived) if state is not None else PartitionState.of(after, arrived)
         state = state.expired(after, bounds)
         emitted.append(Emitted(MARK, through if through is not None else -1, group,
@@ -459,11 +478,23 @@ class PlanRunner:
                 return found
             found.append((t, sorted(iri for iri, c in closes.items() if c == t)))
 
+    def _retention(self, after: int, store: StreamStore | None) -> dict[str, int]:
+        """Per stream, the earliest timestamp an evaluation after `after` can read: what the
+        windows reach at the next instant, or at `after` when the next instant depends on the
+        elements (the rules leave a partitioned query no content change)."""
+        instant = None if self.policy.arrivals else self.policy.next_fixed_instant(after)
+        instant = after if instant is None else instant
+        bounds: dict[str, int] = {}
+        for w in self.query.windows.values():
+            reach = w.earliest_reachable(instant, store)
+            bounds[w.stream] = min(reach, bounds.get(w.stream, reach))
+        return bounds
+
     def _evaluate(self, store: StreamStore, instant: int) -> tuple[list, int, set[str], dict[str, tuple[int, int]]]:
         """What the group's keys give at `instant` (SELECT: rows; CONSTRUCT: the triples as
         N-Triples lines; ASK: [true] or nothing), the elements their windows hold, which windows
         hold some, and the interval each lists."""
-        contents = self.policy.contents(instant, store)
+        contents = {w.iri: c for w in self.query.windows.values() if (c := w.content_at(instant, store)) is not None}
         elements = {w: content.select(self.query.windows[w].stream, store) for w, content in contents.items()}
         count = sum(len(e) for e in elements.values())
         if not count:

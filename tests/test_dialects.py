@@ -7,6 +7,7 @@ import pytest
 
 from rspstar.endpoint.cli import main
 from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.s2r import ReadWindows
 from rspstar.endpoint.engine.runner import Runner
 from rspstar.endpoint.engine.replay import Replay, ReplayInput
 from rspstar.store.rdf_input import Element, instant_literal
@@ -213,7 +214,7 @@ def test_a_cqels_tumbling_window_holds_the_period_of_each_arrival():
         [window] = query.windows.values()
         held[query is tumbling] = {t // S: (content.shown, names(content.select(window.stream, store)))
                                    for t in (2 * S, 3 * S, 4 * S, 6 * S, 7 * S)
-                                   for content in policy.contents(t, store).values()}
+                                   for content in ReadWindows(policy, store).contents(t).values()}
     assert held[True] == {2: ((0, 2 * S), ["e2"]), 3: ((0, 3 * S), ["e2", "e3"]), 4: ((3 * S, 4 * S), ["e4"]),
                           6: ((3 * S, 6 * S), ["e4", "e6"]), 7: ((6 * S, 7 * S), ["e7"])}
     assert held[False][4] == ((1 * S, 4 * S), ["e2", "e3", "e4"])
@@ -222,7 +223,7 @@ def test_a_cqels_tumbling_window_holds_the_period_of_each_arrival():
     assert described["tumbling"] == ("at an arrival instant t: the elements of the period (start + k*PT3S, "
                                      "start + (k+1)*PT3S] that contains t, up to t")
     shifted = compile_query(CQELS.replace("[RANGE 3s]", "[RANGE 3 sec TUMBLING]"), start="1970-01-01T00:00:01Z")
-    contents = report_policy(shifted).contents(4 * S, store)
+    contents = ReadWindows(report_policy(shifted), store).contents(4 * S)
     assert [c.shown for c in contents.values()] == [(1 * S, 4 * S)]          # the period (1 s, 4 s]
 
 

@@ -176,7 +176,7 @@ def test_receiver_outage_and_restart_deliver_every_evaluation_once_in_order(tmp_
 
         advance(engine, T0 + 6 * S)          # evaluations at :02, :04, :06; receiver refuses
         assert receiver.received == []
-        sink = engine.get("q").http_sinks[0]
+        sink = engine.get("q").url_sinks[0]
         assert sink.state.pending == 3 and sink.state.failures >= 1
         store.close()
         del engine, store                      # the engine stops
@@ -197,7 +197,7 @@ def test_receiver_outage_and_restart_deliver_every_evaluation_once_in_order(tmp_
              "v": {"type": "literal", "value": "0", "datatype": integer}},
             {"o": {"type": "uri", "value": "http://example.org/o1"},
              "v": {"type": "literal", "value": "1", "datatype": integer}}]
-        assert engine.get("q").http_sinks[0].state.pending == 0
+        assert engine.get("q").url_sinks[0].state.pending == 0
     finally:
         receiver.close()
 

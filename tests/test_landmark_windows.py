@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.s2r import ReadWindows
 from rspstar.endpoint.engine.replay import Replay, ReplayInput
 from rspstar.endpoint.engine.runner import EngineConfig, Runner
 from rspstar.store.rdf_input import Element, instant_literal
@@ -41,8 +42,8 @@ def test_a_landmark_closes_every_step_after_its_start_and_holds_everything_since
     assert isinstance(w, LandmarkWindow) and w.step == 10 * S and w.start == T0
     policy = report_policy(q)
     # No close at τ0 itself: the first is τ0 + β.
-    assert policy.next_instant(T0 - 1, None) == T0 + 10 * S
-    assert policy.next_instant(T0 + 10 * S, None) == T0 + 20 * S
+    assert ReadWindows(policy, None).next_instant(T0 - 1) == T0 + 10 * S
+    assert ReadWindows(policy, None).next_instant(T0 + 10 * S) == T0 + 20 * S
     assert w.content_at(T0 + 25 * S, None).opens == T0 and w.content_at(T0 + 25 * S, None).closes == T0 + 20 * S
     assert w.content_at(T0 + 25 * S, None).shown == (T0, T0 + 20 * S)
     assert w.content_at(T0 + 9 * S, None) is None

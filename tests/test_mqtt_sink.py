@@ -10,7 +10,8 @@ import pytest
 from rdflib import Literal, Variable
 from rdflib.query import Result
 
-from rspstar.endpoint.engine.sinks import Delivery, HttpSink, SinkNotAllowed, check_sink_allowed
+from rspstar.endpoint.engine.mqtt_publish import MqttPublishers
+from rspstar.endpoint.engine.sinks import MqttSink, SinkNotAllowed, check_sink_allowed
 
 from mqtt_broker import Broker, client
 
@@ -56,8 +57,8 @@ def test_records_reach_the_topic_in_order_and_wait_out_a_broker_outage(tmp_path)
     broker = Broker(tmp_path / "broker").start()
     received = []
     reader = client(broker, on_message=lambda c, u, m: received.append(m.payload), subscribe="results/q")
-    delivery = Delivery()
-    sink = HttpSink("q", "%s/results/q" % broker.url, tmp_path / "outbox", delivery, variables=("k",))
+    delivery = MqttPublishers()
+    sink = MqttSink("q", "%s/results/q" % broker.url, tmp_path / "outbox", delivery, variables=("k",))
     try:
         assert reader.subscribed.wait(10)
         for k in range(3):

@@ -5,6 +5,7 @@ import pyoxigraph as ox
 import pytest
 
 from rspstar.endpoint.engine.clock import VirtualClock
+from rspstar.endpoint.engine.s2r import ReadWindows
 from rspstar.endpoint.engine.runner import Runner
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
@@ -57,7 +58,7 @@ def test_the_window_holds_the_last_n_elements_of_every_key():
     # Closes at every τ of an element with a key (not at 3: e4 has none).
     policy = report_policy(parse_query(QUERY % "ELEMS 1 PARTITION BY ex:sensor"))
     instants, t = [], T0 - 1
-    while (t := policy.next_instant(t, store)) is not None:
+    while (t := ReadWindows(policy, store).next_instant(t)) is not None:
         instants.append((t - T0) // S)
     assert instants == [1, 2, 4]
 

@@ -3,10 +3,12 @@ combined by `and`, their instants, what they refuse and how they are shown."""
 import pytest
 from hypothesis import given, strategies as st
 
+from rspstar.endpoint.engine.s2r import ReadWindows
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.parser import parse_query
-from rspstar.translator.policy import PolicyError, _Progression, parse_strategies, report_policy
+from rspstar.translator.policy import PolicyError, parse_strategies, report_policy
+from rspstar.translator.windows import Progression
 
 import pyoxigraph as ox
 
@@ -39,8 +41,9 @@ def store_with(**streams):
 
 def instants(p, store, until):
     found, t = [], -1
-    while (t := p.next_instant(t, store)) is not None and t <= until:
-        if p.report_at(p.contents(t, store), store):
+    read = ReadWindows(p, store)
+    while (t := read.next_instant(t)) is not None and t <= until:
+        if read.reports(t, read.contents(t)):
             found.append(t)
     return found
 
@@ -50,7 +53,7 @@ def test_example_10s_policy_evaluates_at_w2s_closes_when_w2_holds_an_element():
     p = policy(EXAMPLE_10, "close(ex:w2) and non-empty(ex:w2)")
     assert instants(p, store, 18 * S) == [10 * S, 16 * S]
     # At 10 s W1 holds its latest window closed by then, [5 s, 10 s).
-    assert p.contents(10 * S, store)["http://example.org/w1"].shown == (5 * S, 10 * S)
+    assert ReadWindows(p, store).contents(10 * S)["http://example.org/w1"].shown == (5 * S, 10 * S)
     assert p.show() == "close(<http://example.org/w2>) and non-empty(<http://example.org/w2>)"
     assert p.describe() == "at every close of <http://example.org/w2>, skipped when <http://example.org/w2> is empty"
     # The same without the windows named: every close of either window, some window non-empty.
@@ -72,7 +75,7 @@ def test_closes_of_two_windows_meet_where_both_close():
                      "FROM NAMED WINDOW ex:b ON ex:s [RANGE PT3S STEP PT3S] WHERE { }")
     p = policy(text, "close(ex:a) and close(ex:b)")
     assert p.fixed_instants(0, 20 * S) == [6 * S, 12 * S, 18 * S]
-    assert p.next_instant(6 * S, None) == 12 * S and p.rate() == pytest.approx(1 / 6)
+    assert ReadWindows(p, None).next_instant(6 * S) == 12 * S and p.rate() == pytest.approx(1 / 6)
     assert policy(text, "close(ex:a) and periodic(PT4S)").fixed_instants(0, 13 * S) == [4 * S, 8 * S, 12 * S]
 
 
@@ -111,7 +114,7 @@ def test_content_change_of_one_window_follows_its_stream_alone():
     assert instants(p, store, 10 * S) == [3 * S, 8 * S]
     assert instants(policy(EXAMPLE_10, "content-change"), store, 10 * S) == [2 * S, 3 * S, 5 * S, 8 * S]
     # Under content change every window slides (spec §6.3): W1 holds t - 5 s < τ <= t.
-    assert p.contents(8 * S, store)["http://example.org/w1"].shown == (3 * S, 8 * S)
+    assert ReadWindows(p, store).contents(8 * S)["http://example.org/w1"].shown == (3 * S, 8 * S)
     assert p.arrivals and not p.at_closes and not p.fixed
 
 
@@ -131,7 +134,7 @@ def test_the_policy_strategies_are_read_case_insensitively_and_once():
 
 @given(st.integers(0, 40), st.integers(1, 12), st.integers(0, 40), st.integers(1, 12))
 def test_two_progressions_meet_exactly_where_enumeration_finds_them(f1, s1, f2, s2):
-    a, b = _Progression(f1, s1), _Progression(f2, s2)
+    a, b = Progression(f1, s1), Progression(f2, s2)
     common = sorted(set(range(f1, 400, s1)) & set(range(f2, 400, s2)))
     met = a.meet(b)
     if met is None:

@@ -1,9 +1,9 @@
-from rspstar.endpoint.engine.r2s import R2SOperator
+from rspstar.endpoint.engine.r2s import r2s_operator
 from rspstar.translator.model import R2S
 
 
 def run(op, evaluations):
-    operator = R2SOperator(op, lambda row: row)
+    operator = r2s_operator(op, lambda row: row)
     return [operator.apply(rows) for rows in evaluations]
 
 

@@ -2,6 +2,7 @@
 import pytest
 from hypothesis import given, strategies as st
 
+from rspstar.endpoint.engine.s2r import ReadWindows
 from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.model import CountWindow, TimeWindow
@@ -61,15 +62,15 @@ def test_report_instants_window_close_and_computed_every():
                              "FROM NAMED WINDOW ex:b ON ex:s [RANGE PT6S STEP PT3S] WHERE { }")
     policy = report_policy(q)
     assert policy.fixed_instants(0, 12 * S) == [4 * S, 6 * S, 8 * S, 9 * S, 12 * S]
-    assert policy.next_instant(4 * S, None) == 6 * S
+    assert ReadWindows(policy, None).next_instant(4 * S) == 6 * S
     q = parse_query(prefix + "REGISTER QUERY ex:q COMPUTED EVERY PT5S AS SELECT * "
                              'FROM NAMED WINDOW ex:a ON ex:s [RANGE PT4S START "2026-03-01T08:00:03Z"^^xsd:dateTime] WHERE { }')
     origin = parse_instant("2026-03-01T08:00:03Z")
     policy = report_policy(q)
     assert policy.fixed_instants(origin - 20 * S, origin + 11 * S) == [origin, origin + 5 * S, origin + 10 * S]
-    assert {w: c.shown for w, c in policy.contents(origin + 5 * S, None).items()} == \
+    assert {w: c.shown for w, c in ReadWindows(policy, None).contents(origin + 5 * S).items()} == \
         {"http://example.org/a": (origin, origin + 4 * S)}
-    assert policy.contents(origin, None) == {}
+    assert ReadWindows(policy, None).contents(origin) == {}
 
 
 # -- windows in the past, count windows and content change (spec §6.1-6.3) --------------------
@@ -152,8 +153,8 @@ def test_content_change_reports_once_per_arrival_instant_with_sliding_contents()
     store = _store(1 * S, 2 * S, 2 * S, 4 * S, stream=EX_S)
     policy = _policy("SELECT * FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S STEP PT10S] WHERE { }",
                      "content-change")
-    assert [policy.next_instant(t, store) for t in (0, 1 * S, 2 * S, 4 * S)] == [1 * S, 2 * S, 4 * S, None]
-    content = policy.contents(2 * S, store)["http://example.org/w"]
+    assert [ReadWindows(policy, store).next_instant(t) for t in (0, 1 * S, 2 * S, 4 * S)] == [1 * S, 2 * S, 4 * S, None]
+    content = ReadWindows(policy, store).contents(2 * S)["http://example.org/w"]
     assert content.shown == (0, 2 * S)
     assert content.select(EX_S, store) == ["http://example.org/e1", "http://example.org/e2", "http://example.org/e3"]
     assert policy.complete_through(2 * S) == 2 * S + 1     # every element stamped 2 s must be in
@@ -165,7 +166,7 @@ def test_a_query_mixing_count_and_time_windows_reports_at_both_closes():
     policy = _policy("SELECT * FROM NAMED WINDOW ex:c ON <s> [ELEMS 2] "
                      "FROM NAMED WINDOW ex:t ON <s> [RANGE PT4S] WHERE { }")
     instants, t = [], 0
-    while (t := policy.next_instant(t, store)) is not None and t <= 8 * S:
+    while (t := ReadWindows(policy, store).next_instant(t)) is not None and t <= 8 * S:
         instants.append(t)
     assert instants == [1 * S, 4 * S, 5 * S, 8 * S]
     assert policy.fixed_instants(0, 8 * S) == [4 * S, 8 * S] and policy.arrivals
@@ -180,8 +181,9 @@ def test_report_policies_from_options_and_the_query():
     assert non_empty.show() == "non-empty" and non_empty.rate() == 0.2
     assert non_empty.fixed_instants(0, 12 * S) == [5 * S, 10 * S]
     store = _store(1 * S, stream=EX_S)
-    assert not non_empty.report_at(non_empty.contents(5 * S, store), store)       # [3 s, 5 s) is empty
-    assert non_empty.report_at(non_empty.contents(2 * S, store), store)           # [0, 2 s) holds e1
+    read = ReadWindows(non_empty, store)
+    assert not read.reports(5 * S, read.contents(5 * S))       # [3 s, 5 s) is empty
+    assert read.reports(2 * S, read.contents(2 * S))           # [0, 2 s) holds e1
     with pytest.raises(PolicyError, match="COMPUTED EVERY"):
         _policy("SELECT * FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S] WHERE { }", "periodic")
 

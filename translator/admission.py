@@ -12,11 +12,11 @@ from typing import Callable, Protocol
 
 from .errors import TranslatorError
 from .federation import check_federation
-from .model import ContinuousQuery, CountWindow, LandmarkWindow, PartitionedWindow, TimeWindow
+from .model import ContinuousQuery
 from .options import QueryOptions
 from .partition import PartitionKey, check_partitioned
 from .policy import ReportPolicy, report_policy
-from .temporal import format_duration, format_instant
+from .temporal import format_instant
 from .validate import compile_query, with_option_warnings
 
 
@@ -83,12 +83,9 @@ def _check_limits(query: ContinuousQuery, policy: ReportPolicy, limits: Limits) 
     with, since every instant is evaluated and none skipped. Count windows and content change
     report as the data arrives: their rate is the streams' own."""
     for window in query.windows.values():
-        if isinstance(window, (CountWindow, PartitionedWindow)) and window.size > limits.max_elements:
-            raise QueryOverLimits("window <%s>: ELEMS %d holds more elements than the engine's limit of %d "
-                                  "(max_elements)" % (window.iri, window.size, limits.max_elements))
-        if isinstance(window, TimeWindow) and window.range > limits.max_range:
-            raise QueryOverLimits("window <%s>: RANGE %s is longer than the engine's limit of %s (max_range)"
-                                  % (window.iri, format_duration(window.range), format_duration(limits.max_range)))
+        over = window.over_limits(limits)
+        if over:
+            raise QueryOverLimits(over)
     rate = policy.rate()
     if rate > limits.max_reports_per_second:
         raise QueryOverLimits("the query asks for %.6g evaluations per second (STEP or COMPUTED EVERY); the "
@@ -104,7 +101,7 @@ def check_landmark_starts(query: ContinuousQuery, evicted_before: Callable[[str]
     still holds (`evicted_before(stream)`: every element below it is gone) would be a window
     cut short, so it is refused, naming the oldest instant it can start from."""
     for window in query.windows.values():
-        if not isinstance(window, LandmarkWindow):
+        if not window.unbounded:
             continue
         oldest = evicted_before(window.stream)
         if oldest is not None and window.start < oldest:

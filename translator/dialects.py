@@ -31,7 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .errors import PositionedError, QuerySyntaxError, TemporalValueError
-from .model import ContinuousQuery, TimeWindow
+from .model import ContinuousQuery
 from .temporal import format_duration, format_instant, parse_instant
 from .parser import PrologueReader
 from .ep_sparql import is_match_function, is_operator_between_groups, translate_events
@@ -87,11 +87,8 @@ class Translation:
                                 if not copied else error.message, line, column)
 
     def apply(self, query: ContinuousQuery, text: str) -> ContinuousQuery:
-        windows = {iri: replace(w, upper_closed=True, tumbling=iri in self.tumbling)
-                   if self.upper_closed and isinstance(w, TimeWindow) else w for iri, w in query.windows.items()}
-        if self.lower_closed:
-            windows = {iri: replace(w, lower_closed=True) if isinstance(w, TimeWindow) else w
-                       for iri, w in windows.items()}
+        windows = {iri: w.bounded(self.upper_closed, iri in self.tumbling, self.lower_closed)
+                   for iri, w in query.windows.items()}
         return replace(query, text=text, windows=windows, report=self.report, dialect=self.dialect,
                        option_defaults=dict(self.option_defaults), translation=self.text,
                        merged_windows=tuple(windows) if self.merged else None,

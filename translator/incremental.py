@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import ContinuousQuery, LandmarkWindow, QueryForm, TimeWindow
+from .model import ContinuousQuery, QueryForm
 from .rewrite import INTERNAL_VARIABLE_PREFIX
 from .syntax import (
     Bind, Expression, Filter, GraphPattern, Group, Keyworded, Span, TriplesBlock, nested_groups,
@@ -52,18 +52,8 @@ def distributive_window(query: ContinuousQuery) -> tuple[str | None, str]:
     iri, why = _one_element_block(query)
     if iri is None:
         return None, why
-    declared = query.windows[iri]
-    if not isinstance(declared, TimeWindow):
-        return None, "a %s window is evaluated whole" % _KINDS.get(type(declared).__name__, "count")
-    if declared.lag or declared.upper_closed:
-        return None, "a window in the past or with upper-closed bounds is evaluated whole"
-    if declared.range > MAX_RANGES_PER_WINDOW * declared.step:
-        return None, "the window would be kept as more than %d ranges (RANGE / STEP)" % MAX_RANGES_PER_WINDOW
-    return iri, ""
-
-
-_KINDS = {"CountWindow": "count", "PartitionedWindow": "partitioned", "FactWindow": "fact",
-          "LandmarkWindow": "landmark"}
+    why = query.windows[iri].ranges_refusal(MAX_RANGES_PER_WINDOW)
+    return (None, why) if why else (iri, "")
 
 
 def _one_element_block(query: ContinuousQuery) -> tuple[str | None, str]:
@@ -116,7 +106,7 @@ def landmark_window(query: ContinuousQuery) -> tuple[Landmark | None, str]:
     if query.form is not QueryForm.SELECT or len(query.windows) != 1:
         return None, "only a SELECT over one landmark window is evaluated close by close"
     [declared] = query.windows.values()
-    if not isinstance(declared, LandmarkWindow):
+    if not declared.unbounded:
         return None, "not a landmark window"
     iri, why = _one_element_block(query)
     if iri is None:

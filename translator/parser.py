@@ -7,12 +7,12 @@ checked by Oxigraph when the query is validated (see `validate.py`).
 """
 from __future__ import annotations
 
+from typing import Callable
+
 from .errors import QuerySyntaxError, TemporalValueError
 from .namespaces import XSD
-from .model import (
-    ContinuousQuery, CountWindow, FactTemplate, FactWindow, LandmarkWindow, PartitionedWindow, QueryForm, R2S,
-    TimeWindow, Window,
-)
+from .model import ContinuousQuery, QueryForm, R2S
+from .windows import CountWindow, FactTemplate, FactWindow, LandmarkWindow, PartitionedWindow, TimeWindow, Window
 from .syntax import (
     Annotation, Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group,
     InlineData, Keyworded, ObjectWithAnnotations, ParsedBody, PropertyValues, ReifiedTriple, Span,
@@ -430,24 +430,36 @@ class _Parser(PrologueReader):
         stream, _ = self.declaration_iri("naming the stream after ON")
         self.expect_punct("[", "to open the window specification")
         line, column = self.source.position(name_tok.offset)
+        return self.window_clause()(iri, stream, line, column)
+
+    def window_clause(self) -> Callable[[str, str, int, int], Window]:
+        """The clause reading this window's specification, up to its ']': one per kind of window
+        (windows.py), chosen by its first words."""
         if self.peek().is_keyword("ELEMS"):
-            self.advance()
-            size = self.count("ELEMS")
-            if self.peek().is_keyword("PARTITION"):
-                return self.partitioned_window(iri, stream, size, line, column)
-            step = 1
-            if self.peek().is_keyword("STEP"):
-                self.advance()
-                step = self.count("STEP")
-            if self.peek().is_keyword("PARTITION"):
-                raise self.error("a partitioned window has no STEP: it closes at every element with a key "
-                                 "([ELEMS n PARTITION BY p], spec 6.9)")
-            self.expect_punct("]", "to close the window specification (ELEMS n STEP m)")
-            return CountWindow(iri, stream, size, step, line, column)
+            return self.partitioned_window if self.peek(2).is_keyword("PARTITION") else self.count_window
         if self.peek().is_keyword("FACTS"):
-            return self.fact_window(iri, stream, line, column)
+            return self.fact_window
         if self.peek().is_keyword("RANGE") and self.peek(1).is_keyword("UNBOUNDED"):
-            return self.landmark_window(iri, stream, line, column)
+            return self.landmark_window
+        return self.time_window
+
+    def count_window(self, iri: str, stream: str, line: int, column: int) -> CountWindow:
+        """`ELEMS n (STEP m)? ]` (spec §6.1)."""
+        self.advance()
+        size = self.count("ELEMS")
+        step = 1
+        if self.peek().is_keyword("STEP"):
+            self.advance()
+            step = self.count("STEP")
+        if self.peek().is_keyword("PARTITION"):
+            raise self.error("a partitioned window has no STEP: it closes at every element with a key "
+                             "([ELEMS n PARTITION BY p], spec 6.9)")
+        self.expect_punct("]", "to close the window specification (ELEMS n STEP m)")
+        return CountWindow(iri, stream, size, step, line, column)
+
+    def time_window(self, iri: str, stream: str, line: int, column: int) -> TimeWindow:
+        """`RANGE a (STEP b | TUMBLING)? (START t0)? ]` (spec §2) or `FROM NOW-a TO NOW(-b)? STEP c
+        (START t0)? ]` (spec §6.2)."""
         lag = 0
         if self.peek().is_keyword("FROM"):
             self.advance()
@@ -486,8 +498,10 @@ class _Parser(PrologueReader):
         self.advance()
         return TimeWindow(iri, stream, width, step, start, lag, line=line, column=column)
 
-    def partitioned_window(self, iri: str, stream: str, size: int, line: int, column: int) -> PartitionedWindow:
-        """`PARTITION BY p1, p2 ]` after `ELEMS n` (spec §6.9)."""
+    def partitioned_window(self, iri: str, stream: str, line: int, column: int) -> PartitionedWindow:
+        """`ELEMS n PARTITION BY p1, p2 ]` (spec §6.9)."""
+        self.advance()
+        size = self.count("ELEMS")
         self.advance()
         self.expect_keyword("BY", "after PARTITION")
         keys: list[str] = []

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from .errors import TranslatorError
 from .incremental import _AGGREGATES, _words
-from .model import ContinuousQuery, FactWindow, LandmarkWindow, PartitionedWindow, TimeWindow
+from .model import ContinuousQuery
 from .policy import ReportPolicy
 from .syntax import GraphPattern, Group, ParsedBody, Span, Term, TriplesBlock, nested_groups
 from .tokens import NAME, VAR
@@ -91,25 +91,20 @@ def check_partitioned(query: ContinuousQuery, variable: str, keys: dict[str, Par
                              % query.dialect)
     if not query.windows:
         raise PartitionError("window", "the query reads no window")
-    partitioned = [w for w in query.windows.values() if isinstance(w, PartitionedWindow)]
+    partitioned = [w for w in query.windows.values() if w.keyed]
     if partitioned and len(partitioned) < len(query.windows):
         raise PartitionError("window", "window <%s> is a partitioned window beside windows of other kinds, which "
                                        "runs on the single store only" % partitioned[0].iri)
     for window in query.windows.values():
-        if isinstance(window, (LandmarkWindow, FactWindow)):
-            raise PartitionError("window", "window <%s> is a %s window, which runs on the single store only"
-                                 % (window.iri, {"facts": "fact"}.get(window.describe()["kind"], window.describe()["kind"])))
-        if not isinstance(window, (TimeWindow, PartitionedWindow)) or getattr(window, "upper_closed", False):
-            raise PartitionError("window", "window <%s> is not a time window: the last n elements of a stream "
-                                           "are not the last n of each key" % window.iri)
+        refused = window.partition_refusal()
+        if refused:
+            raise PartitionError("window", refused)
         if window.stream not in keys:
             raise PartitionError("window", "stream <%s> (window <%s>) has no partition key configured"
                                  % (window.stream, window.iri))
-        key = keys[window.stream]
-        if isinstance(window, PartitionedWindow) and (key.inverse or key.predicate not in window.keys):
-            raise PartitionError("window", "window <%s> is partitioned by %s, which does not include its stream's "
-                                           "partition key %s: a key of the window would span key groups"
-                                 % (window.iri, ", ".join("<%s>" % k for k in window.keys), key.show()))
+        refused = window.key_refusal(keys[window.stream])
+        if refused:
+            raise PartitionError("window", refused)
     if policy.content_change or not (policy.fixed or partitioned):
         raise PartitionError("report", "report policy %r takes its instants from the elements; use close, "
                                        "close(<w>), periodic and non-empty strategies" % policy.show())

@@ -1,6 +1,7 @@
-"""Report policies (spec §3, §6.3 and §6.6): when a query is evaluated, what its windows hold
-then, and whether an evaluation is reported. The runner asks a query's policy "when next?",
-"what do the windows hold?" and "report now?"; nothing else in the engine reads strategies.
+"""Report policies (spec §3, §6.3 and §6.6), as declared: when a query is evaluated and which
+evaluations are reported. The engine's S2R (endpoint/engine/s2r.py) reads a policy at run time,
+with the query's windows, over the streams; registration and admission read what it declares
+here (its instants known in advance, its rate, how complete a stream must be at an instant).
 
 A policy is a conjunction of strategies (the RSP-QL paper Def. 23), each bound to one window or, written
 without one, to the query as a whole (today's meaning, spec §6.6):
@@ -11,25 +12,23 @@ without one, to the query as a whole (today's meaning, spec §6.6):
     periodic(PT5S)        t = τ0q + k·p                      periodic   the query's COMPUTED EVERY
 
 `t` is an evaluation instant iff every strategy holds at `t`. The strategies that give instants
-(close, content-change, periodic) are intersected; non-empty only filters them. A policy with
-no strategy giving instants takes the query's own (COMPUTED EVERY, else every window close).
+(close, content-change, periodic) are intersected into terms; non-empty only filters them. A
+policy with no strategy giving instants takes the query's own (COMPUTED EVERY, else every window
+close).
 
-Instants are microseconds. Policies read the streams through a `StreamView` (the store's
-element index) only where the instants or contents depend on the data: count windows and
-content change.
+Instants are microseconds. A term's sources are a progression known in advance and sources that
+depend on the data (count windows' closes, arrivals under content change), each read through a
+`StreamView` (the store's element index).
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Callable
 
 from .errors import TemporalValueError, TranslatorError
-from .model import (
-    ContinuousQuery, CountWindow, FactWindow, LandmarkWindow, PartitionedWindow, StreamView, TimeWindow, Window,
-    WindowContent,
-)
+from .model import ContinuousQuery
+from .windows import Progression, StreamView, Window
 from .syntax import resolve_iri
 from .temporal import format_duration, parse_duration
 from .tokens import IRI, PNAME
@@ -136,123 +135,48 @@ def _window_named(query: ContinuousQuery, argument: str, column: int) -> str:
     return iri
 
 
-# -- where instants come from ---------------------------------------------------------------
+# -- where instants come from: the windows' closes (windows.py) and arrivals -------------------
 @dataclass(frozen=True)
-class _Progression:
-    """The instants first + k·step, k = 0, 1, 2, ..."""
-
-    first: int
-    step: int
-
-    def next(self, after: int, view: StreamView | None) -> int:
-        if after < self.first:
-            return self.first
-        return self.first + ((after - self.first) // self.step + 1) * self.step
-
-    def between(self, after: int, until: int) -> list[int]:
-        instants = []
-        t = self.next(after, None)
-        while t <= until:
-            instants.append(t)
-            t += self.step
-        return instants
-
-    def meet(self, other: "_Progression") -> "_Progression | None":
-        """The instants both hold (Chinese remainder theorem), None if they never meet."""
-        g = math.gcd(self.step, other.step)
-        if (other.first - self.first) % g:
-            return None
-        lcm = self.step // g * other.step
-        m = other.step // g
-        k = ((other.first - self.first) // g * pow(self.step // g, -1, m)) % m if m > 1 else 0
-        x = self.first + self.step * k
-        lowest = max(self.first, other.first)
-        if x < lowest:
-            x += -(-(lowest - x) // lcm) * lcm
-        return _Progression(x, lcm)
-
-
-@dataclass(frozen=True)
-class _CountCloses:
-    """The closes of a count or partitioned window: at its stream's elements, known once they
-    are in."""
-
-    window: CountWindow | PartitionedWindow
-
-    def next(self, after: int, view: StreamView) -> int | None:
-        return self.window.next_close(after, view)
-
-
-@dataclass(frozen=True)
-class _FactChanges:
-    """The closes of a fact window without STEP (spec §6.13): the instants at which a fact
-    opens or closes. Candidates are its stream's arrivals; whether one is a close is known
-    once the window has read the elements there (WindowContent.changed)."""
-
-    window: FactWindow
-
-    def next(self, after: int, view: StreamView) -> int | None:
-        return self.window.next_close(after, view)
-
-
-@dataclass(frozen=True)
-class _Arrivals:
+class Arrivals:
     """The instants at which an element enters one of `streams` (content change)."""
 
     streams: tuple[str, ...]
+    changes = False
+    element_window = None
 
     def next(self, after: int, view: StreamView) -> int | None:
         arrivals = [t for t in (view.next_arrival(s, after) for s in self.streams) if t is not None]
         return min(arrivals) if arrivals else None
 
 
-class _Meet:
+class Term:
     """The instants every source holds: at most one progression (several are met into one)
-    and sources that depend on the data."""
+    and sources that depend on the data (the engine's S2R meets them over the streams)."""
 
-    def __init__(self, progression: _Progression | None, data: tuple = ()):
+    def __init__(self, progression: Progression | None, data: tuple = ()):
         self.progression = progression
         self.data = data
 
     def sources(self) -> list:
         return ([self.progression] if self.progression is not None else []) + list(self.data)
 
-    def next(self, after: int, view: StreamView) -> int | None:
-        # Each source's next instant at or past the latest candidate, until all agree: every
-        # round moves the candidate forward, and the data sources end with the data known now.
-        sources = self.sources()
-        t = after
-        while True:
-            candidates = [source.next(t, view) for source in sources]
-            if None in candidates:
-                return None
-            highest = max(candidates)
-            if min(candidates) == highest:
-                return highest
-            t = highest - 1
-
-    def join(self, other: "_Meet") -> "_Meet | None":
+    def join(self, other: "Term") -> "Term | None":
         if self.progression is None or other.progression is None:
             progression = self.progression or other.progression
         else:
             progression = self.progression.meet(other.progression)
             if progression is None:
                 return None
-        return _Meet(progression, tuple(dict.fromkeys(self.data + other.data)))
+        return Term(progression, tuple(dict.fromkeys(self.data + other.data)))
 
 
-def _window_closes(window: Window) -> _Meet:
-    if isinstance(window, TimeWindow):
-        return _Meet(_Progression(window.start + window.range, window.step))
-    if isinstance(window, LandmarkWindow) or (isinstance(window, FactWindow) and window.step is not None):
-        return _Meet(_Progression(window.start + window.step, window.step))     # no close at τ0 itself
-    if isinstance(window, FactWindow):
-        return _Meet(None, (_FactChanges(window),))
-    return _Meet(None, (_CountCloses(window),))
+def _window_closes(window: Window) -> Term:
+    closes = window.closes()
+    return Term(closes) if isinstance(closes, Progression) else Term(None, (closes,))
 
 
 class ReportPolicy:
-    """A query's conjunction of strategies, ready to answer the runner."""
+    """A query's conjunction of strategies, as terms whose instants are united."""
 
     def __init__(self, query: ContinuousQuery, strategies: list[Strategy]):
         self.windows: list[Window] = list(query.windows.values())
@@ -268,7 +192,7 @@ class ReportPolicy:
         if not giving:
             giving = [Strategy("periodic")] if query.computed_every is not None else [Strategy("close")]
         self.giving = tuple(giving)
-        terms: list[_Meet] = [_Meet(None)]
+        terms: list[Term] = [Term(None)]
         for strategy in giving:
             options = self._instants_of(query, strategy, by_iri)
             terms = [met for term in terms for option in options if (met := term.join(option)) is not None]
@@ -282,10 +206,12 @@ class ReportPolicy:
         # Whether instants come from the elements themselves (count windows, content change), so
         # that a replay must offer every element's timestamp as a candidate instant.
         self.arrivals = any(term.data for term in terms)
-        self._fact_changes = any(isinstance(source, _FactChanges) for term in terms for source in term.data)
+        # Whether some instants are only a window's candidates, closes where its content changed
+        # there (a fact window without STEP): the engine's S2R asks the contents.
+        self.changes = any(source.changes for term in terms for source in term.data)
 
-    def _instants_of(self, query: ContinuousQuery, strategy: Strategy, by_iri: dict[str, Window]) -> list[_Meet]:
-        """The instants one strategy gives, as a union of meets."""
+    def _instants_of(self, query: ContinuousQuery, strategy: Strategy, by_iri: dict[str, Window]) -> list[Term]:
+        """The instants one strategy gives, as a union of terms."""
         if strategy.kind == "close":
             windows = [by_iri[strategy.window]] if strategy.window else self.windows
             return [_window_closes(w) for w in windows]
@@ -293,16 +219,11 @@ class ReportPolicy:
             period = strategy.period if strategy.period is not None else query.computed_every
             if period is None:
                 raise PolicyError("report: periodic needs COMPUTED EVERY in the query, or a period: periodic(PT5S)")
-            return [_Meet(_Progression(query.policy_origin(), period))]
+            return [Term(Progression(query.policy_origin(), period))]
         streams = (by_iri[strategy.window].stream,) if strategy.window else tuple(sorted({w.stream for w in self.windows}))
-        return [_Meet(None, (_Arrivals(streams),))]
+        return [Term(None, (Arrivals(streams),))]
 
-    # -- the runner's questions --------------------------------------------------------------
-    def next_instant(self, after: int, view: StreamView) -> int | None:
-        """The first evaluation instant strictly after `after` known now (None: none yet)."""
-        known = [t for t in (term.next(after, view) for term in self.terms) if t is not None]
-        return min(known) if known else None
-
+    # -- what registration, admission and the engine read ----------------------------------------
     def fixed_instants(self, after: int, until: int) -> list[int]:
         """The instants in (after, until] that do not depend on the data."""
         instants: set[int] = set()
@@ -323,8 +244,8 @@ class ReportPolicy:
         window's (at its elements): `close`, or `close(<w>)` naming all of them."""
         closes = [term.data[0] for term in self.terms if term.progression is None and len(term.data) == 1]
         return not self.content_change and len(closes) == len(self.terms) \
-            and all(isinstance(source, _CountCloses) for source in closes) \
-            and {source.window.iri for source in closes} == {w.iri for w in self.windows}
+            and all(source.element_window is not None for source in closes) \
+            and {source.element_window for source in closes} == {w.iri for w in self.windows}
 
     def gives(self, instant: int, closed: set[str]) -> bool:
         """Whether `instant` is one of the policy's instants when the count and partitioned
@@ -333,47 +254,7 @@ class ReportPolicy:
         for term in self.terms:
             if term.progression is not None and term.progression.next(instant - 1, None) != instant:
                 continue
-            if all(isinstance(source, _CountCloses) and source.window.iri in closed for source in term.data):
-                return True
-        return False
-
-    def contents(self, instant: int, view: StreamView) -> dict[str, WindowContent]:
-        """What each window holds at `instant` (a window that holds nothing yet is left out):
-        its latest window closed at or before it, or under content change the elements with
-        t − a < τ <= t (spec §6.3)."""
-        found = {}
-        for window in self.windows:
-            content = window.content_sliding(instant, view) if self.content_change else window.content_at(instant, view)
-            if content is not None:
-                found[window.iri] = content
-        return found
-
-    def report_at(self, contents: dict[str, WindowContent], view: StreamView, instant: int | None = None) -> bool:
-        """Whether the non-empty strategies hold for these contents (each window read only
-        when a strategy asks about it), and, for a query whose instants include a fact window's
-        changes, whether `instant` is one of its instants after all (an arrival that opened or
-        closed no fact is none: spec §6.13)."""
-        if instant is not None and self._fact_changes and not self._holds(instant, contents, view):
-            return False
-
-        def held(iri: str) -> bool:
-            content = contents.get(iri)
-            if content is None:
-                return False
-            window = next(w for w in self.windows if w.iri == iri)
-            return bool(content.select(window.stream, view))
-
-        return self.report_where(held)
-
-    def _holds(self, instant: int, contents: dict[str, WindowContent], view: StreamView) -> bool:
-        """Whether some term gives `instant`: every one of its sources does (a fact window's
-        changes where its content changed at the instant)."""
-        for term in self.terms:
-            if term.progression is not None and term.progression.next(instant - 1, None) != instant:
-                continue
-            if all(contents.get(source.window.iri) is not None and contents[source.window.iri].changed
-                   if isinstance(source, _FactChanges) else source.next(instant - 1, view) == instant
-                   for source in term.data):
+            if all(source.element_window in closed for source in term.data):
                 return True
         return False
 
@@ -387,19 +268,8 @@ class ReportPolicy:
         """The watermark every input stream must reach before the evaluation at `instant`:
         a window that holds elements at its close instant (count windows, upper-closed
         bounds, content change) waits until the stream is complete past it."""
-        exact = self.content_change or any(isinstance(w, (CountWindow, PartitionedWindow, FactWindow)) or w.upper_closed
-                                           for w in self.windows)
+        exact = self.content_change or any(w.waits_past_close for w in self.windows)
         return instant + 1 if exact else instant
-
-    def retention(self, after: int, view: StreamView) -> dict[str, int]:
-        """Per stream, the earliest timestamp an evaluation after `after` can read."""
-        if self.content_change:
-            return _earliest([(w.stream, w.sliding_reach(after, view)) for w in self.windows])
-        # A count window's next close is known only once its element is in, and may come
-        # before the next time close: then only `after` bounds the next instant.
-        instant = None if self.arrivals else self.next_instant(after, view)
-        instant = after if instant is None else instant
-        return _earliest([(w.stream, w.earliest_reachable(instant, view)) for w in self.windows])
 
     def rate(self) -> float:
         """Evaluations per second the policy asks for whatever the data: count windows and
@@ -434,13 +304,6 @@ class ReportPolicy:
         for iri in self.non_empty:
             text += ", skipped when every window is empty" if iri is None else ", skipped when <%s> is empty" % iri
         return text
-
-
-def _earliest(bounds: list[tuple[str, int]]) -> dict[str, int]:
-    earliest: dict[str, int] = {}
-    for stream, bound in bounds:
-        earliest[stream] = min(bound, earliest.get(stream, bound))
-    return earliest
 
 
 def report_policy(query: ContinuousQuery, report: str | None = None) -> ReportPolicy:

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from .errors import QuerySyntaxError
-from .model import ContinuousQuery, FactWindow
+from .model import ContinuousQuery
 from .namespaces import RDF, RSPU
 from .syntax import (
     Bind, BlankNodePropertyList, Collection, Expression, Filter, GraphPattern, Group, InlineData,
@@ -523,7 +523,7 @@ class _Rewriter:
         return triples
 
     def is_fact_window(self, window: str) -> bool:
-        return isinstance(self.query.windows[window], FactWindow)
+        return self.query.windows[window].reads_facts
 
     def fact_default_triples(self, block: TriplesBlock, window: str) -> None:
         """A fact window's default graph is the graph its facts are in at this evaluation: the
@@ -723,7 +723,7 @@ def window_readings(query: ContinuousQuery, options: RewriteOptions, forced_by: 
             continue
         name = body.tokens[node.name]
         windows = list(query.windows) if name.kind == VAR else [body.resolve(node.name)]
-        facts = [w for w in windows if isinstance(query.windows.get(w), FactWindow)]
+        facts = [w for w in windows if w in query.windows and query.windows[w].reads_facts]
         elements = [w for w in windows if w not in facts]
         shown = name.text if name.kind == VAR else "<%s>" % windows[0]
         line, column = body.source.position(body.tokens[node.keyword].offset)

@@ -171,7 +171,7 @@ def _compile(text: str, functions: FunctionLibrary | None, base: str | None,
     check_with_oxigraph(query, rewritten, functions)
     check_calls(query.body, functions)
     for window in query.windows.values():
-        if isinstance(window, FactWindow):
+        if window.reads_facts:
             check_fact_window(window)
     return query
 

@@ -1,9 +1,10 @@
 """One continuous query evaluated at an instant, as the RSP model composes it (spec §3):
 
-    S2R  the report policy says whether the query evaluates at the instant and what each of
-         its windows holds then (translator/policy.py);
+    S2R  the query's instants, what each of its windows holds at one and whether the
+         evaluation there is reported, from its report policy and its windows (s2r.py);
     R2R  the query's rows over those contents, computed by the one strategy chosen for the
-         query when it was registered (r2r.py: whole windows, incremental ranges, a join);
+         query when it was registered (r2r.py: whole windows, incremental ranges, a join; a
+         partitioned query's, the rows its key groups found on Spark's executors);
     R2S  RStream, IStream or DStream over consecutive evaluations (r2s.py).
 
 The same `QueryEvaluator` serves `rspstar replay` (virtual clock) and the live scheduler, so
@@ -14,20 +15,18 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-import pyoxigraph as ox
-
 from rspstar.config.schema import default
 from rspstar.store.stream_store import StreamStore
-from rspstar.translator.model import R2S, ContinuousQuery, LandmarkWindow, QueryForm, WindowContent
+from rspstar.translator.model import ContinuousQuery, QueryForm, WindowContent
 from rspstar.translator.options import QueryOptions, r2r_plan
 from rspstar.translator.policy import ReportPolicy, report_policy
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.uncertainty import FunctionLibrary
 
-from .errors import EndpointError
 from .facts import WindowView, fact_states
-from .r2r import Relation, Strategy, strategy_for
-from .r2s import R2SOperator
+from .r2r import KeyGroupRows, Relation, Strategy, lines_with_triples, strategy_for
+from .r2s import R2SOperator, r2s_operator
+from .s2r import S2R, KeyGroupReport, KeyGroupWindows, ReadWindows
 from .sharing import ConstantGroups, RangeResults
 
 
@@ -43,6 +42,10 @@ class Evaluation:
     boolean: bool | None = None
     elements: int = 0                          # elements in all windows together
     seconds: float = 0.0                       # time spent evaluating
+
+    def results(self) -> int:
+        """How many results it emitted: rows, or one answer."""
+        return len(self.rows) if self.boolean is None else 1
 
     def record(self) -> dict:
         """The conformance JSON line (tests/conformance/README.md)."""
@@ -67,15 +70,6 @@ def _triple_key(row: tuple):
     return row[0]
 
 
-def _lines_with_triples(lines: list[str]) -> list[tuple[str, ox.Triple]]:
-    """N-Triples lines, each with the triple it reads as (CONSTRUCT results kept or sent as text)."""
-    return list(zip(lines, (quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES))))
-
-
-class LandmarkOverLimit(EndpointError):
-    """A landmark window holds more elements than the engine keeps for one (spec §6.10)."""
-
-
 class QueryEvaluator:
     """Evaluates one registered query at successive instants, keeping its R2S state and its
     fact windows' facts."""
@@ -85,22 +79,27 @@ class QueryEvaluator:
                  groups: ConstantGroups | None = None, policy: ReportPolicy | None = None,
                  query_id: str = "query", landmark_elements: int = default("engine.landmark_elements")):
         self.store = store
-        self.landmark_elements = landmark_elements
-        # (Tuples and None where a query has none: a thousand queries' empty lists and dicts
-        # would be objects for Python's full collections to scan.)
-        self.landmarks = tuple(w for w in query.windows.values() if isinstance(w, LandmarkWindow))
-        # What the windows read: the store, and the facts of the query's fact windows.
+        # What the windows read: the store, and the facts of the query's fact windows (None where
+        # a query has none: a thousand queries' empty dicts would be objects for Python's full
+        # collections to scan).
         self.facts = fact_states(query, store, query_id) or None
         self.view = WindowView(store, self.facts) if self.facts else store
         self.options = options
         self.functions = functions or FunctionLibrary(cache=options.rspu_cache)
         self.functions.cache_enabled = options.rspu_cache
         self.policy = policy if policy is not None else report_policy(query, options.report)
-        self.r2r: Strategy = strategy_for(r2r_plan(query, self.policy, options), query, store, options,
-                                          self.functions, shared, groups)
+        self.s2r: S2R
+        self.r2r: Strategy | KeyGroupRows
+        if options.partition is None:
+            self.s2r = ReadWindows(self.policy, self.view, landmark_elements)
+            self.r2r = strategy_for(r2r_plan(query, self.policy, options), query, store, options,
+                                    self.functions, shared, groups)
+        else:       # its windows and rows evaluated per key group on Spark's executors
+            self.s2r = KeyGroupWindows(self.policy, self.view)
+            self.r2r = KeyGroupRows(query)
         # A member of a group of queries differing in constants keeps no syntax tree (r2r.Compiled).
         self.query = self.r2r.query
-        self.r2s = R2SOperator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
+        self.r2s: R2SOperator = r2s_operator(query.r2s, _triple_key if query.form is QueryForm.CONSTRUCT else _solution_key)
 
     def close(self) -> None:
         """The query is removed: its windows leave the groups they joined, its facts go."""
@@ -126,18 +125,19 @@ class QueryEvaluator:
 
     def next_instant(self, after: int) -> int | None:
         """The query's first evaluation instant after `after` known now."""
-        return self.policy.next_instant(after, self.view)
+        return self.s2r.next_instant(after)
 
     def evaluate(self, instant: int) -> Evaluation | None:
         """Evaluate at `instant`; None when the report policy skips it."""
         started = time.perf_counter()
-        contents = self.policy.contents(instant, self.view)                     # S2R
-        if self.landmarks:
-            self._check_landmarks(contents)
-        if not self.policy.report_at(contents, self.view, instant):
+        contents = self.s2r.contents(instant)                                   # S2R
+        if not self.s2r.reports(instant, contents):
             return None
-        with self._reading():                   # no background change lands in the middle
-            relation = self.r2r.relation(contents)                              # R2R
+        if self.r2r.reads_store:
+            with self._reading():               # no background change lands in the middle
+                relation = self.r2r.relation(contents)                          # R2R
+        else:
+            relation = self.r2r.relation(contents)
         evaluation = self._stream(instant, contents, relation)                  # R2S
         evaluation.seconds = time.perf_counter() - started
         return evaluation
@@ -150,22 +150,10 @@ class QueryEvaluator:
         budget = getattr(getattr(self.store, "scope", None), "budget", None)
         return held if budget is None else budget.waiting(held)
 
-    def evaluation_of(self, instant: int, rows: list, count: int, holding: set[str] = frozenset(),
-                      windows: dict[str, tuple[int, int]] | None = None) -> Evaluation | None:
-        """The evaluation at `instant` from rows found elsewhere (a partitioned query's keys,
-        evaluated on Spark's executors, `holding` the windows where they found elements, and
-        `windows` the intervals they list when the windows' contents depend on the elements:
-        partitioned windows), after R2S; None when the report policy's non-empty strategies skip it."""
-        if not self.policy.report_where(holding.__contains__):
-            return None
-        form = self.query.form
-        if form is QueryForm.CONSTRUCT:     # N-Triples lines: a line two keys made is one triple
-            value = _lines_with_triples(list(dict.fromkeys(rows)))
-        else:
-            value = rows if form is QueryForm.SELECT else bool(rows)
-        contents = self.policy.contents(instant, self.view) if windows is None else \
-            {w: WindowContent(interval) for w, interval in windows.items()}
-        return self._stream(instant, contents, Relation(form, value, count))
+    def tell(self, report: KeyGroupReport) -> None:
+        """A partitioned query: what its key groups found at the instant evaluated next."""
+        self.s2r.tell(report)
+        self.r2r.tell(report)
 
     def _stream(self, instant: int, contents: dict[str, WindowContent], relation: Relation) -> Evaluation:
         """R2S: what the evaluation at `instant` emits of `relation`."""
@@ -184,32 +172,17 @@ class QueryEvaluator:
     def r2s_state(self) -> list | None:
         """What IStream/DStream remember of the last evaluation, as JSON (None for RStream):
         SELECT rows as they are, CONSTRUCT triples as N-Triples lines."""
-        if self.query.r2s is R2S.RSTREAM:
-            return None
-        if self.query.form is QueryForm.CONSTRUCT:
-            return [line for line, _ in self.r2s.previous]
-        return self.r2s.previous
+        previous = self.r2s.previous
+        if previous is not None and self.query.form is QueryForm.CONSTRUCT:
+            return [line for line, _ in previous]
+        return previous
 
     def restore_r2s_state(self, state: list) -> None:
         if self.query.form is QueryForm.CONSTRUCT:
-            self.r2s.restore(_lines_with_triples(state))
+            self.r2s.restore(lines_with_triples(state))
         else:
             self.r2s.restore(state)
 
     def retention_bounds(self, after: int) -> dict[str, int]:
         """Per stream, the earliest timestamp an evaluation after `after` can read."""
-        return self.policy.retention(after, self.view)
-
-    def _check_landmarks(self, contents: dict[str, WindowContent]) -> None:
-        """A landmark window keeps everything since its start: past `landmark_elements` the query
-        stops (its status names the setting) rather than read a window cut short."""
-        for window in self.landmarks:
-            content = contents.get(window.iri)
-            if content is None:
-                continue
-            held = self.store.count_between(window.stream, content.opens, content.closes)
-            if held > self.landmark_elements:
-                raise LandmarkOverLimit(
-                    "landmark window <%s> holds %d elements since %s, more than the engine keeps for one "
-                    "([engine] landmark_elements = %d): register it with a later START, or raise the setting"
-                    % (window.iri, held, format_instant(window.start), self.landmark_elements))
+        return self.s2r.retention(after)

@@ -238,4 +238,4 @@ class WindowView:
 
 def fact_states(query: ContinuousQuery, store: StreamStore, query_id: str) -> dict[str, FactState]:
     return {iri: FactState(w, store, facts_graph(query_id, iri)) for iri, w in query.windows.items()
-            if isinstance(w, FactWindow)}
+            if w.reads_facts}

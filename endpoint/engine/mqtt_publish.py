@@ -80,15 +80,17 @@ class Publisher:
         self.client.loop_stop()
 
 
-class MqttPoster:
-    """Publishes sink records to `mqtt://` and `mqtts://` URLs (the `Poster` of sinks.py for
-    those schemes); a broker's client is made when its first record comes."""
+class MqttPublishers:
+    """An engine's connections to the brokers its MQTT sinks publish to (sinks.MqttSink), one
+    per broker, made when its first record comes."""
 
     def __init__(self):
         self._publishers: dict[str, Publisher] = {}
         self._lock = threading.Lock()
 
-    def __call__(self, url: str, body: bytes, headers: dict) -> int:
+    def publish(self, url: str, body: bytes) -> None:
+        """Publish `body` to the topic of a sink URL `mqtt://host:port/topic` (DeliveryError
+        when the broker did not confirm it)."""
         broker = broker_of(url)
         topic = topic_of(url)
         with self._lock:
@@ -96,7 +98,6 @@ class MqttPoster:
             if publisher is None:
                 publisher = self._publishers[broker.origin] = Publisher(broker)
         publisher.publish(topic, body)
-        return 200
 
     def close(self) -> None:
         with self._lock:

@@ -11,7 +11,10 @@ chosen for the query when it is registered (`strategy_for`, from translator.opti
   elements since the close before only, its rows added to (or its aggregates combined with)
   those before: a close costs what arrived since the last one, not the landmark's length.
 
-The last two fall back to `WholeWindows` at an instant whose windows are not complete yet
+A partitioned query's rows are found on Spark's executors (store/partitions.py): its strategy,
+`KeyGroupRows`, unites the rows its key groups told.
+
+The last two above fall back to `WholeWindows` at an instant whose windows are not complete yet
 (docs/incremental-evaluation.md). All of them run the query through `Compiled`, which compiles
 it once per set of rewrite options and places its rspu: FILTERs where they made fewer calls.
 """
@@ -34,6 +37,7 @@ from rspstar.translator.parser import parse_query
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template, defers_filters
 from rspstar.translator.uncertainty import FunctionLibrary
 
+from .s2r import KeyGroupReport
 from .sharing import ConstantGroups, RangeResults
 
 
@@ -149,6 +153,11 @@ def _distinct_triples(result) -> list[tuple[str, ox.Triple]]:
     return list(distinct.items())
 
 
+def lines_with_triples(lines: list[str]) -> list[tuple[str, ox.Triple]]:
+    """N-Triples lines, each with the triple it reads as (CONSTRUCT results kept or sent as text)."""
+    return list(zip(lines, (quad.triple for quad in ox.parse("\n".join(lines), format=ox.RdfFormat.N_TRIPLES))))
+
+
 _READ = {QueryForm.SELECT: select_rows, QueryForm.CONSTRUCT: _distinct_triples, QueryForm.ASK: bool}
 
 
@@ -156,6 +165,7 @@ class WholeWindows:
     """Every window's elements selected at the instant, the whole query evaluated over them."""
 
     kind = "whole"              # as translator.options.R2RPlan names it
+    reads_store = True          # (the background held while it reads)
 
     def __init__(self, compiled: Compiled):
         self.compiled = compiled
@@ -463,12 +473,37 @@ class LandmarkRanges(WholeWindows):
         pass
 
 
+class KeyGroupRows:
+    """R2R of a partitioned query: the rows its key groups found at the instant (told with
+    them), united; a CONSTRUCT triple two groups made is one triple."""
+
+    kind = "partitioned"
+    reads_store = False
+
+    def __init__(self, query: ContinuousQuery):
+        self.query = query
+        self.told: KeyGroupReport | None = None
+
+    def tell(self, report: KeyGroupReport) -> None:
+        self.told = report
+
+    def relation(self, contents: dict[str, WindowContent]) -> Relation:
+        rows, form = self.told.rows, self.query.form
+        if form is QueryForm.CONSTRUCT:
+            value = lines_with_triples(list(dict.fromkeys(rows)))
+        else:
+            value = rows if form is QueryForm.SELECT else bool(rows)
+        return Relation(form, value, self.told.elements)
+
+    def close(self) -> None:
+        pass
+
+
 def strategy_for(plan: R2RPlan, query: ContinuousQuery, store: StreamStore, options: QueryOptions,
                  functions: FunctionLibrary, shared: RangeResults | None, groups: ConstantGroups | None):
-    """The R2R strategy of `plan` for the query (a partitioned query's ranges are evaluated on
-    Spark's executors: it shares no group)."""
+    """The R2R strategy of `plan` for the query."""
     rewrite_options = options.rewrite_options(query)
-    share_constants = options.share_constants and options.partition is None
+    share_constants = options.share_constants
     compiled = Compiled(query, store, rewrite_options, functions, place_filters=True)
     if plan.kind == "landmark":
         partial = compiled if not plan.landmark.aggregates else Compiled(

@@ -34,7 +34,8 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from rspstar.store.isolation import WORKERS as ISOLATED_WORKERS
 from rspstar.store.stream_store import WatermarkAdvanced
 
-from .runner import MAX_EVALUATIONS_PER_RUN, Runner, UnknownQuery
+from .errors import UnknownQuery
+from .runner import MAX_EVALUATIONS_PER_RUN, Runner
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +131,7 @@ class LiveScheduler:
             # elements it evaluates them itself, at max_delay. Asked again now and then: the
             # groups may stop holding elements.
             instant = registered.next_instant()
-            if self.engine.groups_may_hold(registered) or instant is None:
+            if self.engine.partitions.may_hold(registered) or instant is None:
                 return now + UNKNOWN_NEXT_SECONDS
             wait = (instant + self.engine.config.max_delay - self.engine.clock.now()) / 1e6
             return now + max(self.interval, wait)

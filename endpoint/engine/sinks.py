@@ -1,8 +1,14 @@
-"""Where a continuous query's results go: a bounded history for polling, a feed for
-server-sent events, and sinks that lose nothing they can keep: HTTP POST to a URL, or MQTT
-publication to a topic (`mqtt://host:port/topic`, endpoint/mqtt_publish.py).
+"""Where a continuous query's results go. Every destination is a `Sink`: it `accept`s each
+evaluation's `Result` and lets go of what it holds when its query is removed (`discard`). A
+query's sinks are its history for polling (`ResultHistory`), its feed for server-sent events
+(`EventFeed`), one outbox sink per sink URL, and for a CONSTRUCT query with an output stream,
+that stream (`OutputStream`).
 
-A sink writes each record to a durable outbox on disk (a file per record) before any attempt to
+The outbox sinks lose nothing they can keep: `HttpSink` POSTs to a URL, `MqttSink` publishes
+to a topic (`mqtt://host:port/topic`, through the engine's connections of mqtt_publish.py);
+each kind is a class in SINK_KINDS ("Adding a sink kind" in docs/design.md).
+
+An outbox sink writes each record to a durable outbox on disk (a file per record) before any attempt to
 deliver it, and removes it once delivered; delivery goes in order, one record at a time, with
 exponential backoff (in clock time, so tests never sleep) while the receiver refuses. Records
 survive a receiver outage and an engine restart, within the outbox's bound (`[engine]
@@ -23,17 +29,21 @@ import shutil
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Protocol
 from urllib.parse import quote, urlsplit
+
+import pyoxigraph as ox
 
 from rspstar.config.schema import default
 from rspstar.store.landing import bounded_name, replace_text
 from rspstar.store.mqtt import DEFAULT_PORTS as MQTT_PORTS
+from rspstar.store.rdf_input import Element, instant_literal
+from rspstar.store.stream_store import StreamStore
 from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.temporal import parse_instant
 
 from .errors import EndpointError
-from .mqtt_publish import DeliveryError, MqttPoster, topic_of
+from .mqtt_publish import DeliveryError, MqttPublishers, topic_of
 from .result_shapes import SPARQL_JSON, has_results, shaped_json
 
 log = logging.getLogger(__name__)
@@ -46,6 +56,24 @@ class SinkNotAllowed(EndpointError):
     """A sink URL outside the configured allow-list."""
 
 
+@dataclass(frozen=True)
+class Result:
+    """One evaluation on its way to its query's sinks: its instant, its record (the conformance
+    JSON line, tests/conformance/README.md, with what made it due and its latency), the triples
+    a CONSTRUCT emitted, and the query's next instant (nothing earlier can follow it)."""
+
+    instant: int
+    record: dict
+    triples: list
+    next_close: int | None
+
+
+class Sink(Protocol):
+    def accept(self, result: Result) -> None: ...
+
+    def discard(self) -> None: ...
+
+
 def post_with_requests(url: str, body: bytes, headers: dict) -> int:
     # requests is imported where a sink first posts: a replay and the Python API never do, and
     # start without it. A redirect is not followed (it could lead off the allow-list): its 3xx
@@ -55,26 +83,6 @@ def post_with_requests(url: str, body: bytes, headers: dict) -> int:
 
 
 Poster = Callable[[str, bytes, dict], int]
-
-
-@dataclass(frozen=True)
-class SinkKind:
-    """One kind of sink: the URL schemes it takes with each one's port when a URL writes none,
-    what makes its poster (one per engine, closed with the engine when it has `close`), and a
-    check of a URL's rest at registration (raising DeliveryError)."""
-
-    ports: dict[str, int]
-    poster: Callable[[], Poster]
-    check: Callable[[str], object] = lambda url: None
-
-
-# The place to add a kind of sink (docs/design.md, "Adding a source or sink kind").
-SINK_KINDS: dict[str, SinkKind] = {
-    "http": SinkKind({"http": 80, "https": 443}, lambda: post_with_requests),
-    "mqtt": SinkKind(MQTT_PORTS, MqttPoster, check=topic_of),
-}
-_KIND_OF_SCHEME = {scheme: name for name, kind in SINK_KINDS.items() for scheme in kind.ports}
-SINK_PORTS = {scheme: port for kind in SINK_KINDS.values() for scheme, port in kind.ports.items()}
 
 
 def sink_origin(url: str) -> str | None:
@@ -156,6 +164,9 @@ class ResultHistory:
         self._bytes += len(line)
         while len(self._lines) > 1 and (len(self._lines) > self._limit or self._bytes > self._max_bytes):
             self._bytes -= len(self._lines.popleft()[1])
+
+    def accept(self, result: Result) -> None:
+        self.append(result.instant, result.record)
 
     def append(self, time: int, record: dict) -> None:
         if self._limit == 0:
@@ -291,12 +302,19 @@ class EventFeed:
         with self._lock:
             self._subscribers.discard(subscription)
 
+    def accept(self, result: Result) -> None:
+        self.publish(result.record)
+
     def publish(self, record: dict) -> None:
         with self._lock:
             subscribers = list(self._subscribers)
         size = len(json.dumps(record)) if any(s.max_bytes for s in subscribers) else 0
         for subscription in subscribers:
             subscription.put(record, size)
+
+    def discard(self) -> None:
+        """Its query is gone."""
+        self.close()
 
     def close(self) -> None:
         """No record will come any more: every subscriber is told, after what it has not read."""
@@ -319,24 +337,6 @@ class DeliveryState:
     backoff: int = INITIAL_BACKOFF
     last_error: str | None = None
     last_dropped: str | None = None     # the evaluation instant of the latest record dropped
-
-
-class Delivery:
-    """The engine's `Poster`: each sink URL delivered by the poster of its kind (SINK_KINDS:
-    HTTP(S) through requests, MQTT through one publisher per broker), each made once and let
-    go of with `close`."""
-
-    def __init__(self):
-        self._posters = {name: kind.poster() for name, kind in SINK_KINDS.items()}
-
-    def __call__(self, url: str, body: bytes, headers: dict) -> int:
-        return self._posters[_KIND_OF_SCHEME[urlsplit(url).scheme]](url, body, headers)
-
-    def close(self) -> None:
-        for poster in self._posters.values():
-            close = getattr(poster, "close", None)
-            if close is not None:
-                close()
 
 
 # A record is a file of its own, and a file takes whole blocks of disk: a record is counted
@@ -370,10 +370,10 @@ def _write_durably(path: Path, data: bytes) -> None:
         os.close(folder)
 
 
-class HttpSink:
-    """POST each record of one query to `url`, in order, from a durable outbox: in `shape`
+class OutboxSink:
+    """Deliver each record of one query to `url`, in order, from a durable outbox: in `shape`
     (result_shapes.py; `variables` the query's SELECT clause), and with `send_empty` False
-    only the evaluations that gave results.
+    only the evaluations that gave results. A kind of sink says how one record is sent (`_send`).
 
     The outbox is a folder holding one file per record waiting (`<sequence>.json`): a record is
     written there, synced, before anything tries to deliver it, and its file is removed as soon
@@ -390,12 +390,11 @@ class HttpSink:
     empty outbox whatever an earlier query of that id left (`discard` removes the outbox with
     its query)."""
 
-    def __init__(self, query_id: str, url: str, directory: Path, post: Poster = post_with_requests,
-                 shape: str = SPARQL_JSON, variables: tuple[str, ...] | None = None, send_empty: bool = True,
+    def __init__(self, query_id: str, url: str, directory: Path, shape: str = SPARQL_JSON,
+                 variables: tuple[str, ...] | None = None, send_empty: bool = True,
                  max_bytes: int = default("engine.outbox_bytes"), fresh: bool = False):
         self.query_id = query_id
         self.url = url
-        self.post = post
         self.shape = shape
         self.variables = variables
         self.send_empty = send_empty
@@ -460,6 +459,14 @@ class HttpSink:
             self._keep(line + b"\n", None)
         outbox.unlink()
         cursor.unlink(missing_ok=True)
+
+    def _send(self, body: bytes, headers: dict) -> str | None:
+        """Send one record: None once its receiver took it, else why not (or DeliveryError, or
+        an OSError)."""
+        raise NotImplementedError
+
+    def accept(self, result: Result) -> None:
+        self.enqueue(result.record)
 
     def enqueue(self, record: dict) -> None:
         if not self.send_empty and not has_results(record):
@@ -548,8 +555,7 @@ class HttpSink:
                 headers = {"Content-Type": "application/json",
                            "Idempotency-Key": "%s@%s" % (self.query_id, instant)}
                 try:
-                    status = self.post(self.url, body.rstrip(b"\n"), headers)
-                    error = None if 200 <= status < 300 else "HTTP %d" % status
+                    error = self._send(body.rstrip(b"\n"), headers)
                 except DeliveryError as e:
                     error = str(e)
                 except OSError as e:          # requests' errors (RequestException) are OSErrors
@@ -584,3 +590,96 @@ def _record_time(data: bytes) -> str | None:
         return json.loads(data).get("time")
     except (ValueError, AttributeError):
         return None
+
+
+class HttpSink(OutboxSink):
+    """POSTs each record to its URL (`post`: requests, or what the engine was given instead),
+    with an `Idempotency-Key` (query id and evaluation instant)."""
+
+    def __init__(self, query_id: str, url: str, directory: Path, post: Poster = post_with_requests, **outbox):
+        self.post = post
+        super().__init__(query_id, url, directory, **outbox)
+
+    def _send(self, body: bytes, headers: dict) -> str | None:
+        status = self.post(self.url, body, headers)
+        return None if 200 <= status < 300 else "HTTP %d" % status
+
+
+class MqttSink(OutboxSink):
+    """Publishes each record to the topic of its URL (`mqtt://host:port/topic`) through the
+    engine's connection to that broker (`publishers`), QoS 1: a record the broker has not
+    confirmed stays in the outbox."""
+
+    def __init__(self, query_id: str, url: str, directory: Path, publishers: MqttPublishers, **outbox):
+        self.publishers = publishers
+        super().__init__(query_id, url, directory, **outbox)
+
+    def _send(self, body: bytes, headers: dict) -> str | None:
+        self.publishers.publish(self.url, body)
+        return None
+
+
+class OutputStream:
+    """A CONSTRUCT query's output stream (REGISTER STREAM <out>): an evaluation that constructs
+    triples becomes one element of it (timestamp = the evaluation instant), which other queries
+    can window over. An evaluation with no triples adds no element (an empty named graph is no
+    graph in RDF), but still moves the stream's watermark."""
+
+    def __init__(self, store: StreamStore, stream: str):
+        self.store = store
+        self.stream = stream
+
+    def accept(self, result: Result) -> None:
+        stream, instant = self.stream, result.instant
+        if result.triples:
+            graph = "urn:rspstar:output:%s:%d" % (quote(stream, safe=""), instant)
+            name = ox.NamedNode(graph)
+            quads = [ox.Quad(t.subject, t.predicate, t.object, name) for t in result.triples]
+            self.store.add_elements(stream, [Element(graph, instant, instant_literal(instant), quads)])
+        # Nothing earlier than the query's next instant can appear in its output any more.
+        self.store.advance_watermark(stream, result.next_close if result.next_close is not None else instant + 1)
+
+    def discard(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class SinkKind:
+    """One kind of outbox sink: the URL schemes it takes with each one's port when a URL writes
+    none, its class, what makes the transport its sinks share (one per engine, closed with the
+    engine when it has `close`), and a check of a URL's rest at registration (raising
+    DeliveryError)."""
+
+    ports: dict[str, int]
+    sink: type[OutboxSink]
+    transport: Callable[[], object]
+    check: Callable[[str], object] = lambda url: None
+
+
+# The place to add a kind of sink (docs/design.md, "Adding a sink kind").
+SINK_KINDS: dict[str, SinkKind] = {
+    "http": SinkKind({"http": 80, "https": 443}, HttpSink, lambda: post_with_requests),
+    "mqtt": SinkKind(MQTT_PORTS, MqttSink, MqttPublishers, check=topic_of),
+}
+_KIND_OF_SCHEME = {scheme: name for name, kind in SINK_KINDS.items() for scheme in kind.ports}
+SINK_PORTS = {scheme: port for kind in SINK_KINDS.values() for scheme, port in kind.ports.items()}
+
+
+class Transports:
+    """What an engine's outbox sinks deliver through: each kind's transport, made once and let
+    go of with `close` (MQTT's connections to its brokers). `made` replaces a kind's (a test's
+    receiver as the HTTP poster)."""
+
+    def __init__(self, made: dict[str, object] | None = None):
+        self._made = {name: (made or {}).get(name) or kind.transport() for name, kind in SINK_KINDS.items()}
+
+    def sink(self, query_id: str, url: str, directory: Path, **outbox) -> OutboxSink:
+        """The outbox sink of `url`'s kind (its URL checked at registration: check_sink_allowed)."""
+        name = _KIND_OF_SCHEME[urlsplit(url).scheme]
+        return SINK_KINDS[name].sink(query_id, url, directory, self._made[name], **outbox)
+
+    def close(self) -> None:
+        for transport in self._made.values():
+            close = getattr(transport, "close", None)
+            if close is not None:
+                close()

@@ -11,8 +11,9 @@ from rspstar.translator.admission import QueryOverLimits
 from rspstar.translator.errors import QuerySyntaxError, TranslatorError
 
 from ..adhoc import AnswerPastBound, QueriesBusy, QueryCrashed, QueryOverMemory
-from ..engine.runner import DuplicateQuery, EngineAtCapacity, InvalidQueryId, UnknownQuery
-from ..engine.errors import EndpointError, UsageError
+from ..engine.errors import (
+    DuplicateQuery, EndpointError, EngineAtCapacity, InvalidQueryId, UnknownQuery, UsageError,
+)
 from ..engine.sinks import SinkNotAllowed
 
 

@@ -106,7 +106,7 @@ def prometheus_text(engine: Runner, sources: dict, disk: DiskGuard | None = None
     if budget is not None:
         metric("rspstar_evaluation_load_budget_cores", "gauge", "The load beyond which registrations are refused.",
                [({}, budget)])
-    sinks = [({"query": q.id, "sink": s.url}, s.describe()) for q in queries for s in q.http_sinks]
+    sinks = [({"query": q.id, "sink": s.url}, s.describe()) for q in queries for s in q.url_sinks]
     metric("rspstar_sink_backlog", "gauge", "Records waiting in sink outboxes.",
            [(labels, outbox["pending"]) for labels, outbox in sinks])
     metric("rspstar_sink_outbox_bytes", "gauge", "Disk the records waiting in a sink's outbox take (at most "
