@@ -796,3 +796,58 @@ def test_a_count_window_evaluated_at_an_instant_misses_the_elements_stamped_at_i
     assert engine.tick() == 1
     store.add_elements("http://example.org/s", [_late_candidate("e1b", 1, 11), _late_candidate("e2", 2, 20)])
     assert q.status.late_elements == 1
+
+
+def test_a_tick_asks_each_query_once_unless_an_output_or_its_cap_may_have_made_more_due(monkeypatch):
+    """A tick runs every query, then again only those an output stream may feed (every query,
+    when a CONSTRUCT with an output stream ran) or that stopped at their run's cap: a thousand
+    queries cost a thousand runs a close, not two thousand."""
+    from rspstar.endpoint.engine.registered import RegisteredQuery
+    runs = []
+    real_run = RegisteredQuery.run
+    monkeypatch.setattr(RegisteredQuery, "run", lambda self, *a: runs.append(self.id) or real_run(self, *a))
+    clock = VirtualClock(T0)
+    store = StreamStore()
+    engine = Runner(store, clock, EngineConfig())
+    staged = store.documents.stage("http://example.org/s", stream_text(12), ox.RdfFormat.TRIG, "s.trig").staged
+    # Registered before the query that feeds it: only a second pass of the tick sees its input.
+    downstream = engine.register("""PREFIX ex: <http://example.org/>
+SELECT (COUNT(?o) AS ?n) FROM NAMED WINDOW ex:b ON ex:big [RANGE PT4S STEP PT4S]
+WHERE { WINDOW ex:b { GRAPH ?g { ?o a ex:Big } } }""", "downstream")
+    plain = [engine.register(QUERY.replace("?v }", "?v FILTER(?v > %d) }" % k), "q%d" % k) for k in range(20)]
+    for t in range(T0 + S, T0 + 13 * S, S):
+        store.publish("http://example.org/s", [e for e in staged if t - S < e.timestamp <= t])
+        store.advance_watermark("http://example.org/s", t)
+        clock.set(t)
+        runs.clear()
+        engine.tick()
+        assert runs.count("q0") == 1 and len(runs) == 21     # nothing feeds another: one pass
+    assert all(q.status.evaluations == 6 for q in plain)
+    engine.register("""PREFIX ex: <http://example.org/>
+REGISTER STREAM ex:big AS CONSTRUCT { ?o a ex:Big } FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v >= 5) } } }""", "upstream")
+    staged = store.documents.stage("http://example.org/s", stream_text(12, 12), ox.RdfFormat.TRIG, "s2.trig").staged
+    for t in range(T0 + 13 * S, T0 + 25 * S, S):
+        store.publish("http://example.org/s", [e for e in staged if t - S < e.timestamp <= t])
+        store.advance_watermark("http://example.org/s", t)
+        clock.set(t)
+        runs.clear()
+        evaluated = engine.get("upstream").status.evaluations
+        engine.tick()
+        if engine.get("upstream").status.evaluations > evaluated:
+            assert runs.count("downstream") == 2                # a second pass, for the output
+    # Each close of the downstream window counted in the tick that made it due (not one later).
+    assert [r["time"] for r in downstream.history.since()][-3:] == [
+        "2026-03-01T08:00:16Z", "2026-03-01T08:00:20Z", "2026-03-01T08:00:24Z"]
+    assert downstream.status.next_close == T0 + 28 * S
+
+
+def test_a_query_past_its_run_cap_is_run_again_in_the_same_tick():
+    clock = VirtualClock(T0)
+    store = StreamStore()
+    engine = Runner(store, clock, EngineConfig())
+    q = engine.register(QUERY, "q")
+    store.advance_watermark("http://example.org/s", T0 + 40 * S)
+    clock.set(T0 + 40 * S)
+    assert engine.tick() == 20 > MAX_EVALUATIONS_PER_RUN        # closes :02 ... :40, in one tick
+    assert q.status.evaluations == 20

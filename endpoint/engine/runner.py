@@ -387,11 +387,14 @@ class Runner:
         if self.background_refresh is not None:
             self.background_refresh.run_due()
         total = 0
-        while True:
-            ran = sum(self.run_query(q.id) for q in self.queries())
-            total += ran
-            if not ran:
-                break
+        pending = self.queries()
+        while pending:
+            ran = [(q, self.run_query(q.id)) for q in pending]
+            total += sum(n for _, n in ran)
+            if any(n and q.query.output_stream for q, n in ran):
+                pending = self.queries()    # an output may complete other queries' windows
+            else:   # only a query that stopped at its run's cap may have more due now
+                pending = [q for q, n in ran if n >= MAX_EVALUATIONS_PER_RUN]
         self.deliver()
         self.evict()
         return total
