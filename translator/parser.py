@@ -1073,13 +1073,16 @@ def tef_sparql_message(text: str, at: int) -> str:
             "{ WINDOW ex:presence { %s } } (spec 6.13)" % (shown, since_text, till_text, shown[2:-2]))
 
 
-def parse_query(text: str, base: str | None = None, tokens: list[Token] | None = None) -> ContinuousQuery:
+def parse_query(text: str, base: str | None = None, tokens: list[Token] | None = None,
+                nesting_checked: bool = False) -> ContinuousQuery:
 
     """Parse RSP-QL* text into a query model; raises QuerySyntaxError with line and column.
     `base`: the IRI the text was retrieved from, which relative IRIs resolve against (see
-    `PrologueReader`); `tokens`: the text's, when the caller has them.
+    `PrologueReader`); `tokens`: the text's, when the caller has them; `nesting_checked`: the
+    caller has had check_nesting read the text already.
 
     The result is only structurally checked; `validate.validated_query` also has Oxigraph
     check the SPARQL that the rewrite produces."""
-    check_nesting(text, language="sparql")
+    if not nesting_checked:
+        check_nesting(text, language="sparql")
     return _Parser(text, base, tokens).parse()

@@ -92,8 +92,8 @@ def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str 
     # parser and the warnings (a tokenizing error is the one recognition would raise).
     tokens = tokenize(SourceText(text)) if dialect is None else None
     translation = translate(text, dialect, start, base, streams, tokens)
-    if translation is None:
-        query = _compile(text, functions, base, tokens)
+    if translation is None:     # compile_query checked the text's nesting
+        query = _compile(text, functions, base, tokens, nesting_checked=True)
     else:
         try:
             query = translation.apply(_compile(translation.text, functions, base), text)
@@ -163,8 +163,8 @@ def check_grouping(query: ContinuousQuery) -> None:
 
 
 def _compile(text: str, functions: FunctionLibrary | None, base: str | None,
-             tokens: list | None = None) -> ContinuousQuery:
-    query = parse_query(text, base, tokens)
+             tokens: list | None = None, nesting_checked: bool = False) -> ContinuousQuery:
+    query = parse_query(text, base, tokens, nesting_checked)
     check_grouping(query)
     functions = functions or FunctionLibrary()
     rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
