@@ -41,6 +41,11 @@ def canary():
     ("PREFIX x: <http://127.0.0.1:1/>\nSELECT * WHERE { SERVICE SILENT x:sparql { ?s ?p ?o } }", 33),
     ("SELECT * WHERE { SERVICE ?where { ?s ?p ?o } }", 26),
     ("LOAD <file:///etc/passwd>", 6),
+    # Written in any case and against any neighbour: the look for the keyword before the
+    # tokens are read must find each.
+    ("SELECT * WHERE {sErViCe<http://127.0.0.1:1/sparql>{ ?s ?p ?o } }", 24),
+    ("SELECT * WHERE { ?s ?p ?o .}\nload<file:///etc/passwd>", 5),
+    ("SELECT * WHERE { ?s ?p ?o }#\rSERVICE\nSELECT * { Service <http://127.0.0.1:1/> {} }", 20),
 ])
 def test_service_and_load_are_off_by_default(text, column):
     with pytest.raises(FederationNotAllowed) as caught:

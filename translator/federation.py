@@ -6,6 +6,7 @@ target's origin is in a configured allow-list (the same rule as HTTP sinks); a S
 target is a variable cannot be checked and is refused too."""
 from __future__ import annotations
 
+import re
 from urllib.parse import urlsplit
 
 from .errors import PositionedError
@@ -30,11 +31,16 @@ def origin_allowed(url: str, allowed: list[str]) -> bool:
     return origin is not None and origin in {a.rstrip("/") for a in allowed}
 
 
+_CALLS = re.compile(r"(?i)(?<![\w:])(?:SERVICE|LOAD)(?![\w:])")
+
+
 def check_federation(text: str, allowed: list[str], base: str | None = None) -> None:
     """FederationNotAllowed at the first SERVICE or LOAD whose target is not allowed. Targets
     are resolved as Oxigraph resolves them: prefixed names through the PREFIX declarations
     before them, relative IRIs against the BASE before them, else against `base` (the IRI the
     text was retrieved from)."""
+    if not _CALLS.search(text):     # most queries: no keyword there (in a string or comment: read on)
+        return
     source = SourceText(text)
     tokens = tokenize(source)
     prefixes: dict[str, str] = {}
