@@ -2,13 +2,15 @@
 way in (the SPARQL endpoint, updates, registration), and a canary server sees no request."""
 import http.server
 import threading
+import time
 
 import pytest
 
 from rspstar.endpoint.engine.clock import VirtualClock
 from rspstar.endpoint.engine.runner import Runner, EngineConfig
 from rspstar.endpoint.http import HttpSettings, create_app
-from rspstar.endpoint.engine.sinks import post_with_requests
+from rspstar.endpoint.engine.mqtt_publish import DeliveryError
+from rspstar.endpoint.engine.sinks import post_bounded
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.federation import FederationNotAllowed, check_federation
 from rspstar.translator.temporal import parse_instant
@@ -100,7 +102,40 @@ def test_sink_delivery_does_not_follow_a_redirect(canary):
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        status = post_with_requests("http://127.0.0.1:%d/alerts" % server.server_port, b"{}", {})
+        status = post_bounded("http://127.0.0.1:%d/alerts" % server.server_port, b"{}", {})
     finally:
         server.shutdown()
     assert status == 307 and hits == []
+
+
+@pytest.mark.parametrize("drips", ["status line", "headers"])
+def test_a_sink_receiver_that_drips_its_answer_is_cut_at_the_delivery_bound(drips):
+    # A byte every 0.2 s keeps each wait for the receiver short: only a bound on the whole
+    # exchange lets the delivery thread go (the record then waits in the outbox for a retry).
+    stopped = threading.Event()
+
+    class Dripping(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers["Content-Length"]))
+            text = b"HTTP/1.1 200 OK\r\n" if drips == "status line" else b"HTTP/1.1 200 OK\r\nX-Slow: "
+            self.wfile.write(text[:-1] if drips == "status line" else text)
+            self.wfile.flush()
+            while not stopped.wait(0.2):
+                self.wfile.write(b"x")
+                self.wfile.flush()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Dripping)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    started = time.monotonic()
+    try:
+        with pytest.raises(DeliveryError, match="did not answer within 1 s"):
+            post_bounded("http://127.0.0.1:%d/alerts" % server.server_port, b"{}", {}, seconds=1)
+        assert time.monotonic() - started < 5
+    finally:
+        stopped.set()
+        server.shutdown()
+        server.server_close()

@@ -25,13 +25,11 @@ from __future__ import annotations
 import hashlib
 import http.client
 import logging
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit
 
 import pyoxigraph as ox
 
@@ -43,12 +41,12 @@ from rspstar.translator.federation import origin_allowed
 from rspstar.translator.temporal import format_instant
 
 from .clock import Clock
+from .exchange import ExchangeExpired, ExchangeTooLarge, exchange
 
 log = logging.getLogger(__name__)
 
 FORMATS = {"turtle": ox.RdfFormat.TURTLE, "ntriples": ox.RdfFormat.N_TRIPLES, "rdfxml": ox.RdfFormat.RDF_XML,
            "jsonld": ox.RdfFormat.JSON_LD}
-_CHUNK = 64 * 1024
 
 
 class RefreshError(Exception):
@@ -236,74 +234,32 @@ class BackgroundRefresh:
         return data, fmt
 
     def _fetch(self, graph: RefreshedGraph, deadline: float) -> tuple[bytes, ox.RdfFormat]:
-        """GET the source within the reload's deadline: each wait for the server at most
-        `timeout`, and the whole exchange (connecting, the headers, the body) cut at the deadline
-        by shutting its socket, so that a server sending a byte now and then cannot hold it.
-        Checked against the allow-list at each fetch, not only when the configuration is read;
-        a redirect is not followed (it could lead off the allow-list)."""
+        """GET the source within the reload's deadline (exchange.py: each wait for the server at
+        most `timeout`, and a server sending a byte now and then cannot hold it). Checked against
+        the allow-list at each fetch, not only when the configuration is read; a redirect is not
+        followed (it could lead off the allow-list)."""
         if not origin_allowed(graph.source, self.allowed):
             raise RefreshError("%s is not under [background] allowed (%s)"
                                % (graph.source, ", ".join(self.allowed) or "empty"))
-        parts = urlsplit(graph.source)
-        target = (parts.path or "/") + ("?" + parts.query if parts.query else "")
-        left = deadline - self.monotonic()
-        kind = http.client.HTTPSConnection if parts.scheme.lower() == "https" else http.client.HTTPConnection
-        connection = kind(parts.hostname, parts.port, timeout=max(0.001, min(self.timeout, left)))
-        expired = threading.Event()
-        # The socket, kept apart: the connection lets go of it once a response that closes the
-        # connection is under way (the response reads it on).
-        sockets: list[socket.socket] = []
-
-        def expire() -> None:
-            expired.set()
-            for sock in sockets:
-                try:
-                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
-                except OSError:
-                    pass
-        watchdog = threading.Timer(max(0.0, left), expire)
-        watchdog.daemon = True
-        watchdog.start()
         try:
-            connection.connect()
-            sockets.append(connection.sock)
-            if expired.is_set():
-                raise RefreshError(self._too_long(graph))
-            connection.request("GET", target, headers={
+            answer = exchange("GET", graph.source, deadline, self.timeout, headers={
                 "Accept": ", ".join(f.media_type for f in FORMATS.values()), "Accept-Encoding": "identity",
-                "User-Agent": "rspstar"})
-            response = connection.getresponse()
-            if response.status != 200:
-                raise RefreshError("%s answered HTTP %d" % (graph.source, response.status))
-            declared = response.getheader("Content-Length")
-            if declared and declared.isdigit() and int(declared) > self.max_bytes:
-                raise RefreshError("%s gave more than [background] max_bytes (%d bytes)"
-                                   % (graph.source, self.max_bytes))
-            chunks, size = [], 0
-            while True:
-                chunk = response.read1(_CHUNK)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > self.max_bytes:
-                    raise RefreshError("%s gave more than [background] max_bytes (%d bytes)"
-                                       % (graph.source, self.max_bytes))
-                chunks.append(chunk)
-            media_type = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+                "User-Agent": "rspstar"}, max_bytes=self.max_bytes, monotonic=self.monotonic)
+        except ExchangeExpired:
+            raise RefreshError(self._too_long(graph)) from None
+        except ExchangeTooLarge:
+            raise RefreshError("%s gave more than [background] max_bytes (%d bytes)"
+                               % (graph.source, self.max_bytes)) from None
         except (OSError, http.client.HTTPException) as e:
-            if expired.is_set():
-                raise RefreshError(self._too_long(graph)) from None
             raise RefreshError("%s: %s" % (graph.source, str(e) or type(e).__name__)) from None
-        finally:
-            watchdog.cancel()
-            connection.close()
-        if expired.is_set():          # cut at the deadline: what came is not the whole document
-            raise RefreshError(self._too_long(graph))
+        if answer.status != 200:
+            raise RefreshError("%s answered HTTP %d" % (graph.source, answer.status))
+        media_type = (answer.header("Content-Type") or "").split(";")[0].strip().lower()
         fmt = FORMATS[graph.format] if graph.format else ox.RdfFormat.from_media_type(media_type) if media_type else None
         if fmt is None:
             raise RefreshError("cannot tell the format of %s from its Content-Type %r: set format (%s)"
                                % (graph.source, media_type, ", ".join(FORMATS)))
-        return b"".join(chunks), fmt
+        return answer.body, fmt
 
     def _too_long(self, graph: RefreshedGraph) -> str:
         return ("%s did not give its whole document within [background] reload_seconds (%g s)"

@@ -19,6 +19,7 @@ and the record's removal a receiver can recognise the one record sent twice.
 from __future__ import annotations
 
 import collections
+import http.client
 import itertools
 import json
 import logging
@@ -27,6 +28,7 @@ import queue
 import re
 import shutil
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
@@ -43,6 +45,7 @@ from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.temporal import parse_instant
 
 from .errors import EndpointError
+from .exchange import ExchangeExpired, exchange
 from .mqtt_publish import DeliveryError, MqttPublishers, topic_of
 from .result_shapes import SPARQL_JSON, has_results, shaped_json
 
@@ -74,12 +77,25 @@ class Sink(Protocol):
     def discard(self) -> None: ...
 
 
-def post_with_requests(url: str, body: bytes, headers: dict) -> int:
-    # requests is imported where a sink first posts: a replay and the Python API never do, and
-    # start without it. A redirect is not followed (it could lead off the allow-list): its 3xx
-    # status counts as not delivered, and the record waits in the outbox.
-    import requests
-    return requests.post(url, data=body, headers=headers, timeout=5, allow_redirects=False).status_code
+# Seconds one delivery may take in all, and one wait for the receiver: past either it failed,
+# and the record waits in the outbox for the next attempt. A receiver that answers a byte now
+# and then would otherwise hold the delivery thread, and every sink behind it, for as long as
+# it likes.
+DELIVERY_SECONDS = 30.0
+DELIVERY_WAIT_SECONDS = 5.0
+
+
+def post_bounded(url: str, body: bytes, headers: dict, seconds: float = DELIVERY_SECONDS) -> int:
+    """POST `body` to `url`, the whole exchange within `seconds` (exchange.py); the status. A
+    redirect is not followed (it could lead off the allow-list): its 3xx status counts as not
+    delivered, and the record waits in the outbox."""
+    try:
+        return exchange("POST", url, time.monotonic() + seconds, DELIVERY_WAIT_SECONDS, body=body,
+                        headers=headers, read_body=False).status
+    except ExchangeExpired:
+        raise DeliveryError("%s did not answer within %g s" % (url, seconds)) from None
+    except http.client.HTTPException as e:
+        raise DeliveryError("%s: %s" % (url, str(e) or type(e).__name__)) from None
 
 
 Poster = Callable[[str, bytes, dict], int]
@@ -558,7 +574,7 @@ class OutboxSink:
                     error = self._send(body.rstrip(b"\n"), headers)
                 except DeliveryError as e:
                     error = str(e)
-                except OSError as e:          # requests' errors (RequestException) are OSErrors
+                except OSError as e:          # the network's (refused, reset, unreachable)
                     error = "%s: %s" % (type(e).__name__, e)
                 with self._lock:
                     self._in_flight = None
@@ -593,10 +609,10 @@ def _record_time(data: bytes) -> str | None:
 
 
 class HttpSink(OutboxSink):
-    """POSTs each record to its URL (`post`: requests, or what the engine was given instead),
+    """POSTs each record to its URL (`post`: post_bounded, or what the engine was given instead),
     with an `Idempotency-Key` (query id and evaluation instant)."""
 
-    def __init__(self, query_id: str, url: str, directory: Path, post: Poster = post_with_requests, **outbox):
+    def __init__(self, query_id: str, url: str, directory: Path, post: Poster = post_bounded, **outbox):
         self.post = post
         super().__init__(query_id, url, directory, **outbox)
 
@@ -658,7 +674,7 @@ class SinkKind:
 
 # The place to add a kind of sink (docs/design.md, "Adding a sink kind").
 SINK_KINDS: dict[str, SinkKind] = {
-    "http": SinkKind({"http": 80, "https": 443}, HttpSink, lambda: post_with_requests),
+    "http": SinkKind({"http": 80, "https": 443}, HttpSink, lambda: post_bounded),
     "mqtt": SinkKind(MQTT_PORTS, MqttSink, MqttPublishers, check=topic_of),
 }
 _KIND_OF_SCHEME = {scheme: name for name, kind in SINK_KINDS.items() for scheme in kind.ports}
