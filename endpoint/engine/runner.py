@@ -516,11 +516,14 @@ class Runner:
     # -- evaluation ------------------------------------------------------------------------------
     def due(self, registered: RegisteredQuery, instant: int) -> str | None:
         """Why the evaluation at `instant` may run now: every input stream's watermark has
-        reached it ("watermark"), or `max_delay` of clock time has passed ("max_delay")."""
+        reached it ("watermark"; an instant at most `max_event_ahead` past the clock, so that a
+        watermark far ahead has no query evaluate empty windows up to it), or `max_delay` of
+        clock time has passed ("max_delay")."""
         streams = registered.query.streams
         needed = registered.evaluator.policy.complete_through(instant)
         watermarks = [self.store.watermark(s) for s in streams]
-        if streams and all(w is not None and w >= needed for w in watermarks):
+        if streams and all(w is not None and w >= needed for w in watermarks) \
+                and instant <= self.clock.now() + self.config.max_event_ahead:
             return "watermark"
         if self.clock.now() >= instant + (self.config.max_delay if streams else 0):
             return "max_delay"
