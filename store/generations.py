@@ -269,6 +269,7 @@ class Generations:
             self._journal = None
             if self.path is not None:
                 fresh.flush()
+                self.unflushed = 0
                 root = Path(self.path)
                 replace_text(root / "CURRENT", str(generation))
                 old_directory = root / ("gen-%d" % self._generation)
