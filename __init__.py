@@ -40,12 +40,14 @@ _WHERE = {
     "UpdateFailed": "store.errors", "GraphMissing": "store.errors", "GraphExists": "store.errors",
     "DiskFull": "store.errors", "EvaluationStopped": "store.errors", "EvaluationTimeout": "store.errors",
     "ResultTooLarge": "store.errors", "EvaluationCancelled": "store.errors",
+    "EvaluationOverMemory": "store.errors", "UpdateTooLarge": "store.errors",
     "UnknownFormat": "store.formats", "ClosureTooLarge": "store.entailment",
     "EndpointError": "endpoint.engine.errors",
     "UnknownQuery": "endpoint.engine.runner", "DuplicateQuery": "endpoint.engine.runner",
     "InvalidQueryId": "endpoint.engine.runner", "EngineAtCapacity": "endpoint.engine.runner",
     "SinkNotAllowed": "endpoint.engine.sinks", "LandmarkOverLimit": "endpoint.engine.evaluation",
     "QueryFailed": "endpoint.api", "ServerError": "endpoint.client",
+    "AnswerPastBound": "endpoint.adhoc", "QueriesBusy": "endpoint.adhoc", "QueryOverMemory": "endpoint.adhoc",
 }
 __all__ = list(_WHERE)
 

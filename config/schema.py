@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, make_dataclass
 from pathlib import Path
 
 from rspstar.translator.errors import StreamNameError, TemporalValueError
+from rspstar.translator.options import OPTIONS
 from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.temporal import format_duration, parse_duration
 
@@ -210,6 +211,14 @@ def _xsd_duration(micros: int) -> str:
     return text if text != "P" else "PT0S"
 
 
+# Where the engine runs, which decides a few defaults: `rspstar serve` (SERVE: a server for
+# everyone's queries, every limit on) or a library in the user's own process (LIBRARY: the
+# Python API, `rspstar replay`, an engine or HTTP app made without a configuration), where a
+# limit meant to protect a shared server is none unless asked for.
+SERVE, LIBRARY = "serve", "library"
+_AS_SERVED = object()
+
+
 @dataclass(frozen=True)
 class Setting:
     table: str          # the TOML table; "sources" and "queries" are arrays of tables
@@ -218,10 +227,15 @@ class Setting:
     default: object     # as written in TOML (None: unset)
     help: str
     applies: str = ""   # for a source setting: the kinds of source it is for ("": every one)
+    library: object = _AS_SERVED    # the LIBRARY profile's default, where it differs (None: no limit)
 
     @property
     def name(self) -> str:
         return "%s.%s" % (self.table, self.key)
+
+    def default_in(self, profile: str) -> object:
+        """The default as written in TOML under `profile` (SERVE or LIBRARY)."""
+        return self.default if profile == SERVE or self.library is _AS_SERVED else self.library
 
 
 MIB = 1024 * 1024
@@ -267,14 +281,16 @@ SETTINGS: tuple[Setting, ...] = (
             "input acknowledged and not stored yet (landing files of posts and MQTT messages) at most: past it a post "
             "is answered 503 with Retry-After and MQTT messages wait at the broker, unacknowledged, until Spark has "
             "stored what came before (one post alone always fits)"),
-    Setting("engine", "max_queries", Whole(1), 2000, "queries registered at once at most (registrations beyond: 503)"),
+    Setting("engine", "max_queries", Whole(1), 2000, "queries registered at once at most (registrations beyond: 503)",
+            library=None),
     Setting("engine", "max_load", Number(), 0.8,
             "share of the machine's cores the queries' evaluations may take together, as measured (each query's "
-            "CPU per evaluation times its evaluations per second): while they take more, registrations get 503"),
+            "CPU per evaluation times its evaluations per second): while they take more, registrations get 503",
+            library=None),
     Setting("engine", "evaluation_timeout", Duration(), "PT10S",
             "how long one evaluation of a continuous query may run: past it the evaluation is stopped (killed, when "
             "it runs in a worker process) and the query is marked failed with the reason "
-            "(docs/running.md#evaluation-limits)"),
+            "(docs/running.md#evaluation-limits)", library=None),
     Setting("engine", "max_result_rows", Whole(1), 100_000,
             "rows (SELECT) or triples (CONSTRUCT) one evaluation may produce, counted as they are read: past it the "
             "evaluation stops, the query is marked failed and nothing of that evaluation is delivered"),
@@ -432,12 +448,15 @@ SETTINGS: tuple[Setting, ...] = (
             "reload it this often (unset: loaded at each start only); a failed reload keeps what the graph "
             "held and shows in /health, /metrics and the dashboard"),
     # [[queries]]
-    Setting("queries", "file", Text(), None, "the query's file (relative to the configuration file)"),
+    Setting("queries", "file", Text(optional=True), None, "the query's file (relative to the configuration file)"),
+    Setting("queries", "query", Text(optional=True), None,
+            "the query's text itself, in the configuration (a TOML multi-line string), instead of a file"),
     Setting("queries", "id", Text(optional=True), None, "its id (unset: from REGISTER's name, else generated)"),
     Setting("queries", "sinks", Texts(), [], "sinks its results go to: http(s) URLs, or mqtt(s)://host:port/topic "
                                                "(under [sinks] allowed)"),
-    Setting("queries", "options", Table(), {}, "query options (report, window_default_graph, dialect, overrun = catch-up | skip, "
-                                                             "entailment = none | rdfs, ...)"),
+    Setting("queries", "options", Table(), {}, "query options, docs/query-options.md: %s (base is a key of "
+                                               "[[queries]] itself)" % ", ".join(o.name for o in OPTIONS
+                                                                                   if o.name != "base")),
     Setting("queries", "base", Text(optional=True), None,
             "the absolute IRI its relative IRIs resolve against before any BASE of its own (unset: the query "
             "file's file: IRI, as rspstar check and replay read it)"),
@@ -445,13 +464,24 @@ SETTINGS: tuple[Setting, ...] = (
 _BY_NAME = {s.name: s for s in SETTINGS}
 ARRAYS = ("sources", "queries", "background.graphs")   # arrays of tables: [[sources]], [[background.graphs]]
 FREE_TABLES = {"spark": "settings", "partition_keys": "streams"}   # tables whose other keys are free
-REQUIRED = {"sources": ("name", "kind"), "queries": ("file",), "background.graphs": ("graph", "source")}
+# Keys an entry must have; a tuple of keys: exactly one of them.
+REQUIRED = {"sources": ("name", "kind"), "queries": (("file", "query"),), "background.graphs": ("graph", "source")}
 
 
-def default(name: str):
-    """The default of a setting, as the engine uses it (durations in microseconds)."""
+def _required(table: str, key: str) -> tuple[str, ...] | None:
+    """The keys `key` is required among (itself alone, or its alternatives), None if optional."""
+    for required in REQUIRED.get(table, ()):
+        among = required if isinstance(required, tuple) else (required,)
+        if key in among:
+            return among
+    return None
+
+
+def default(name: str, profile: str = SERVE):
+    """The default of a setting under `profile`, as the engine uses it (durations in microseconds)."""
     setting = _BY_NAME[name]
-    return None if setting.default is None else setting.kind.read(setting.default, name)
+    value = setting.default_in(profile)
+    return None if value is None else setting.kind.read(value, name)
 
 
 def tables() -> list[str]:
@@ -463,16 +493,20 @@ def settings_of(table: str) -> list[Setting]:
 
 
 # -- typed objects ------------------------------------------------------------------------------
-def settings_class(table: str, name: str | None = None, extra: tuple = (), frozen: bool = True):
-    """A dataclass with a field per setting of `table`, defaulting to its typed default, and the
-    `extra` fields (name, type, dataclasses.field) of what its user takes besides: a class that
-    reads its settings from here gains a new one with no edit of its own."""
+def settings_class(table: str, name: str | None = None, extra: tuple = (), frozen: bool = True,
+                   profile: str = SERVE):
+    """A dataclass with a field per setting of `table`, defaulting to its typed default under
+    `profile`, and the `extra` fields (name, type, dataclasses.field) of what its user takes
+    besides: a class that reads its settings from here gains a new one with no edit of its own."""
     def field_of(setting: Setting):
-        value = None if setting.default is None else setting.kind.read(setting.default, setting.name)
+        value = default(setting.name, profile)
         if isinstance(value, (list, dict)):
             return field(default_factory=lambda value=value: type(value)(value))
         return field(default=value)
-    own = [(s.key, s.kind.python, field_of(s)) for s in settings_of(table) if s.key not in {e[0] for e in extra}]
+
+    def type_of(setting: Setting):
+        return setting.kind.python if setting.default_in(profile) is not None else setting.kind.python | None
+    own = [(s.key, type_of(s), field_of(s)) for s in settings_of(table) if s.key not in {e[0] for e in extra}]
     return make_dataclass(name or table.title().replace("_", "").replace(".", "") + "Settings", own + list(extra),
                           frozen=frozen)
 
@@ -579,7 +613,14 @@ def _read_entry(table: str, entry, where: str, name: str, path: str, origins: di
     unknown = sorted(set(entry) - set(declared))
     if unknown:
         raise ConfigError("%s: unknown key %r (known: %s)" % (where, unknown[0], ", ".join(sorted(declared))))
-    missing = [key for key in REQUIRED[table] if key not in entry]
+    missing = []
+    for required in REQUIRED[table]:
+        among = required if isinstance(required, tuple) else (required,)
+        given = [key for key in among if key in entry]
+        if len(given) > 1:
+            raise ConfigError("%s: takes %s, not both" % (where, " or ".join(among)))
+        if not given:
+            missing.append(" or ".join(among))
     if missing:
         raise ConfigError("%s: needs %s" % (where, " and ".join(missing)))
     values = {}
@@ -630,9 +671,14 @@ def markdown() -> str:
             key = s.key
             if FREE_TABLES.get(table) == s.key:
                 key = "(any other key)"
-            default_text = "(required)" if s.key in REQUIRED.get(table, ()) else \
-                ("(unset)" if s.default is None else s.kind.show(s.default))
+            among = _required(table, s.key)
+            default_text = ("(required)" if len(among) == 1 else "(this or %s)" % " or ".join(
+                k for k in among if k != s.key)) if among else ("(unset)" if s.default is None else s.kind.show(s.default))
             what = s.help + (" (%s)" % ("for " + s.applies + " sources") if s.applies else "")
+            if s.default_in(LIBRARY) != s.default:
+                library = s.default_in(LIBRARY)
+                what += "; in the Python API and `rspstar replay`: %s" % ("none" if library is None else
+                                                                          s.kind.show(library))
             lines.append("| `%s` | %s | %s | %s |" % (key, s.kind.shown.replace("|", "or"),
                                                        default_text.replace("|", "\\|"), what.replace("|", "\\|")))
         lines.append("")

@@ -2,8 +2,8 @@
 a program run of it executes itself again under jemalloc.
 
 Oxigraph's and RocksDB's allocations from Spark's callback threads fragment glibc's per-thread
-arenas, so a live engine's memory grew three times as fast under glibc's malloc as under
-jemalloc, which hands freed memory back (bench/out/NOTES.md#jemalloc). A replay, one process
+arenas, so a live engine's memory grew much faster under glibc's malloc than under jemalloc,
+which hands freed memory back (bench/out/NOTES.md#jemalloc). A replay, one process
 that ends with its store, runs under glibc's malloc: its time is Oxigraph's load of the file,
 which is slower under jemalloc (bench/out/NOTES.md#replay-allocator).
 
@@ -51,6 +51,14 @@ def use_jemalloc() -> None:
     environment = allocator_environment(dict(os.environ), maps.read_text())
     if environment is not None:
         os.execve(sys.executable, sys.orig_argv, environment)
+
+
+# The commands a program run executes again under jemalloc (the `rspstar` command before it
+# imports the command line, endpoint/launch.py; `python -m rspstar.endpoint.cli` in cli.main); a
+# call of cli.main with arguments (a test, a library) runs in its caller's process as it is. Not
+# replay: Oxigraph loads its files faster under glibc's malloc, and its process ends with its
+# store (bench/out/NOTES.md#replay-allocator).
+UNDER_JEMALLOC = {"serve"}
 
 
 # glibc's mallopt parameter for the most arenas.

@@ -136,6 +136,15 @@ def _options(options: dict) -> dict[str, str]:
     return {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in options.items()}
 
 
+def _query_options(options: dict, path: Path | None) -> dict[str, str]:
+    """A query's options; one read from a file resolves its relative IRIs against the file, as
+    `rspstar replay` and a configuration's [[queries]] read it (unless `base` says otherwise)."""
+    given = _options(options)
+    if path is not None:
+        given.setdefault("base", path.resolve().as_uri())
+    return given
+
+
 class Results:
     """The records of a query's evaluations (the JSON lines `rspstar replay` writes), and the
     same as rows of Python values or a pandas DataFrame."""
@@ -343,8 +352,8 @@ class Engine:
         file holding it; `options` are the query options (report, window_default_graph,
         dialect, start, ...). Its first evaluation is the first report instant after the
         clock's current time."""
-        text, _, _ = _text_of(text, "the query", "the query's text (a str) or a pathlib.Path of a file holding it")
-        registered = self.engine.register(text, id, options=_options(options))
+        text, _, path = _text_of(text, "the query", "the query's text (a str) or a pathlib.Path of a file holding it")
+        registered = self.engine.register(text, id, options=_query_options(options, path))
         query = self.queries[registered.id] = Query(registered)
         return query
 
@@ -432,7 +441,7 @@ def replay(query, streams: dict, start, end, *, background=None, **options) -> R
     `streams` maps each stream IRI to its elements: TriG text, a pathlib.Path of a TriG or
     N-Quads file, an open file or an rdflib Dataset; `background` is RDF in the same forms.
     QueryFailed when the query fails during the replay."""
-    text, _, _ = _text_of(query, "the query", "the query's text (a str) or a pathlib.Path of a file holding it")
+    text, _, path = _text_of(query, "the query", "the query's text (a str) or a pathlib.Path of a file holding it")
     if not isinstance(streams, dict):
         raise TypeError("streams is a dict {stream IRI: TriG text or pathlib.Path}, not %s" % type(streams).__name__)
     for iri in streams:
@@ -440,7 +449,7 @@ def replay(query, streams: dict, start, end, *, background=None, **options) -> R
     spec = ReplayInput.single(text, [(iri, _document(data, "stream <%s>" % iri)) for iri, data in streams.items()],
                               _instant(start), _instant(end),
                               _document(background, "background") if background is not None else None,
-                              _options(options))
+                              _query_options(options, path))
     run = Replay(spec)
     records = [record for _, record in run.run()]
     failed = run.failures()

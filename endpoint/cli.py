@@ -12,18 +12,16 @@ from pathlib import Path
 from rspstar.store.errors import StoreError
 from rspstar.translator.admission import NEVER_EVALUATED
 from rspstar.translator.constants import parameterized
-from rspstar.translator.dialects import DIALECTS
 from rspstar.translator.errors import QuerySyntaxError, TemporalValueError, TranslatorError
 from rspstar.translator.temporal import parse_instant
 from rspstar.translator.admission import admit
-from rspstar.translator.options import QueryOptions, r2r_plan
+from rspstar.translator.options import QueryOptions, command_line_help, r2r_plan
 from rspstar.translator.rewrite import compile_template
 from rspstar.translator.syntax import check_stream_iri
 from rspstar.translator.validate import compile_query
 from rspstar.translator.warnings import background_warnings
 
-from .allocator import use_jemalloc
-from .launch import UNDER_JEMALLOC
+from .allocator import UNDER_JEMALLOC, use_jemalloc
 from rspstar.config import schema
 
 from .config import DEFAULT_CONFIG, load_config
@@ -302,14 +300,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="evaluate instants after this xsd:dateTime")
     rp.add_argument("--to", dest="end", required=True, metavar="INSTANT",
                     help="... up to and including this xsd:dateTime")
-    rp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="query option: report=POLICY (strategies joined by 'and': close, non-empty, "
-                         "content-change, periodic, each also for one window, e.g. 'close(<w2>) and non-empty(<w2>)', "
-                         "and periodic(PT5S)), window_default_graph=timestamps|union, dialect=%s, "
-                         "start=DATETIME, base=IRI (what relative IRIs resolve against before any BASE; default: "
-                         "the query file's file: IRI), entailment=none|rdfs, rspu_cache, lazy_bind, h4, fuse_rspu, "
-                         "incremental (true|false)"
-                         % "|".join(DIALECTS))
+    rp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help=command_line_help())
     rp.add_argument("--out", metavar="FILE", help="write JSON lines here (default: standard output)")
     rp.add_argument("--out-dir", metavar="DIR", help="write <query file stem>.jsonl per query here "
                                                      "(needed with several queries)")
@@ -333,8 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     ck = sub.add_parser("check", help="parse and check a query, print its windows, report policy, RSP-QL* "
                                       "translation (dialects) and SPARQL template")
     ck.add_argument("query")
-    ck.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                    help="query option, as for replay")
+    ck.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help=command_line_help())
     ck.add_argument("--background", metavar="FILE",
                     help="background data the query will read (TriG, Turtle, N-Quads): its patterns outside "
                          "windows that would read an empty graph are warned about")

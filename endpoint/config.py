@@ -32,9 +32,15 @@ __all__ = ["Config", "ConfigError", "DEFAULT_CONFIG", "QueryEntry", "background_
 class QueryEntry:
     id: str | None
     text: str
-    file: Path
+    file: Path                  # the query's file, or the configuration's when written in it
     sinks: list[str] = field(default_factory=list)
     options: dict[str, str] = field(default_factory=dict)
+    inline: str | None = None   # where in the configuration the text is written, when it is
+
+    @property
+    def where(self) -> str:
+        """What an error's line and column are counted in."""
+        return self.inline or str(self.file)
 
 
 @dataclass
@@ -114,15 +120,21 @@ def load_config(path: Path, data_dir: Path | None = None, overrides: dict[str, o
     config = Config(engine_config(settings, data_dir), [], settings)
     for k, entry in enumerate(settings.queries):
         where = "%s [[queries]] #%d" % (path, k + 1)
-        query_path = config.relative(entry.file)
-        try:
-            text = query_path.read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError("%s: cannot read %s: %s" % (where, query_path, e.strerror)) from None
         if "base" in entry.options:
             raise ConfigError("%s: base is a key of [[queries]] itself, not of its options" % where)
-        options = {**entry.options, "base": entry.base if entry.base is not None else query_path.as_uri()}
-        config.queries.append(QueryEntry(entry.id, text, query_path, entry.sinks, options))
+        if entry.query is not None:
+            # Written in the configuration: its relative IRIs resolve against the configuration
+            # file, as a query file's resolve against that file.
+            text, source = entry.query, config.path or Path.cwd() / "(configuration)"
+        else:
+            source = config.relative(entry.file)
+            try:
+                text = source.read_text(encoding="utf-8")
+            except OSError as e:
+                raise ConfigError("%s: cannot read %s: %s" % (where, source, e.strerror)) from None
+        options = {**entry.options, "base": entry.base if entry.base is not None else Path(source).resolve().as_uri()}
+        config.queries.append(QueryEntry(entry.id, text, source, entry.sinks, options,
+                                         "%s (query)" % where if entry.query is not None else None))
     return config
 
 
@@ -140,7 +152,7 @@ def register_configured(engine: Runner, config: Config) -> list[str]:
         try:
             registered.append(engine.register(entry.text, entry.id, entry.sinks, entry.options).id)
         except PositionedError as e:
-            raise ConfigError("%s:%d:%d: %s" % (entry.file, e.line, e.column, e.message)) from None
+            raise ConfigError("%s:%d:%d: %s" % (entry.where, e.line, e.column, e.message)) from None
         except (EndpointError, TranslatorError) as e:
-            raise ConfigError("%s: %s" % (entry.file, e)) from None
+            raise ConfigError("%s: %s" % (entry.where, e)) from None
     return registered

@@ -7,16 +7,11 @@ import logging
 import os
 import sys
 
-from .allocator import use_jemalloc
+from .allocator import UNDER_JEMALLOC, use_jemalloc
 
-# The commands a program run executes again under jemalloc; a call of cli.main with arguments
-# (a test, a library) runs in its caller's process as it is. Not replay: Oxigraph loads its files
-# faster under glibc's malloc, and its process ends with its store (bench/out/NOTES.md#replay-allocator).
-UNDER_JEMALLOC = {"serve"}
 # The commands whose process ends as soon as they return, their output flushed, without freeing
 # what they hold object by object: a replay's store goes with its process, and freeing it at
-# the interpreter's exit took a tenth of `rspstar replay` over 100,000 elements
-# (bench/out/NOTES.md#replay-exit).
+# the interpreter's exit was a visible part of a large replay (bench/out/NOTES.md#replay-exit).
 ENDS_AT_ONCE = {"replay"}
 
 

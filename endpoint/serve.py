@@ -17,14 +17,13 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
 import pyoxigraph as ox
 
 from rspstar.store.codec import EventTimeBound
-from rspstar.store.landing import file_safe
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.disk import DiskGuard
 from rspstar.store.landing import LandedFiles
@@ -66,15 +65,15 @@ def configure_process() -> None:
 
 
 def source_configs(config: Config, data_dir: Path) -> list:
-    """`[[sources]]`, a files source's landing directory under the data directory, and an MQTT
-    source's at DATA/mqtt/NAME."""
-    def placed(source):
-        if source.kind == "files":
-            return replace(source, path=str(data_dir / source.path))
-        if source.kind == "mqtt":
-            return replace(source, path=str(data_dir / "mqtt" / file_safe(source.name)))
-        return source
-    return [placed(source) for source in config.settings.sources]
+    """`[[sources]]`, each with what it writes placed under the data directory as its kind says
+    (store.ingestion's SOURCE_KINDS: a files source's landing directory, an MQTT source's
+    DATA/mqtt/NAME). Spark ingests every source: where there are some, pyspark is there
+    (`spark_module`)."""
+    sources = config.settings.sources
+    if not sources:
+        return []
+    from rspstar.store.ingestion import SOURCE_KINDS
+    return [SOURCE_KINDS[source.kind].placed(source, data_dir) for source in sources]
 
 
 def load_background_once(store: StreamStore, config: Config) -> None:
@@ -248,8 +247,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     configure_process()
     data_dir.mkdir(parents=True, exist_ok=True)
     config = load_config(config_path, data_dir / "engine", overrides)
+    spark = spark_module(config.settings.sources, config_path)
     sources = source_configs(config, data_dir)
-    spark = spark_module(sources, config_path)
     if spark is not None:
         spark.find_java_home()   # before anything is opened: a missing Java is one line, not a traceback
     recorded = recordings(config, data_dir)
@@ -258,8 +257,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     store = StreamStore(str(data_dir / "store"))
     load_background_once(store, config)
     engine = Runner(store, WallClock(), config.engine)
-    fed = set() if spark is None else {stream for source in sources if source.kind in spark.SOURCE_KINDS
-                                       for stream in spark.SOURCE_KINDS[source.kind].streams(source)}
+    kinds = {} if spark is None else spark.SOURCE_KINDS         # (no source without Spark)
+    fed = {stream for source in sources for stream in kinds[source.kind].streams(source)}
     engine.fed_streams = lambda: fed
     engine.background_refresh = background_refresh(config, engine, engine.clock)
     if engine.background_refresh is not None:
@@ -268,7 +267,7 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
     registered = register_configured(engine, config)
     log.info("queries: %s restored, %s registered from %s", restored or "none", registered or "none", config_path)
 
-    landing = next((Path(s.path) for s in sources if s.kind == "files"), None)
+    landing = next((Path(s.path) for s in sources if kinds[s.kind].receives_posts), None)
     if landing is None:
         log.warning("no files source is configured: POST /streams answers 503 (add a [[sources]] of kind "
                     "\"files\" to accept posted elements)")

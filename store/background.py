@@ -34,8 +34,9 @@ if TYPE_CHECKING:
     from .writers import StoreWriting
 
 
-# A replacement is written this many triples at a time, the store's lock taken for each part
-# (Oxigraph writes some 20,000 triples a second here: a part holds the lock a fraction of one).
+# A replacement is written this many triples at a time, the store's lock taken for each part,
+# so that a part holds the lock a fraction of a second and evaluations waiting for it are not
+# held up by a whole reload (bench/out/NOTES.md#figures-from-comments).
 PART = 5_000
 
 

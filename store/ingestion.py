@@ -43,7 +43,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 from urllib.parse import unquote, urlsplit
@@ -253,6 +253,11 @@ class SourceKind:
 
     reads_lines = False          # one element per line: a TriG document cannot be cut into lines
     shares_a_query = False       # sources of this kind run in one streaming query (simulators)
+    receives_posts = False       # POST /streams lands posted elements in its directory (rspstar serve)
+
+    def placed(self, source: SourceConfig, data_dir: Path) -> SourceConfig:
+        """The source with what it writes placed under `rspstar serve`'s data directory."""
+        return source
 
     def frame(self, spark: SparkSession, source: SourceConfig) -> DataFrame:
         raise NotImplementedError
@@ -276,6 +281,10 @@ class FilesKind(SourceKind):
     """Files dropped in a landing directory (POST /streams writes there too)."""
 
     names_its_stream = True      # (a landing file may name its own, under the stream's folder)
+    receives_posts = True
+
+    def placed(self, source, data_dir):
+        return replace(source, path=str(data_dir / source.path))
 
     def frame(self, spark, source):
         if not source.path or not (source.stream or not self.names_its_stream):
@@ -315,6 +324,11 @@ class MqttKind(FilesKind):
     acknowledges a message once landed), where Spark reads them as files."""
 
     names_its_stream = False     # a table of topics names the stream of each
+    receives_posts = False
+
+    def placed(self, source, data_dir):
+        """Its landing directory is its own, DATA/mqtt/NAME."""
+        return replace(source, path=str(data_dir / "mqtt" / file_safe(source.name)))
 
     def streams(self, source):
         if isinstance(source.topic, dict):

@@ -63,8 +63,9 @@ class IsolatedCall:
 
 class Term(str):
     """A solution's term as a worker sends it: its N-Triples text (store.terms.term_to_ntriples,
-    what every reader of solutions makes of a term; pickling Oxigraph's terms cost ten times as
-    much), with the lexical form of a literal as `value` (what a reader takes of a marker)."""
+    what every reader of solutions makes of a term, and far cheaper to send than Oxigraph's
+    pickled terms: bench/out/NOTES.md#figures-from-comments), with the lexical form of a literal
+    as `value` (what a reader takes of a marker)."""
 
     __slots__ = ()
 

@@ -45,6 +45,8 @@ def paho():
 
 log = logging.getLogger(__name__)
 
+# Each scheme's port when a URL writes none: a broker's here, an MQTT sink's too (the sink kinds'
+# table, endpoint/engine/sinks.py, reads it from here).
 DEFAULT_PORTS = {"mqtt": 1883, "mqtts": 8883}
 HEADER = "# rspstar mqtt landed:"
 # Landed messages remembered to recognise a redelivery: fewer than the 65,535 packet ids a

@@ -33,7 +33,8 @@ def triple_to_ntriples(triple) -> str:
 def _solutions(result):
     """Each solution with its row: its terms as N-Triples by variable, without the variables
     the rewrite introduced (SELECT * would show them)."""
-    # By position: looking a solution's terms up by name cost a third of reading large results.
+    # By position: looking a solution's terms up by name was much of reading a large result
+    # (bench/out/NOTES.md#figures-from-comments).
     kept = [(position, variable.value) for position, variable in enumerate(result.variables)
             if not variable.value.startswith(INTERNAL_VARIABLE_PREFIX)]
     for solution in result:

@@ -258,3 +258,24 @@ def test_a_query_without_a_window_is_refused_and_a_versioned_one_runs():
     engine.push(TEMP, TRIG)
     engine.advance("2026-03-01T08:00:04Z")
     assert [r["v"] for r in query.rows()] == [25]
+
+
+def test_a_query_read_from_a_file_resolves_its_relative_iris_against_the_file_in_every_function(tmp_path):
+    from datetime import datetime, timezone
+    folder = tmp_path / "queries"
+    folder.mkdir()
+    path = folder / "relative.rq"
+    path.write_text("PREFIX ex: <http://example.org/>\nSELECT ?o FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S]\n"
+                    "WHERE { WINDOW ex:w { GRAPH ?g { ?o ?p ?v } } }")
+    start = datetime(2026, 3, 1, 8, 0, tzinfo=timezone.utc)
+    engine = rspstar.Engine(start=start)
+    registered = engine.register(path)
+    assert [w["stream"] for w in registered.describe()["windows"]] == [(folder / "s").as_uri()]
+    assert engine.register(path, id="elsewhere", base="http://example.org/q/").describe()["windows"][0]["stream"] \
+        == "http://example.org/q/s"
+    element = "<http://example.org/o> <http://example.org/p> 1 ."
+    replayed = rspstar.replay(path, {(folder / "s").as_uri(): "@prefix prov: <http://www.w3.org/ns/prov#> . "
+                                     "<http://example.org/g> prov:generatedAtTime \"2026-03-01T08:00:01Z\""
+                                     "^^<http://www.w3.org/2001/XMLSchema#dateTime> . <http://example.org/g> { %s }"
+                                     % element}, start, "2026-03-01T08:00:02Z")
+    assert [row["o"] for row in replayed.rows()] == ["http://example.org/o"]

@@ -110,7 +110,9 @@ def test_a_misspelt_option_is_a_usage_error_as_documented():
 
 # Raised and caught inside the engine, never reaching a caller: not exported.
 INTERNAL = {"FeedClosed", "WorkerLost", "RefreshError", "OptimisticLoadFailed", "QueryRefused", "QueryCrashed",
-            "DeliveryError", "MqttSettingsError", "IngestionError"}
+            "DeliveryError", "MqttSettingsError", "IngestionError",
+            # a worker's answers, read by the callers that raise the errors above in their place
+            "WorkerOverMemory", "AnswerTooLarge", "BackgroundChanged"}
 
 
 def test_every_error_class_of_the_engine_is_exported_from_rspstar():

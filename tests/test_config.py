@@ -44,6 +44,23 @@ options = { report = "non-empty" }
     assert [x.id for x in again.queries()] == ["from-config"]
 
 
+def test_a_query_written_in_the_configuration_registers_its_relative_iris_against_the_file(tmp_path):
+    (tmp_path / "engine.toml").write_text('''
+[[queries]]
+id = "inline"
+query = """
+PREFIX ex: <http://example.org/>
+SELECT ?o FROM NAMED WINDOW ex:w ON <s> [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ?p ?v } } }
+"""
+''')
+    config = load_config(tmp_path / "engine.toml", data_dir=tmp_path / "data")
+    engine = Runner(StreamStore(), VirtualClock(T0), config.engine)
+    assert register_configured(engine, config) == ["inline"]
+    query = engine.get("inline")
+    assert query.spec.options["base"] == (tmp_path / "engine.toml").as_uri()
+    assert [w["stream"] for w in query.describe()["windows"]] == [(tmp_path / "s").as_uri()]
+
+
 def test_a_query_written_in_a_dialect_registers_from_config(tmp_path):
     (tmp_path / "cqels.rq").write_text("PREFIX ex: <http://example.org/>\n"
                                        "SELECT ?o WHERE { STREAM ex:s [RANGE 2s] { ?o ?p ?v } }")
@@ -72,7 +89,10 @@ options = { dialect = "cqels", start = "2026-03-01T08:00:01Z" }
     ('[http]\nquery_timeout = 0\n', None, "query_timeout must be a number above 0"),
     ('[engine]\nhistory = 0\n', None, "history must be a whole number of at least 1"),
     ('[engine]\nmax_elements = 1.5\n', None, "max_elements must be"),
-    ('[[queries]]\nid = "x"\n', None, 'needs file'),
+    ('[[queries]]\nid = "x"\n', None, 'needs file or query'),
+    ('[[queries]]\nfile = "ok.rq"\nquery = "SELECT * WHERE {}"\n', QUERY, 'takes file or query, not both'),
+    ('[[queries]]\nquery = \"\"\"\nPREFIX ex: <http://example.org/>\nSELECT * WHERE { ?s ?p }\"\"\"\n', None,
+     'engine.toml [[queries]] #1 (query):2:'),
     ('[[queries]]\nfile = "missing.rq"\n', None, "cannot read"),
     ('[engine\n', None, "engine.toml"),
     ('[[queries]]\nfile = "bad.rq"\n', "SELECT * WHERE { ?s ?p }", "bad.rq:1:"),
@@ -130,6 +150,27 @@ def test_the_engine_and_the_app_take_their_defaults_from_the_schema():
         (default("engine.max_delay"), default("engine.history"), 86_400_000_000)
     assert HttpSettings().max_body == default("http.max_body") == 16 * 1024 * 1024
     assert Recordings(Path("/nonexistent")).max_bytes == default("recording.max_bytes")
+
+
+def test_the_library_and_the_server_differ_only_where_the_schema_says_so(tmp_path):
+    # One declaration per setting: the runner's defaults are the schema's LIBRARY profile (no
+    # admission or time limit in the user's own process), `rspstar serve`'s the schema's own.
+    from dataclasses import asdict
+    from rspstar.config import schema
+    from rspstar.endpoint.engine.runner import EngineConfig
+    library, served = asdict(EngineConfig()), asdict(load_config(_empty(tmp_path)).engine)
+    differ = {key for key in asdict(schema.SECTIONS["engine"]()) if library[key] != served[key]}
+    assert differ == {s.key for s in schema.settings_of("engine") if s.default_in(schema.LIBRARY) != s.default} \
+        == {"max_queries", "max_load", "evaluation_timeout"}
+    assert {library[key] for key in differ} == {None}
+    assert (served["max_queries"], served["max_load"], served["evaluation_timeout"]) == (2000, 0.8, 10_000_000)
+    assert "in the Python API and `rspstar replay`: none" in schema.markdown()
+
+
+def _empty(tmp_path):
+    path = tmp_path / "empty.toml"
+    path.write_text("")
+    return path
 
 
 def test_rspstar_config_prints_every_effective_setting_and_where_it_came_from(tmp_path, capsys):

@@ -395,3 +395,61 @@ def test_a_cqels_query_naming_its_named_datasets_still_reads_the_default_dataset
     compiled = compile_query(text)
     assert compiled.named_keep_default and compiled.from_named_graphs == ["http://example.org/rooms"]
     assert not compile_query(RSPQL.replace("WHERE", "FROM NAMED <http://example.org/rooms> WHERE")).named_keep_default
+
+
+def test_a_dialect_is_one_class_registered_recognized_and_taken_back(tmp_path):
+    # docs/design.md's recipe, followed for a small language: `FROM STREAM <s> LAST n` (the
+    # elements of the last n seconds). One class, nothing else edited: defining it registers it
+    # under its name, detect() recognizes its texts, the option dialect takes its name, the
+    # engine evaluates its queries; unregister() takes it back.
+    from rspstar.translator.dialects import DIALECTS, Dialect
+    from rspstar.translator.options import OptionError, QueryOptions
+
+    class Last(Dialect):
+        dialect = "last"
+        language = "LAST-QL"
+        report = "non-empty"
+        option_defaults = {"window_default_graph": "union"}
+        precedence = 45
+
+        @classmethod
+        def recognizes(cls, scan):
+            return scan.is_from_stream() and scan.at(2).is_keyword("LAST")
+
+        def stream_window(self):
+            self.expect_keyword("LAST", "after FROM STREAM <iri>")
+            seconds = int(self.advance().text)
+            return self.time_spec(seconds * S, seconds * S)
+
+        def translate(self):
+            self.prologue()
+            self.skip_to_dataset()
+            background = self.dataset_clauses()
+            where_open = self.find_where()
+            merged = self.merge_or_wrap(where_open, self.matching(where_open), self.windows, background)
+            return self.finish(merged=merged)
+
+    text = EX + "SELECT ?t ?v FROM STREAM <http://example.org/temp> LAST 4 WHERE { ?t ex:value ?v }"
+    INTEGER = '"%d"^^<http://www.w3.org/2001/XMLSchema#integer>'
+    try:
+        assert "last" in DIALECTS and detect(text) == "last"
+        assert [detect(q) for q in (CSPARQL, CQELS, STREAMING, RSPQL)] == ["csparql", "cqels", "streaming-sparql", "rspql"]
+        assert QueryOptions.from_pairs({"dialect": "last"}).dialect == "last"
+        query = compile_query(text)
+        [window] = query.windows.values()
+        assert (query.dialect, query.report, window.range, window.step) == ("last", "non-empty", 4 * S, 4 * S)
+        stream = tmp_path / "temp.trig"
+        stream.write_text("""@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+ex:e1 prov:generatedAtTime "2026-03-01T08:00:01Z"^^xsd:dateTime . ex:e1 { ex:t1 ex:value 20 . }
+ex:e2 prov:generatedAtTime "2026-03-01T08:00:05Z"^^xsd:dateTime . ex:e2 { ex:t2 ex:value 25 . }
+""")
+        replay = Replay(ReplayInput.single(text, [("http://example.org/temp", stream)],
+                                           parse_instant("2026-03-01T08:00:00Z"), parse_instant("2026-03-01T08:00:08Z")))
+        assert [record["bindings"] for _, record in replay.run()] == [
+            [{"t": "<http://example.org/t1>", "v": INTEGER % 20}], [{"t": "<http://example.org/t2>", "v": INTEGER % 25}]]
+    finally:
+        Last.unregister()
+    assert "last" not in DIALECTS and detect(text) == "rspql"
+    with pytest.raises(OptionError, match="option dialect takes rspql or csparql or"):
+        QueryOptions.from_pairs({"dialect": "last"})

@@ -184,3 +184,21 @@ def test_the_sections_the_tools_cite_exist():
         path = REPO / (page if page.endswith(".md") else page + ".md")
         headings = re.findall(r"^#+ (.*)$", path.read_text(encoding="utf-8"), re.M)
         assert section in headings, "%s has no section %r" % (page, section)
+
+
+def test_the_query_options_page_is_the_option_table():
+    # Declared once (translator/options.py OPTIONS), like the settings: the page is made from
+    # the table, and the command line's help and the configuration's [[queries]] options name
+    # every option too.
+    from rspstar.config.schema import settings_of
+    from rspstar.endpoint.cli import build_parser
+    from rspstar.translator.options import OPTIONS, markdown
+    assert (REPO / "docs" / "query-options.md").read_text(encoding="utf-8") == markdown() + "\n", \
+        "docs/query-options.md is generated: python -c 'from rspstar.translator.options import markdown; print(markdown())'"
+    assert markdown().count("\n| `") == len(OPTIONS)
+    for command in ("replay", "check"):
+        [subparsers] = [a for a in build_parser()._actions if a.dest == "command"]
+        [option] = [a for a in subparsers.choices[command]._actions if a.dest == "option"]
+        assert all("%s=" % o.name in option.help for o in OPTIONS), command
+    [queries] = [s for s in settings_of("queries") if s.key == "options"]
+    assert all(o.name in queries.help for o in OPTIONS if o.name != "base") and "docs/query-options.md" in queries.help

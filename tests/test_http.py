@@ -160,6 +160,30 @@ def test_the_openapi_registration_example_is_one_the_server_takes_with_its_own_a
             assert created.status_code == 201, (sink, created.get_json())
 
 
+def test_the_openapi_options_are_the_option_table_and_every_value_offered_registers(tmp_path):
+    """The document's query options come from translator/options.py's table: every option that
+    any query takes is offered with its help, and each value it offers registers with each of the
+    document's example queries (a fuzzer sends them, and a request the document calls valid
+    must be accepted); the others are named in the description."""
+    from rspstar.translator.options import OPTIONS
+    engine = Runner(StreamStore(), VirtualClock(T0), EngineConfig(data_dir=tmp_path / "e"))
+    client = create_app(engine, HttpSettings(token=None)).test_client()
+    registration = client.get("/openapi.json").get_json()["components"]["schemas"]["Registration"]["properties"]
+    offered = registration["options"]["properties"]
+    assert {name: option["description"] for name, option in offered.items()} == \
+        {o.name: o.help for o in OPTIONS if o.any_query}
+    assert all(o.name in registration["options"]["description"] for o in OPTIONS if not o.any_query)
+    registered = 0
+    for name, option in offered.items():
+        for value in option["enum"]:
+            for text in registration["query"]["enum"]:
+                created = client.post("/queries", json={"query": text, "options": {name: value}})
+                assert created.status_code == 201, (name, value, text, created.get_json())
+                assert client.delete(created.headers["Location"]).status_code == 204
+                registered += 1
+    assert registered > 2 * len(offered)
+
+
 def test_the_api_page_names_every_error_status_the_server_answers_and_no_other():
     """docs/http-api.md's paragraph of errors and endpoint/http/errors.py, where every status is
     chosen, name the same statuses (with Flask's own: an unknown route, a method not allowed),

@@ -251,3 +251,55 @@ def test_one_client_holds_at_most_its_share_of_the_event_streams_and_an_idle_one
     assert again.status_code == 200
     again.close()
     second.close()
+
+
+def test_put_registers_under_its_id_leaves_the_same_query_running_and_replaces_another(client, engine):
+    put = client.put("/queries/q1", data=RSPQL, content_type="application/sparql-query", headers=AUTH)
+    assert put.status_code == 201 and put.headers["Location"] == "/queries/q1"
+    # Relative IRIs resolve against /queries, as a POST's do.
+    assert put.get_json()["options"]["base"] == "http://localhost/queries"
+    engine.clock.set(T0 + 2 * S)
+    engine.tick()
+    again = client.put("/queries/q1", data=RSPQL, content_type="application/sparql-query", headers=AUTH)
+    assert again.status_code == 200 and again.get_json()["status"]["evaluations"] == 1     # left as it ran
+    other = RSPQL.replace("?o ?v", "?o")
+    replaced = client.put("/queries/q1", data=other, content_type="application/sparql-query", headers=AUTH)
+    assert replaced.status_code == 200 and replaced.get_json()["query"] == other
+    assert replaced.get_json()["status"]["evaluations"] == 0
+    # A bad text leaves the query that runs as it is.
+    bad = client.put("/queries/q1", data="SELECT * WHERE { ?s ?p }", content_type="application/sparql-query",
+                     headers=AUTH)
+    assert bad.status_code == 400 and bad.get_json()["line"] == 1
+    assert client.get("/queries/q1").get_json()["query"] == other
+    assert [q["id"] for q in client.get("/queries").get_json()["queries"]] == ["q1"]
+
+
+def test_put_takes_json_whose_id_is_the_urls_and_needs_the_token(client):
+    mismatch = client.put("/queries/q1", json={"query": RSPQL, "id": "q2"}, headers=AUTH)
+    assert mismatch.status_code == 400 and "the URL" in mismatch.get_json()["message"]
+    assert client.put("/queries/q1", json={"query": RSPQL, "id": "q1"}, headers=AUTH).status_code == 201
+    assert client.put("/queries/q1", data=RSPQL, content_type="application/sparql-query").status_code == 401
+    assert client.put("/queries/no%20such", data=RSPQL, content_type="application/sparql-query",
+                      headers=AUTH).status_code == 400
+
+
+def test_a_sink_named_twice_or_an_option_given_as_a_number_is_a_400_through_post_and_put(client, engine):
+    # Each record would be posted twice to the same receiver; a number is no option's value
+    # (the OpenAPI document says strings, and JSON booleans for switches).
+    twice = ["http://localhost:9/results", "http://localhost:9/results"]
+    for send in (lambda body: client.post("/queries", json=body, headers=AUTH),
+                 lambda body: client.put("/queries/q9", json=body, headers=AUTH)):
+        answer = send({"query": RSPQL, "sinks": twice})
+        assert answer.status_code == 400 and "named twice" in answer.get_json()["message"]
+        answer = send({"query": RSPQL, "options": {"rspu_cache": 1}})
+        assert answer.status_code == 400 and "boolean" in answer.get_json()["message"]
+    assert engine.queries() == []
+    switched = client.put("/queries/q9", json={"query": RSPQL, "options": {"rspu_cache": False}}, headers=AUTH)
+    assert switched.status_code == 201 and switched.get_json()["options"]["rspu_cache"] == "false"
+
+
+def test_a_json_body_with_a_key_the_route_does_not_take_is_a_400_naming_it(client, engine):
+    for send, url in ((client.post, "/queries"), (client.put, "/queries/q9")):
+        answer = send(url, json={"query": RSPQL, "option": {"report": "non-empty"}}, headers=AUTH)
+        assert answer.status_code == 400 and '"option"' in answer.get_json()["message"]
+    assert engine.queries() == []

@@ -29,6 +29,16 @@ def test_mqtt_sinks_are_allowed_by_origin_and_need_a_plain_topic():
             check_sink_allowed(refused, allowed)
 
 
+def test_a_sink_url_and_a_broker_url_without_a_port_reach_the_same_port():
+    # One table of MQTT's ports (store/mqtt.py) serves the source's broker and the sink.
+    from rspstar.endpoint.engine.sinks import sink_origin
+    from rspstar.store.mqtt import parse_broker
+    for scheme in ("mqtt", "mqtts"):
+        broker = parse_broker("%s://broker.example.org" % scheme)
+        assert sink_origin("%s://broker.example.org/results" % scheme) == broker.origin
+    assert broker.origin == "mqtts://broker.example.org:8883"
+
+
 def wait_for(condition, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

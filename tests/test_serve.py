@@ -133,3 +133,34 @@ def test_the_packaged_simulators_are_one_streaming_query_of_one_batch_every_two_
     assert sorted(groups) == ["homecare+tvs", "landing"]
     assert {source.trigger_seconds for source in groups["homecare+tvs"]} == {2}
     assert [source.trigger_seconds for source in groups["landing"]] == [1]
+
+
+def test_each_kind_of_source_says_where_serve_places_it_and_which_takes_posts(tmp_path):
+    # serve asks the kinds' table (store/ingestion.py SOURCE_KINDS) instead of naming kinds: a
+    # files source lands under the data directory and takes POST /streams, an MQTT source lands
+    # in DATA/mqtt/NAME, the others write nothing of their own.
+    pytest.importorskip("pyspark")
+    from rspstar.endpoint.serve import source_configs
+    from rspstar.store.ingestion import SOURCE_KINDS
+    (tmp_path / "q.toml").write_text('''
+[[sources]]
+name = "posted"
+kind = "files"
+stream = "http://example.org/s"
+path = "landing"
+[[sources]]
+name = "sensors/kitchen"
+kind = "mqtt"
+topic = "sensors/#"
+stream = "http://example.org/m"
+[[sources]]
+name = "tvs"
+kind = "simulator"
+''')
+    data = tmp_path / "data"
+    posted, mqtt, simulator = source_configs(load_config(tmp_path / "q.toml", data / "engine"), data)
+    assert posted.path == str(data / "landing")
+    assert mqtt.path.startswith(str(data / "mqtt")) and mqtt.path != str(data / "mqtt")
+    assert simulator.path == "landing"        # the setting's default, unused by a simulator
+    assert [name for name, kind in SOURCE_KINDS.items() if kind.receives_posts] == ["files"]
+    assert source_configs(load_config(DEFAULT_CONFIG, tmp_path / "engine"), data)[-1].kind == "files"

@@ -323,3 +323,35 @@ def test_a_nested_rspu_call_over_background_values_outside_the_window_answers(tm
                              fuse_rspu=fuse)
     # P(N(29, 1) > 30) = 0.159 passes, P(N(20, 1) > 30) ~ 0 does not.
     assert [row["v"] for row in results.rows()] == [29]
+
+
+def test_the_functions_are_listed_from_the_library_everywhere():
+    # The library's table (FUNCTIONS) is the one list of rspu: functions: the check of calls at
+    # registration, the SPARQL service description and docs/uncertainty.md read it, so a
+    # function added there is known everywhere, and none is named by hand.
+    from conftest import REPO
+    from rspstar.endpoint.http.service_description import SD, service_description
+    from rspstar.translator.errors import QuerySyntaxError
+    from rspstar.translator.uncertainty import FUNCTION_NAMES, FUNCTIONS
+    from rspstar.translator.uncertainty.functions import functions_table
+    from rspstar.translator.validate import compile_query
+    assert FUNCTION_NAMES == tuple(f.name for f in FUNCTIONS) == FunctionLibrary().names
+    assert {"add", "subtract", "greaterThan", "lessThan", "between"} <= set(FUNCTION_NAMES)
+    assert functions_table() in (REPO / "docs" / "uncertainty.md").read_text(encoding="utf-8"), \
+        "docs/uncertainty.md's table is translator.uncertainty.functions.functions_table()"
+    assert functions_table().count("| `rspu:") == len(FUNCTIONS)
+    described = {t.object.value for t in service_description("http://h/sparql", "http://h/update", [])
+                 if t.predicate.value == SD + "extensionFunction"}
+    assert described == {RSPU + name for name in FUNCTION_NAMES}
+
+    query = "PREFIX rspu: <%s>\nSELECT ?p WHERE { BIND(rspu:%s(\"N(0, 1)\"^^rspu:distribution) AS ?p) }"
+    with pytest.raises(QuerySyntaxError) as refused:
+        compile_query(query % (RSPU, "median"))
+    assert refused.value.message == "unknown function <%smedian> (the engine provides %s)" % (
+        RSPU, ", ".join("rspu:" + name for name in FUNCTION_NAMES))
+    # A library with one more function takes calls of it and names it among those it provides.
+    library = FunctionLibrary(operations={"median": ("d", lambda d: 0.5)})
+    compile_query(query % (RSPU, "median"), functions=library)
+    with pytest.raises(QuerySyntaxError) as refused:
+        compile_query(query % (RSPU, "mode"), functions=library)
+    assert refused.value.message.endswith("rspu:between, rspu:median)")

@@ -11,7 +11,8 @@ same on every machine and run.
 The doors (`DOORS`) register the same queries as users do and drive them over the same stream:
 the Python API (`rspstar.Engine.register`), `rspstar replay` with one file per query (the
 command line's own code, `cli.main`), `[[queries]]` read from files (`load_config` and
-`register_configured`, as `rspstar serve` starts), and `POST /queries` over HTTP. The API,
+`register_configured`, as `rspstar serve` starts) and written in the configuration, and `POST
+/queries` and `PUT /queries/<id>` over HTTP. The API,
 configuration and HTTP doors drive one engine on a virtual clock second by second, pushing each
 second's elements before advancing to it, as a live engine receives them; the replay publishes
 them as its clock reaches them.
@@ -230,6 +231,36 @@ def configuration_files(workload: Workload, tmp: Path) -> rspstar.Engine:
     return engine
 
 
+def configuration_inline(workload: Workload, tmp: Path) -> rspstar.Engine:
+    """`[[queries]]` entries, each holding its query's text (`query = \"\"\"...\"\"\"`): all of them in one
+    configuration file, whose file: IRI is every query's base."""
+    lines = []
+    for query_id, text in workload.queries.items():
+        lines += ["[[queries]]", "id = %s" % _toml(query_id), "query = %s" % _toml(text)]
+        if query_id in workload.bases:
+            lines.append("base = %s" % _toml(workload.bases[query_id]))
+        if workload.options:
+            lines.append("options = { %s }" % ", ".join("%s = %s" % (k, _toml(v)) for k, v in workload.options.items()))
+    tmp.mkdir(parents=True, exist_ok=True)
+    config_path = tmp / "rspstar.toml"
+    config_path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    engine = _engine(workload)
+    assert register_configured(engine.engine, load_config(config_path)) == list(workload.queries)
+    return engine
+
+
+def http_put(workload: Workload, tmp: Path) -> rspstar.Engine:
+    """`PUT /queries/<id>` with the query's text as the body, its options as parameters."""
+    engine = _engine(workload)
+    client = create_app(engine.engine, HttpSettings(token=TOKEN, landing_dir=tmp / "landing")).test_client()
+    for query_id, text in workload.queries.items():
+        options = ["%s=%s" % kv for kv in workload.options_of(query_id).items()]
+        response = client.put("/queries/" + query_id, data=text, content_type="application/sparql-query",
+                              query_string={"option": options}, headers={"Authorization": "Bearer " + TOKEN})
+        assert response.status_code == 201, response.get_data(as_text=True)
+    return engine
+
+
 def http_post(workload: Workload, tmp: Path) -> rspstar.Engine:
     """`POST /queries` with the query's text as the body (as curl sends a file), its id and
     options as parameters."""
@@ -246,7 +277,8 @@ def http_post(workload: Workload, tmp: Path) -> rspstar.Engine:
 
 # The doors that register queries in an engine (then driven second by second), by name.
 REGISTERING: dict[str, Callable[[Workload, Path], rspstar.Engine]] = {
-    "python api": python_api, "configuration files": configuration_files, "http post": http_post,
+    "python api": python_api, "configuration files": configuration_files, "configuration inline": configuration_inline,
+    "http post": http_post, "http put": http_put,
 }
 
 
@@ -254,7 +286,9 @@ DOORS: dict[str, Callable[[Workload, Path], dict[str, list[dict]]]] = {
     "python api": lambda workload, tmp: drive(python_api(workload, tmp), workload),
     "replay files": replay_files,
     "configuration files": lambda workload, tmp: drive(configuration_files(workload, tmp), workload),
+    "configuration inline": lambda workload, tmp: drive(configuration_inline(workload, tmp), workload),
     "http post": lambda workload, tmp: drive(http_post(workload, tmp), workload),
+    "http put": lambda workload, tmp: drive(http_put(workload, tmp), workload),
 }
 
 

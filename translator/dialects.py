@@ -4,10 +4,12 @@ policy, the merged default graph), then compiled as any RSP-QL* query. Errors fo
 translation are reported at the line and column of the user's text.
 
 A dialect is one class (a subclass of `Dialect` naming its `dialect`): defining it registers it,
-and DIALECTS lists the registered names. Adding one: subclass `Dialect`, declare what its
-semantics change (`report`, `upper_closed`, `option_defaults`), write `translate()` with the
-shared pieces (`dataset_clauses`, `stream_window`, `merge_or_wrap`, `finish`), teach `detect`
-its window clause, and add conformance cases; the table below gains its row. The window forms the RSP query features page writes and no
+and DIALECTS lists the registered names (RSP-QL* itself is one, `RspQl`, with nothing to
+translate). Adding one: subclass `Dialect`, declare what its semantics change (`report`,
+`upper_closed`, `option_defaults`), say how `detect` recognizes its texts (`recognizes`, a token
+at a time, and its `precedence` among the others'), write `translate()` with the shared pieces
+(`dataset_clauses`, `stream_window`, `merge_or_wrap`, `finish`), and add conformance cases; the
+table below gains its row. The window forms the RSP query features page writes and no
 engine's grammar has (spec §6.7: SLIDE or SLIDING for STEP, TUMBLING, units as words) are read
 as their dialect's own and named in `Translation.normalised`.
 
@@ -97,40 +99,58 @@ class Translation:
                        normalised=list(self.normalised), named_keep_default=self.named_keep_default)
 
 
+@dataclass(frozen=True)
+class Scan:
+    """Where `detect` stands in a text: token `k` of `tokens`, inside `depth` braces."""
+
+    tokens: list[Token]
+    k: int
+    depth: int
+
+    @property
+    def token(self) -> Token:
+        return self.tokens[self.k]
+
+    def at(self, offset: int) -> Token | None:
+        """The token `offset` places from this one (the end of the text past it; None before
+        the first token)."""
+        index = self.k + offset
+        return None if index < 0 else self.tokens[min(index, len(self.tokens) - 1)]
+
+    def is_stream_iri(self) -> bool:
+        """Whether the token is STREAM followed by a stream's IRI (what C-SPARQL, CQELS-QL,
+        Streaming SPARQL and SPARQLstream each write their own way)."""
+        return self.token.is_keyword("STREAM") and self.at(1).kind in (IRI, PNAME)
+
+    def is_from_stream(self) -> bool:
+        """STREAM <s> right after FROM or FROM NAMED."""
+        before = self.at(-1)
+        return self.is_stream_iri() and before is not None and before.is_keyword("FROM", "NAMED")
+
+
+def dialect_named(name: str) -> type["Dialect"]:
+    """The registered dialect of that name (KeyError for none)."""
+    return _READERS[name]
+
+
 def detect(text: str) -> str:
-    """The dialect a query is written in, from its window clauses (EP-SPARQL, which has none,
-    from its operators between groups and its functions of a match)."""
+    """The dialect a query is written in: the first token some dialect recognizes decides
+    (asked in the order of their `precedence`, `Dialect.recognizes`); a text none recognizes is
+    RSP-QL*."""
     tokens = tokenize(SourceText(text))
+    ordered = sorted(_READERS.values(), key=lambda reader: reader.precedence)
     depth = 0
-    r2s_after_select = False
     for k, tok in enumerate(tokens):
         if tok.is_punct("{"):
             depth += 1
         elif tok.is_punct("}"):
             depth -= 1
-        elif tok.is_keyword("SELECT") and tokens[k + 1].is_keyword(*_R2S):
-            r2s_after_select = True
-        elif tok.is_keyword("WINDOW") and k and tokens[k - 1].is_keyword("NAMED"):
-            return "rspql"
-        elif is_operator_between_groups(tokens, k) or is_match_function(tokens, k):
-            return "ep-sparql"
-        elif tok.is_keyword("STREAM") and tokens[k + 1].kind in (IRI, PNAME):
-            after = tokens[k + 2] if k + 2 < len(tokens) else tokens[-1]
-            before = tokens[k - 1] if k else None
-            if depth > 0 and after.is_punct("["):
-                return "cqels"
-            if before is not None and before.is_keyword("FROM", "NAMED"):
-                if after.is_keyword("WINDOW"):
-                    return "streaming-sparql"
-                if after.is_punct("["):
-                    opening = tokens[k + 3] if k + 3 < len(tokens) else tokens[-1]
-                    if before.is_keyword("NAMED") or r2s_after_select or opening.kind == NUMBER or \
-                            opening.is_keyword("NOW"):
-                        return "sparqlstream"
-                    return "csparql"
-                if before.is_keyword("NAMED"):
-                    return "streaming-sparql"
-    return "rspql"
+        else:
+            scan = Scan(tokens, k, depth)
+            for reader in ordered:
+                if reader.recognizes(scan):
+                    return reader.dialect
+    return RspQl.dialect
 
 
 def translate(text: str, dialect: str | None = None, start: str | None = None,
@@ -142,7 +162,8 @@ def translate(text: str, dialect: str | None = None, start: str | None = None,
     dialect = dialect or detect(text)
     if dialect not in DIALECTS:
         raise QuerySyntaxError("unknown dialect %r (known: %s)" % (dialect, ", ".join(DIALECTS)), 1, 1)
-    if dialect == "rspql":
+    reader_class = _READERS[dialect]
+    if reader_class.native:
         return None
     origin = None
     if start is not None:
@@ -150,7 +171,7 @@ def translate(text: str, dialect: str | None = None, start: str | None = None,
             origin = parse_instant(start)
         except TemporalValueError as e:
             raise QuerySyntaxError("option start: %s" % e, 1, 1) from None
-    reader = _READERS[dialect](text, origin, base)
+    reader = reader_class(text, origin, base)
     reader.streams_given = tuple(streams)
     return reader.translate()
 
@@ -162,17 +183,26 @@ class _Window:
     iri: str = ""
 
 
+# The registered dialects by name, in the order they were defined: the one list of them.
 _READERS: dict[str, type["Dialect"]] = {}
+# Their names (a live view: a dialect defined later is named too).
+DIALECTS = _READERS.keys()
 
 
 class Dialect(PrologueReader):
     """A language the engine reads besides RSP-QL*: token-level reading of its queries into
     edits of their text (replacements of token ranges), applied in one pass so that every copied
     piece keeps its source offset, and its semantics' differences from RSP-QL* declared as class
-    attributes. A subclass naming its `dialect` is registered under that name."""
+    attributes. A subclass naming its `dialect` is registered under that name (`unregister`
+    takes it back)."""
 
     dialect = ""
     language = ""           # the language's name in messages
+    native = False          # RSP-QL* itself: nothing to translate
+    section = "6.5"         # the specification's section on the language
+    # How `detect` recognizes a text in this language: at each token in turn, the dialects are
+    # asked in the order of their precedence (lowest first) whether the token is theirs.
+    precedence = 100
     # (language, hint) where FROM STREAM is not the language's (None: it declares a window).
     from_stream: tuple[str, str] | None = None
     # The word a window's slide is written with in this language, and the ones read as it.
@@ -193,6 +223,18 @@ class Dialect(PrologueReader):
         super().__init_subclass__(**kwargs)
         if cls.dialect:
             _READERS[cls.dialect] = cls
+
+    @classmethod
+    def recognizes(cls, scan: Scan) -> bool:
+        """Whether the token `scan` stands at shows the text is in this language (a dialect
+        that is only ever named, with the option dialect, recognizes nothing)."""
+        return False
+
+    @classmethod
+    def unregister(cls) -> None:
+        """Take the dialect out of the registry (a dialect defined for a while, as a test's)."""
+        if _READERS.get(cls.dialect) is cls:
+            del _READERS[cls.dialect]
 
     def __init__(self, text: str, origin: int | None, base: str | None = None):
         super().__init__(text, base)
@@ -426,12 +468,32 @@ class Dialect(PrologueReader):
                 self.note(tok, "GROUPBY read as GROUP BY")
 
 
+class RspQl(Dialect):
+    """RSP-QL* itself, the language the others are translated into: recognized by its window
+    declarations (FROM NAMED WINDOW), and what a text no dialect recognizes is read as."""
+
+    dialect = "rspql"
+    language = "RSP-QL*"
+    native = True
+    precedence = 0
+
+    @classmethod
+    def recognizes(cls, scan):
+        before = scan.at(-1)
+        return scan.token.is_keyword("WINDOW") and before is not None and before.is_keyword("NAMED")
+
+
 class CSparql(Dialect):
     dialect = "csparql"
     language = "C-SPARQL"
     report = "non-empty"
     upper_closed = True
     option_defaults = {"window_default_graph": "union"}
+    precedence = 50     # FROM STREAM <s> [ ... ] that SPARQLstream does not take as its own
+
+    @classmethod
+    def recognizes(cls, scan):
+        return scan.is_from_stream() and scan.at(2).is_punct("[")
 
     def translate(self) -> Translation:
         self.register()
@@ -504,6 +566,12 @@ class Cqels(Dialect):
     option_defaults = {"window_default_graph": "union"}
     named_keep_default = True
     from_stream = ("CQELS-QL", " (CQELS-QL reads a stream with STREAM <s> [RANGE ...] { ... } inside WHERE)")
+    precedence = 20
+
+    @classmethod
+    def recognizes(cls, scan):
+        """STREAM <s> [ ... ] inside the WHERE clause."""
+        return scan.depth > 0 and scan.is_stream_iri() and scan.at(2).is_punct("[")
 
     def translate(self) -> Translation:
         self.prologue()
@@ -565,6 +633,15 @@ class StreamingSparql(Dialect):
     dialect = "streaming-sparql"
     language = "Streaming SPARQL"
     option_defaults = {"window_default_graph": "union"}
+    precedence = 30
+
+    @classmethod
+    def recognizes(cls, scan):
+        """FROM STREAM <s> WINDOW ..., or FROM NAMED STREAM <s> without a bracketed window."""
+        if not scan.is_from_stream():
+            return False
+        after = scan.at(2)
+        return after.is_keyword("WINDOW") or (scan.at(-1).is_keyword("NAMED") and not after.is_punct("["))
 
     def translate(self) -> Translation:
         self.prologue()
@@ -651,9 +728,21 @@ class SparqlStream(Dialect):
 
     dialect = "sparqlstream"
     language = "SPARQLstream"
+    section = "6.8"
     report = "non-empty"
     upper_closed = True
     option_defaults = {"window_default_graph": "union"}
+    precedence = 40
+
+    @classmethod
+    def recognizes(cls, scan):
+        """FROM NAMED STREAM <s> [ ... ], or FROM STREAM <s> [ ... ] whose window opens with a
+        number or NOW or follows an R2S operator right after SELECT."""
+        if not (scan.is_from_stream() and scan.at(2).is_punct("[")):
+            return False
+        opening = scan.at(3)
+        return scan.at(-1).is_keyword("NAMED") or opening.kind == NUMBER or opening.is_keyword("NOW") or any(
+            tok.is_keyword("SELECT") and scan.tokens[j + 1].is_keyword(*_R2S) for j, tok in enumerate(scan.tokens[:scan.k]))
 
     def translate(self) -> Translation:
         self.prologue()
@@ -744,10 +833,17 @@ class EpSparql(Dialect):
 
     dialect = "ep-sparql"
     language = "EP-SPARQL"
+    section = "6.12"
     report = "content-change"
+    precedence = 10
     # Its translation reads events through GRAPH patterns and element times through WINDOW
     # blocks over timestamp triples alone (spec 6.12), never a window's merged content.
     option_defaults = {"window_default_graph": "timestamps"}
+
+    @classmethod
+    def recognizes(cls, scan):
+        """An operator between two groups, or a function of a match (it has no window clause)."""
+        return is_operator_between_groups(scan.tokens, scan.k) or is_match_function(scan.tokens, scan.k)
 
     def translate(self) -> Translation:
         for _ in range(2):      # REGISTER ... AS before or after the prologue, copied as written
@@ -760,8 +856,6 @@ class EpSparql(Dialect):
         return Translation(self.dialect, self.source, events.text, events.placed, report=self.report,
                            lower_closed=events.lower_closed, option_defaults=dict(self.option_defaults))
 
-
-DIALECTS = ("rspql", *_READERS)
 
 
 def _short(value: int) -> str:

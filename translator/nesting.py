@@ -15,8 +15,9 @@ column; no bracket nests deeper than MAX_NESTING either. The costs are Oxigraph'
 proves the budget against the stack of the threads that parse.
 
 Nesting costs time too: Oxigraph plans an OPTIONAL nested in others in time that doubles with
-each level (two sibling chains of OPTIONALs 20 deep sharing a variable plan for seconds, 36 of
-them for minutes, inside `query()`, where nothing can stop it). So the same pass adds up what
+each level (chains of OPTIONALs nested some twenty deep sharing a variable plan for seconds,
+many of them side by side for minutes: bench/out/NOTES.md#planning-nested-optionals), inside
+`query()`, where nothing can stop it. So the same pass adds up what
 each OPTIONAL costs the planner, 2**k for one nested k deep (counting itself), and refuses the
 text at the OPTIONAL that takes it past PLANNING_BUDGET: what the budget lets through plans
 within a fraction of a second (bench/out/NOTES.md#planning-nested-optionals), and real queries
@@ -166,8 +167,9 @@ def _check_brackets(text: str | bytes, limit: int) -> None:
     if sum(text.count(o) for o in openers) <= limit:
         return
     pattern, steps = (_TOKEN_BYTES, _STEP_BYTES) if binary else (_TOKEN, _STEP)
-    # The deepest point, found without a Python step per token (a quarter faster on documents
-    # of many small elements); only text that goes too deep is walked again for the position.
+    # The deepest point, found without a Python step per token: every ingested batch of many
+    # small elements pays this pass (bench/out/NOTES.md#figures-from-comments); only text that
+    # goes too deep is walked again for the position.
     if max(accumulate(map(steps.get, pattern.findall(text), repeat(0))), default=0) <= limit:
         return
     depth = 0

@@ -19,15 +19,14 @@ from .syntax import (
     Bind, Expression, Filter, GraphPattern, Group, Keyworded, ParsedBody, Span, SubSelect, UnionPattern, nested_groups,
 )
 from .tokens import IRI, NAME, PNAME, VAR
-from .uncertainty import FunctionLibrary
+from .uncertainty import FUNCTION_NAMES, FunctionLibrary
+from .uncertainty.functions import arguments_in_words
 from .options import QueryOptions
 from .warnings import query_warnings, reading_warnings
 
 _POSITION = re.compile(r"^error at (\d+):(\d+): (.*)$", re.S)
 _UNSUPPORTED_FUNCTION = re.compile(r"The custom function <([^>]*)> is not supported")
 _ARITY = re.compile(r"The custom function <([^>]*)> requires between (\d+) and (\d+) arguments")
-_ARGUMENT_KINDS = {"d": "distribution", "v": "value"}
-_COUNTS = {1: "a", 2: "two", 3: "three"}
 _MESSAGE_LIMIT = 240
 
 
@@ -53,9 +52,11 @@ def oxigraph_syntax_error(message: str, text: str | None = None) -> tuple[str, i
     return detail, line, column
 
 
-def unknown_function(message: str, text: str) -> tuple[str, int, int] | None:
+def unknown_function(message: str, text: str,
+                     provided: tuple[str, ...] = FUNCTION_NAMES) -> tuple[str, int, int] | None:
     """(message, line, column) when Oxigraph refused a query for calling a function nobody
-    provides, at the function's first use in `text`; None for any other error."""
+    provides, at the function's first use in `text`; None for any other error. `provided`: the
+    rspu: functions the engine provides (a library's `names`)."""
     m = _UNSUPPORTED_FUNCTION.search(message)
     if not m:
         return None
@@ -66,9 +67,8 @@ def unknown_function(message: str, text: str) -> tuple[str, int, int] | None:
             candidates.append("%s:%s" % (prefix, iri[len(namespace):]))
     at = min((text.find(c) for c in candidates if c in text), default=0)
     line = text.count("\n", 0, at) + 1
-    return ("unknown function <%s> (the engine provides rspu:%s)" % (
-        iri, ", rspu:".join(("add", "subtract", "greaterThan", "lessThan", "between"))),
-        line, at - text.rfind("\n", 0, at))
+    return ("unknown function <%s> (the engine provides rspu:%s)" % (iri, ", rspu:".join(provided)),
+            line, at - text.rfind("\n", 0, at))
 
 
 def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: str | None = None,
@@ -219,10 +219,10 @@ def _call_error(iri: str, written: str, arguments: int, functions: FunctionLibra
     if iri.startswith(RSPU):
         operation = functions.operations.get(iri[len(RSPU):])
         if operation is None:
-            return unknown_function("The custom function <%s> is not supported" % iri, "")[0]
+            return unknown_function("The custom function <%s> is not supported" % iri, "", functions.names)[0]
         kinds = operation[0]
         if len(kinds) != arguments:
-            return "%s takes %d arguments (%s), not %d" % (written, len(kinds), _described(kinds), arguments)
+            return "%s takes %d arguments (%s), not %d" % (written, len(kinds), arguments_in_words(kinds), arguments)
         return None
     variables = ", ".join("?a%d" % n for n in range(arguments))
     try:
@@ -234,23 +234,11 @@ def _call_error(iri: str, written: str, arguments: int, functions: FunctionLibra
             takes = "%d argument%s" % (low, "" if low == 1 else "s") if low == high else "%d to %d arguments" % (low, high)
             return "%s takes %s, not %d" % (written, takes, arguments)
         if _UNSUPPORTED_FUNCTION.search(str(e)):
-            return unknown_function(str(e), "")[0]
+            return unknown_function(str(e), "", functions.names)[0]
         raise
     except SyntaxError:
         return None         # an IRI Oxigraph does not take in this place: the check above reports it
     return None
-
-
-def _described(kinds: str) -> str:
-    """An rspu: function's arguments in words: "dv" is a distribution and a value."""
-    runs: list[tuple[str, int]] = []
-    for kind in kinds:
-        if runs and runs[-1][0] == kind:
-            runs[-1] = (kind, runs[-1][1] + 1)
-        else:
-            runs.append((kind, 1))
-    words = ["%s %s%s" % (_COUNTS.get(n, str(n)), _ARGUMENT_KINDS[kind], "" if n == 1 else "s") for kind, n in runs]
-    return " and ".join(words)
 
 
 def _calls(body: ParsedBody):
@@ -309,7 +297,7 @@ def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, funct
         m = _UNSUPPORTED_FUNCTION.search(str(e))
         if not m:
             raise
-        message = unknown_function(str(e), "")[0]
+        message = unknown_function(str(e), "", functions.names)[0]
         raise QuerySyntaxError(message, *_token_position(query, m.group(1))) from None
 
 

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 import pyoxigraph as ox
 
-from rspstar.config.schema import settings_class
+from rspstar.config.schema import LIBRARY, settings_class
 from rspstar.store.errors import EvaluationCancelled
 from rspstar.store.isolation import EvaluationWorkers
 from rspstar.store.limits import EvaluationLimits, EvaluationScope
@@ -41,7 +41,7 @@ from .evaluation import Evaluation, QueryEvaluator
 from .sharing import ConstantGroups, RangeResults
 from .repository import QueryRepository, QuerySpec
 from .sinks import (
-    Delivery, EventFeed, HttpSink, Poster, ResultHistory, check_sink_allowed,
+    Delivery, EventFeed, HttpSink, Poster, ResultHistory, check_sinks_allowed,
 )
 
 log = logging.getLogger(__name__)
@@ -254,20 +254,15 @@ class RegisteredQuery:
 
 
 # The runner's configuration: every [engine] setting as config/schema.py declares it (a new one
-# is declared there alone), and what the runner takes from the other tables.
-EngineConfig = settings_class("engine", "EngineConfig", frozen=False, extra=(
+# is declared there alone), with a library's defaults (`rspstar serve` gives every setting its
+# own), and what the runner takes from the other tables.
+EngineConfig = settings_class("engine", "EngineConfig", frozen=False, profile=LIBRARY, extra=(
     ("data_dir", Path | None, field(default=None)),
     ("allowed_sinks", list, field(default_factory=list)),                  # [sinks] allowed
     # [federation] allowed: origins SERVICE and LOAD may reach; None only offline (a replay of
     # the user's own files).
     ("federation_allowed", list | None, field(default_factory=list)),
     ("partition_keys", dict, field(default_factory=dict)),                 # [partition_keys], parsed
-    # Admission (None: no limit, the library's and a replay's default; `rspstar serve` sets both).
-    ("max_queries", int | None, field(default=None)),
-    ("max_load", float | None, field(default=None)),
-    # µs one evaluation may run (store.limits; None: no time limit, the library's and a replay's
-    # default; `rspstar serve` sets it).
-    ("evaluation_timeout", int | None, field(default=None)),
 ))
 
 
@@ -369,8 +364,7 @@ class Runner:
         query = admitted.query = self._with_data_warnings(admitted.query)
         if resume_after is None:       # a restored query's landmark holds what it held
             check_landmark_starts(query, self.store.evicted_before)
-        for url in sinks:
-            check_sink_allowed(url, self.config.allowed_sinks)
+        check_sinks_allowed(sinks, self.config.allowed_sinks)
         if sinks and self.config.data_dir is None:
             raise EndpointError("sinks need a data directory for their outbox")
         query_id = self._derive_id(query) if query_id is None else query_id

@@ -28,6 +28,7 @@ from urllib.parse import quote, urlsplit
 
 from rspstar.config.schema import default
 from rspstar.store.landing import bounded_name, replace_text
+from rspstar.store.mqtt import DEFAULT_PORTS as MQTT_PORTS
 from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.temporal import parse_instant
 
@@ -70,7 +71,7 @@ class SinkKind:
 # The place to add a kind of sink (docs/design.md, "Adding a source or sink kind").
 SINK_KINDS: dict[str, SinkKind] = {
     "http": SinkKind({"http": 80, "https": 443}, lambda: post_with_requests),
-    "mqtt": SinkKind({"mqtt": 1883, "mqtts": 8883}, MqttPoster, check=topic_of),
+    "mqtt": SinkKind(MQTT_PORTS, MqttPoster, check=topic_of),
 }
 _KIND_OF_SCHEME = {scheme: name for name, kind in SINK_KINDS.items() for scheme in kind.ports}
 SINK_PORTS = {scheme: port for kind in SINK_KINDS.values() for scheme, port in kind.ports.items()}
@@ -88,6 +89,17 @@ def sink_origin(url: str) -> str | None:
         return None
     host = "[%s]" % parts.hostname if ":" in parts.hostname else parts.hostname
     return "%s://%s:%d" % (parts.scheme, host, port or SINK_PORTS[parts.scheme])
+
+
+def check_sinks_allowed(urls, allowed: list[str]) -> None:
+    """Each sink allowed (check_sink_allowed), and none named twice: a query would post each
+    record to it twice."""
+    seen = set()
+    for url in urls:
+        check_sink_allowed(url, allowed)
+        if url in seen:
+            raise SinkNotAllowed("sink %s is named twice: name each sink once" % url)
+        seen.add(url)
 
 
 def check_sink_allowed(url: str, allowed: list[str]) -> None:

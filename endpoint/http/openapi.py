@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 
 from rspstar.translator.dialects import DIALECTS
+from rspstar.translator.options import OPTIONS as QUERY_OPTIONS, Flag
 
 from ..adhoc import GRAPH_TYPES, RESULT_TYPES
 from ..engine.result_shapes import SHAPES, TRIPLE_TERMS
@@ -42,15 +43,22 @@ GRAPH_IRIS = ["http://example.org/profile", "http://example.org/g1", "http://exa
 QUERY_ID = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}
 INSTANT = {"type": "string", "pattern": "^20[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])T([01][0-9]|2[0-3]):"
                                         "[0-5][0-9]:[0-5][0-9]Z$", "examples": ["2026-03-01T08:00:00Z"]}
-OPTIONS = {"type": "object", "additionalProperties": False, "properties": {
-    "report": {"type": "string", "enum": ["close", "non-empty", "content-change"]},
-    "window_default_graph": {"type": "string", "enum": ["timestamps", "union"]},
-    "rspu_cache": {"type": "string", "enum": ["true", "false"]},
-    "incremental": {"type": "string", "enum": ["true", "false"]},
-    "share_constants": {"type": "string", "enum": ["true", "false"]},
-    "overrun": {"type": "string", "enum": ["catch-up", "skip"]},
-    "base": {"type": "string", "enum": ["http://example.org/queries/q.rq"],
-             "description": "the absolute IRI relative IRIs resolve against (default: the URL posted to)"}}}
+def _option_values(kind) -> list:
+    """The values a JSON body may give an option of this kind: its examples, and for a flag each
+    spelling it reads and JSON's true and false (the route takes a JSON boolean as its word)."""
+    if isinstance(kind, Flag):
+        return list(kind.accepted) + [True, False]
+    return list(kind.examples)
+
+
+# The query options (translator/options.py's table): each that every query takes with the
+# values of its kind's examples (a policy or an IRI is a language too); dialect and partition,
+# which a query's text may refuse, are named in the description.
+OPTIONS = {"type": "object", "additionalProperties": False,
+           "description": "the query's options (docs/query-options.md); also %s, whose values depend on the query"
+                          % " and ".join(o.name for o in QUERY_OPTIONS if not o.any_query),
+           "properties": {o.name: {"enum": _option_values(o.kind), "description": o.help}
+                          for o in QUERY_OPTIONS if o.any_query and o.kind.examples}}
 
 
 def _trig(second: int) -> str:
@@ -200,6 +208,10 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                     "query": {"type": "string", "enum": CONTINUOUS}, "id": {"anyOf": [QUERY_ID, {"type": "null"}]},
                     "sinks": _sinks(list(allowed_sinks)),
                     "options": OPTIONS}},
+                # PUT's body: the id is the URL's (a body naming another is refused)
+                "Replacement": {"type": "object", "required": ["query"], "additionalProperties": False,
+                                "properties": {"query": {"type": "string", "enum": CONTINUOUS},
+                                               "sinks": _sinks(list(allowed_sinks)), "options": OPTIONS}},
             },
         },
         "paths": {
@@ -276,6 +288,17 @@ def document(allowed_sinks: list[str] = ()) -> dict:
                     "200": {"description": "the query", "content": {
                         "application/json": {"schema": {"$ref": "#/components/schemas/Query"}}}},
                     **_errors(404)}, parameters=[query_id], operationId="getQuery"),
+                "put": _op("register the query under this id, or replace the one registered (the same text, sinks "
+                           "and options: left as it runs); a JSON body's id, if any, is the URL's", {
+                    "200": {"description": "replaced, or left as it was", "headers": {"Location": {"schema": {
+                        "type": "string"}}}, "content": {"application/json": {"schema": {
+                            "$ref": "#/components/schemas/Query"}}}},
+                    "201": {"description": "registered", "headers": {"Location": {"schema": {"type": "string"}}},
+                            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Query"}}}},
+                    **_errors(400, 401, 403, 413, 415, 503, 507)}, parameters=[query_id],
+                    body={"application/json": {"schema": {"$ref": "#/components/schemas/Replacement"}},
+                          "application/sparql-query": _text(CONTINUOUS), "text/plain": _text(CONTINUOUS)},
+                    write=True, operationId="putQuery"),
                 "delete": _op("remove a query (its event streams get a 'closed' event)", {
                     "204": {"description": "removed"}, **_errors(401, 403, 404, 503, 507)}, parameters=[query_id],
                     write=True, operationId="deleteQuery"),

@@ -8,13 +8,14 @@ import time
 
 from flask import Blueprint, Response, request
 
+from rspstar.translator.admission import admit
 from rspstar.translator.errors import TemporalValueError
 from rspstar.translator.temporal import format_instant, parse_instant
 
 from ..engine.result_shapes import COMPACT, SHAPES, SPARQL_JSON, TRIPLE_TERMS, shaped_json
-from ..engine.runner import QUERY_ID
+from ..engine.runner import QUERY_ID, UnknownQuery
+from ..engine.sinks import FeedClosed, check_sinks_allowed
 from .errors import BadRequest, TooManyEventStreams, UnsupportedMediaType
-from ..engine.sinks import FeedClosed
 from .context import base_iri, require_write, services
 from .protocol import params, single, text_body
 
@@ -29,21 +30,66 @@ def register_query():
     given_id = single(found, "id")
     if given_id is not None and not QUERY_ID.fullmatch(given_id):
         raise BadRequest("id %s: use 1-64 letters, digits, '.', '_' or '-'" % json.dumps(given_id)[:80])
-    if request.mimetype == "application/json":
-        text, query_id, sinks, options = _json_registration(_json_body())
-        query_id = given_id if query_id is None else query_id
-    elif request.mimetype in ("application/sparql-query", "text/plain", "application/rsp-ql"):
-        text, query_id = text_body("the query"), given_id
-        sinks = found.get("sink", [])
-        options = dict(_option(o) for o in found.get("option", []))
-    else:
-        raise UnsupportedMediaType("POST /queries takes the RSP-QL* text (application/sparql-query or "
-                                   "text/plain) or JSON, not %r" % request.mimetype)
+    text, query_id, sinks, options = _registration(found, "POST /queries")
+    query_id = given_id if query_id is None else query_id
     # Relative IRIs resolve against the URL the query was registered at unless the client says
     # otherwise; kept with the query's options, so a restart reads it as it was registered.
     options.setdefault("base", base_iri())
     registered = services().engine.register(text, query_id, sinks, options)
-    response = Response(json.dumps(registered.describe()) + "\n", status=201, mimetype="application/json")
+    return _registered(registered, 201)
+
+
+@blueprint.route("/queries/<query_id>", methods=["PUT"])
+def put_query(query_id):
+    """The query under this id is the one in the body: registered when there is none (201),
+    left as it runs when it is the same text, sinks and options (200: PUT is idempotent), else
+    replaced (200), the new text checked before the old query is removed, so that a bad one
+    leaves the old running. Relative IRIs resolve against /queries, as a POST's do, so that
+    a query means the same whichever of the two registered it."""
+    require_write()
+    if not QUERY_ID.fullmatch(query_id):
+        raise BadRequest("id %s: use 1-64 letters, digits, '.', '_' or '-'" % json.dumps(query_id)[:80])
+    found = params(("sink", "option"))
+    text, given_id, sinks, options = _registration(found, "PUT /queries/<id>")
+    if given_id is not None and given_id != query_id:
+        raise BadRequest("the body names id %s, the URL %s: leave it out, or make them equal"
+                         % (json.dumps(given_id)[:80], json.dumps(query_id)))
+    options.setdefault("base", base_iri().rsplit("/", 1)[0])
+    engine = services().engine
+    try:
+        current = engine.get(query_id)
+    except UnknownQuery:
+        current = None
+    if current is None:
+        return _registered(engine.register(text, query_id, sinks, options), 201)
+    if (current.spec.text, current.spec.sinks, current.spec.options) == (text, list(sinks), options):
+        return _registered(current, 200)
+    admit(text, engine.config, dict(options))
+    check_sinks_allowed(sinks, engine.config.allowed_sinks)
+    old = current.spec
+    engine.remove(query_id)
+    try:
+        registered = engine.register(text, query_id, sinks, options)
+    except Exception:
+        engine.register(old.text, query_id, old.sinks, old.options)     # the old one back, from now
+        raise
+    return _registered(registered, 200)
+
+
+def _registration(found: dict[str, list[str]], route: str) -> tuple[str, str | None, list[str], dict[str, str]]:
+    """The query's text, the id its JSON body names, its sinks and options: from a JSON body, or
+    from a text body and the URL's parameters."""
+    if request.mimetype == "application/json":
+        return _json_registration(_json_body())
+    if request.mimetype in ("application/sparql-query", "text/plain", "application/rsp-ql"):
+        return (text_body("the query"), None, found.get("sink", []),
+                dict(_option(o) for o in found.get("option", [])))
+    raise UnsupportedMediaType("%s takes the RSP-QL* text (application/sparql-query or text/plain) or JSON, not %r"
+                               % (route, request.mimetype))
+
+
+def _registered(registered, status: int) -> Response:
+    response = Response(json.dumps(registered.describe()) + "\n", status=status, mimetype="application/json")
     response.headers["Location"] = "/queries/%s" % registered.id
     return response
 
@@ -59,13 +105,17 @@ def _json_body():
 def _json_registration(body) -> tuple[str, str | None, list[str], dict[str, str]]:
     if not isinstance(body, dict) or not isinstance(body.get("query"), str):
         raise BadRequest('a JSON body needs {"query": "..."} (optional: id, sinks, options)')
+    unknown = sorted(set(body) - {"query", "id", "sinks", "options"})
+    if unknown:     # a misspelt "option" or "sink" would otherwise be dropped unnoticed
+        raise BadRequest("the JSON body has %s %s: it takes query, id, sinks and options"
+                         % ("keys" if len(unknown) > 1 else "key", ", ".join(json.dumps(k)[:80] for k in unknown[:5])))
     query_id, sinks, options = body.get("id"), body.get("sinks", []), body.get("options", {})
     if query_id is not None and not isinstance(query_id, str):
         raise BadRequest('"id" must be a string, got %s' % json.dumps(query_id)[:80])
     if not isinstance(sinks, list) or not all(isinstance(s, str) for s in sinks):
         raise BadRequest('"sinks" must be a list of URL strings')
-    if not isinstance(options, dict) or not all(isinstance(v, (str, bool, int, float)) for v in options.values()):
-        raise BadRequest('"options" must be an object of KEY: value (a string, number or boolean)')
+    if not isinstance(options, dict) or not all(isinstance(v, (str, bool)) for v in options.values()):
+        raise BadRequest('"options" must be an object of KEY: value (a string, or a boolean for a switch)')
     return body["query"], query_id, sinks, {k: str(v).lower() if isinstance(v, bool) else str(v)
                                             for k, v in options.items()}
 

@@ -45,7 +45,7 @@ class CallCounts:
 
 
 class FunctionLibrary:
-    """The five `rspu:` functions bound to one family registry, cache and call counter."""
+    """The `rspu:` functions (FUNCTIONS) bound to one family registry, cache and call counter."""
 
     def __init__(self, families: FamilyRegistry | None = None, cache: bool = True,
                  operations: dict[str, tuple[str, Callable]] | None = None):
@@ -59,6 +59,11 @@ class FunctionLibrary:
         self._caches: list[list[dict[tuple[str, ...], ox.Literal | None]]] = []
         self._parsed: dict[str, Distribution | str] = {}   # a lexical form's parse, or why it failed
         self._table: dict[ox.NamedNode, Callable] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The local names of the functions this library provides."""
+        return tuple(self.operations)
 
     @property
     def families(self) -> FamilyRegistry:
@@ -168,8 +173,9 @@ class FunctionLibrary:
     def _shifted_comparison(self, node, start: int):
         """lessThan(add(D, x), c) or greaterThan(add(D, x), c) (the RSPU paper's Listing 2) with D a
         normal and x, c numbers: P(N(μ + x, σ²) < c) computed on the numbers, without the
-        distribution for D + x the general path builds (a third of a call's time); the
-        arithmetic is the general path's, step for step. Any other arguments go that way."""
+        distribution for D + x the general path builds, which is much of such a call's time
+        (bench/out/NOTES.md#figures-from-comments); the arithmetic is the general path's, step for
+        step. Any other arguments go that way."""
         name = node[0]
         if name not in ("lessThan", "greaterThan") or node[1:] != (("add", None, None), None) or \
                 self.operations[name] is not _ON_VALUES[name] or self.operations["add"] is not _ON_VALUES["add"]:
@@ -344,15 +350,59 @@ def _clamp(p: float) -> float:
     return min(1.0, max(0.0, p))
 
 
-# Each function on decoded arguments: "d" a distribution, "v" a number or a distribution.
-_ON_VALUES: dict[str, tuple[str, Callable]] = {
-    "add": ("dv", lambda d, x: _sum(d, x)),
-    "subtract": ("dv", lambda d, x: _sum(d, _negate(x))),
-    "greaterThan": ("dv", lambda d, x: _clamp(1.0 - _cdf_of_difference(d, x))),
-    "lessThan": ("dv", lambda d, x: _clamp(_cdf_of_difference(d, x))),
-    "between": ("dvv", lambda d, lo, hi: _clamp(probability_between(d, lo, hi))),
-}
+@dataclass(frozen=True)
+class RspuFunction:
+    """One `rspu:` function: its local name, its parameters as the specification names them
+    (`d` a distribution; any other a number or a distribution), what it computes on decoded
+    arguments, and what it returns (docs/uncertainty.md's table, `functions_table`)."""
+
+    name: str
+    parameters: tuple[str, ...]
+    compute: Callable
+    returns: str
+
+    @property
+    def kinds(self) -> str:
+        """Its arguments' kinds: "d" a distribution, "v" a number or a distribution."""
+        return "".join("d" if p == "d" else "v" for p in self.parameters)
+
+
+# The functions, the one place to add one: the library, the check of calls at registration
+# (translator/validate.py), the SPARQL service description and docs/uncertainty.md read them here.
+FUNCTIONS: tuple[RspuFunction, ...] = (
+    RspuFunction("add", ("d", "x"), lambda d, x: _sum(d, x), "distribution of `D + X`"),
+    RspuFunction("subtract", ("d", "x"), lambda d, x: _sum(d, _negate(x)), "distribution of `D − X`"),
+    RspuFunction("greaterThan", ("d", "x"), lambda d, x: _clamp(1.0 - _cdf_of_difference(d, x)),
+                 "`xsd:double` probability `P(D > X)`"),
+    RspuFunction("lessThan", ("d", "x"), lambda d, x: _clamp(_cdf_of_difference(d, x)),
+                 "`xsd:double` probability `P(D < X)`"),
+    RspuFunction("between", ("d", "lo", "hi"), lambda d, lo, hi: _clamp(probability_between(d, lo, hi)),
+                 "`xsd:double` probability `P(lo < D < hi)`"),
+)
+# Each function on decoded arguments (argument kinds, function): a library's default operations.
+_ON_VALUES: dict[str, tuple[str, Callable]] = {f.name: (f.kinds, f.compute) for f in FUNCTIONS}
 FUNCTION_NAMES = tuple(_ON_VALUES)
+_ARGUMENT_KINDS = {"d": "distribution", "v": "value"}
+_COUNTS = {1: "a", 2: "two", 3: "three"}
+
+
+def arguments_in_words(kinds: str) -> str:
+    """A function's arguments in words: "dv" is a distribution and a value."""
+    runs: list[tuple[str, int]] = []
+    for kind in kinds:
+        if runs and runs[-1][0] == kind:
+            runs[-1] = (kind, runs[-1][1] + 1)
+        else:
+            runs.append((kind, 1))
+    words = ["%s %s%s" % (_COUNTS.get(n, str(n)), _ARGUMENT_KINDS[kind], "" if n == 1 else "s") for kind, n in runs]
+    return " and ".join(words)
+
+
+def functions_table() -> str:
+    """docs/uncertainty.md's table of the functions (a test keeps the page equal to it)."""
+    return "\n".join(["| function | arguments | returns |", "| --- | --- | --- |"] + [
+        "| `rspu:%s(%s)` | %s | %s |" % (f.name, ", ".join(f.parameters), arguments_in_words(f.kinds), f.returns)
+        for f in FUNCTIONS])
 
 
 def _count_calls(tree) -> int:
