@@ -153,7 +153,11 @@ def test_the_measured_load_of_slow_reads_comes_down_once_the_store_is_flushed(tm
             assert k < 40, "the measured load stayed at %.3f cores" % engine.load()
         engine.register(QUERY, "other")
         assert registered.status.state == "running"
-        assert registered.status.cpu_per_evaluation < inflated / 10
+        # The moving average has only just come under the budget; an evaluation now costs a
+        # fraction of one through the unflushed log.
+        before = registered.status.cpu_seconds
+        second(k)
+        assert registered.status.cpu_seconds - before < inflated / 10
     finally:
         engine.close()
         workers.close()
