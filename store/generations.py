@@ -150,24 +150,23 @@ class Generations:
 
     def flush(self) -> bool:
         """Flush an on-disk store's writes (what a read-only view then reads without replaying
-        them); whether it did. Called off the writers' threads (_Flusher), without the lock
-        writers take: Oxigraph flushes beside writes and reads. A store open read-only, or one
-        a rebuild switched away meanwhile, is left as it is (the rebuild flushed its copy)."""
+        them); whether it did. Called off the writers' threads (_Flusher), holding the lock
+        writers take, so that no rebuild switches the store and removes its directory while it
+        is flushed (a writer waits for the flush, which writes what one memory table holds; no
+        reader waits). A store open read-only is left as it is."""
         with self._writing:
             store, unflushed = self.current, self.unflushed
             if self.path is None or self.read_only is not None or not isinstance(store, ox.Store) or not unflushed:
                 return False
             self.unflushed = 0
-        try:
-            store.flush()
-        except OSError as e:
-            with self._writing:
-                if self.current is store:
-                    # A full disk, say: tried again after the next writes (a write that meets it
-                    # opens the store read-only, as any does).
-                    self.unflushed += unflushed
-                    log.warning("the store's writes could not be flushed: %s", _first_line(e))
-            return False
+            try:
+                store.flush()
+            except OSError as e:
+                # A full disk, say: tried again after the next writes (a write that meets it
+                # opens the store read-only, as any does).
+                self.unflushed += unflushed
+                log.warning("the store's writes could not be flushed: %s", _first_line(e))
+                return False
         self.flushes += 1
         return True
 
