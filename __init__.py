@@ -35,6 +35,7 @@ _WHERE = {
     "UncertaintyError": "translator.uncertainty.distributions",
     "ConfigError": "config.schema",
     "StoreError": "store.errors", "RdfInputError": "store.errors", "DuplicateElementError": "store.errors",
+    "EventTimeAhead": "store.errors",
     "QueryTimeout": "store.errors", "ReservedGraphError": "store.errors", "GraphNotWritable": "store.errors",
     "UpdateFailed": "store.errors", "GraphMissing": "store.errors", "GraphExists": "store.errors",
     "DiskFull": "store.errors", "EvaluationStopped": "store.errors", "EvaluationTimeout": "store.errors",

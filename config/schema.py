@@ -271,6 +271,12 @@ SETTINGS: tuple[Setting, ...] = (
             "streams the engine holds at most (stored, or posted and not stored yet): a post naming new streams past "
             "it is refused (400) naming this setting, and any source's elements of new streams past it are set aside "
             "in quarantine/ with the reason"),
+    Setting("engine", "max_event_ahead", Duration(zero=True), "PT1M",
+            "how far ahead of the engine's clock an element's event time may be: a post holding a later one is "
+            "refused (400) naming it, any source's is set aside in quarantine/ with the reason, so that no element "
+            "moves a stream's watermark further ahead; and the furthest ahead of the clock a watermark has a query "
+            "evaluate (`rspstar replay` and the Python API read event time as it comes: "
+            "docs/running.md#event-time-and-the-engines-clock)"),
     Setting("engine", "max_landed_bytes", Whole(1, "bytes"), 64 * MIB,
             "input acknowledged and not stored yet (landing files of posts and MQTT messages) at most: past it a post "
             "is answered 503 with Retry-After and MQTT messages wait at the broker, unacknowledged, until Spark has "

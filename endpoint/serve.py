@@ -23,6 +23,7 @@ from typing import Callable
 
 import pyoxigraph as ox
 
+from rspstar.store.codec import EventTimeBound
 from rspstar.store.rdf_input import format_for_path
 from rspstar.store.disk import DiskGuard
 from rspstar.store.landing import LandedFiles
@@ -333,7 +334,8 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
             handle_stop_signals()
             ingestion = spark.SparkIngestion(session, store, sources, data_dir / "checkpoints", data_dir / "quarantine",
                                              recorded, quarantine_budget, landed,
-                                             max_streams=config.settings.engine.max_streams, session=new_session)
+                                             max_streams=config.settings.engine.max_streams, session=new_session,
+                                             event_time=EventTimeBound(engine.clock, config.engine.max_event_ahead))
             if not stopping.is_set():
                 ingestion.start()
                 run_partitioned(engine, ingestion)

@@ -11,7 +11,9 @@ plain rows; `ingestion.py` feeds it Spark's micro-batches.
 - Input that does not parse goes to the quarantine folder with the reason (origin, line,
   parser message), is counted per stream, and the batch's good elements still land.
 - Each stream's watermark follows the greatest event time seen, less the allowed lateness;
-  elements below it are late: stored for the windows still open, counted and logged.
+  elements below it are late: stored for the windows still open, counted and logged. An
+  element stamped further ahead of the engine's clock than `event_time` allows is set aside
+  with the reason instead: it would have moved the watermark past every reading to come.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from rspstar.config.schema import default
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.vocabulary import BATCHES_GRAPH, PROV_GENERATED_AT_TIME
 
-from .codec import IGNORED, REJECTED, Payload, canonical, decode_all, stored_to_canonical
+from .codec import IGNORED, REJECTED, EventTimeBound, Payload, canonical, decode_all, stored_to_canonical
 from .landing import LandedFiles, StreamBound, file_safe, replace_text
 from .rdf_input import Element, read_elements
 from .staged import StagedElement, Stamps
@@ -110,8 +112,11 @@ class BatchWriter:
     def __init__(self, store: StreamStore, source: str, quarantine_dir: Path,
                  allowed_lateness: int = 0, timestamp_predicate: str = PROV_GENERATED_AT_TIME,
                  query: str | None = None, quarantine_max_bytes: int = default("quarantine.max_bytes"),
-                 acknowledged: LandedFiles | None = None, max_streams: int | None = None):
+                 acknowledged: LandedFiles | None = None, max_streams: int | None = None,
+                 event_time: EventTimeBound | None = None):
         self.store = store
+        # Elements stamped further ahead of the engine's clock are set aside (None: no bound).
+        self.event_time = event_time
         # Elements of new streams past it are set aside (every source: a file dropped in a
         # landing directory or an MQTT message may name any stream).
         self.streams = StreamBound(max_streams, lambda: store.streams())
@@ -206,6 +211,7 @@ class BatchWriter:
             found = decoded(report)
             encoded = any(isinstance(e, EncodedElements) for e in found.values())
             found = self._hold_to_stream_bound(found, report, encoded)
+            found, encoded = self._hold_to_event_time(found, report, encoded)
             if not encoded:
                 seen: set[str] = set()
                 found = {s: self._drop_taken(s, e, report, seen) for s, e in found.items()}
@@ -250,6 +256,28 @@ class BatchWriter:
             self._quarantine(Payload(stream, "nquads", "batch %d" % report.batch_id, text, 0), report, None,
                              self.streams.reason([stream]))
         return found
+
+    def _hold_to_event_time(self, found: dict, report: BatchReport, encoded: bool) -> tuple[dict, bool]:
+        """The elements stamped further ahead of the engine's clock than the bound, set aside
+        naming it before they move a watermark (a batch decoded where it was read holding one
+        takes the careful path, element by element); and whether the rest is still encoded."""
+        if self.event_time is None:
+            return found, encoded
+        limit = self.event_time.limit()
+        if encoded:
+            if all(max(e.instants, default=limit) <= limit for e in found.values()):
+                return found, True
+            found = {stream: e.elements(stream, self.timestamp_predicate) for stream, e in found.items()}
+        kept: dict[str, list[Element]] = {}
+        for stream, elements in found.items():
+            kept[stream] = []
+            for element in elements:
+                if element.timestamp <= limit:
+                    kept[stream].append(element)
+                else:
+                    self._quarantine(Payload(stream, "nquads", element.graph, canonical([element]), 0), report, None,
+                                     self.event_time.reason(element, limit))
+        return kept, False
 
     def _set_aside_rejects(self, rejected, report: BatchReport) -> None:
         for r in rejected:

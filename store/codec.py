@@ -13,11 +13,11 @@ import pyoxigraph as ox
 
 from rspstar.translator.errors import QuerySyntaxError
 from rspstar.translator.nesting import check_nesting
-from rspstar.translator.temporal import format_instant
+from rspstar.translator.temporal import format_duration, format_instant
 from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, is_internal_graph, is_reserved, timestamps_graph
 
 from . import formats
-from .errors import RdfInputError
+from .errors import EventTimeAhead, RdfInputError
 from .heap import WORKER_HEAP
 from .rdf_input import XSD_DATETIME, Element, instant_literal, read_elements, read_envelope
 
@@ -74,6 +74,36 @@ class Decoded:
             self.elements.setdefault(stream, []).append(element)
 
 
+@dataclass(frozen=True)
+class EventTimeBound:
+    """How far ahead of the engine's clock an element's event time may be ([engine]
+    max_event_ahead). A stream's watermark follows the newest event time it has seen, so one
+    element stamped years ahead (a sensor whose clock went wrong, a typo) would make every
+    reading after it late, for years: such an element is refused where a client hears of it
+    (a post) and set aside with the reason where none does (a source's micro-batch). `clock`
+    is the engine's (`now()`: µs since the epoch)."""
+
+    clock: object
+    ahead: int              # µs
+
+    def limit(self) -> int:
+        return self.clock.now() + self.ahead
+
+    def reason(self, element: Element, limit: int) -> str:
+        return ("graph <%s> is stamped %s, more than %s ahead of the engine's clock (%s; [engine] max_event_ahead): "
+                "taken, it would move its stream's watermark past every reading to come (is the clock of what sent "
+                "it right?)" % (element.graph[:200], element.timestamp_literal.value[:80],
+                                format_duration(self.ahead), format_instant(limit - self.ahead)))
+
+    def check(self, decoded: "Decoded", origin: str) -> None:
+        """EventTimeAhead naming the first element of `decoded` stamped past the bound."""
+        limit = self.limit()
+        for elements in decoded.elements.values():
+            for element in elements:
+                if element.timestamp > limit:
+                    raise EventTimeAhead(self.reason(element, limit), origin)
+
+
 def decode(payload: Payload, timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> Decoded:
     """The elements of one payload, or its rejects: no input raises (a line-based payload sets
     each bad line aside and reads the others)."""
@@ -122,17 +152,21 @@ def _as_text(payload: Payload, fmt: formats.InputFormat, decoded: Decoded) -> Pa
     return replace(payload, text="\n".join(kept))
 
 
-def decode_body(payload: Payload, timestamp_predicate: str = PROV_GENERATED_AT_TIME) -> Decoded:
+def decode_body(payload: Payload, timestamp_predicate: str = PROV_GENERATED_AT_TIME,
+                event_time: EventTimeBound | None = None) -> Decoded:
     """The elements of one body a client hands in at once (a post, a push), all of it or
-    RdfInputError naming where it is bad: no reject is set aside, the client hears of it. A
-    body of plain triples (no named graph, nothing but triples that are not timestamps in the
-    default graph) is one element stamped with its ingest time, as an envelope of them would be;
-    such triples beside elements are refused, naming them."""
+    RdfInputError naming where it is bad: no reject is set aside, the client hears of it (of an
+    element stamped past `event_time` too: EventTimeAhead). A body of plain triples (no named
+    graph, nothing but triples that are not timestamps in the default graph) is one element
+    stamped with its ingest time, as an envelope of them would be; such triples beside elements
+    are refused, naming them."""
     decoded = decode(payload, timestamp_predicate)
     if decoded.rejected:
         raise decoded.rejected[0].error()
     stray = decoded.ignored_default_triples
     if not stray:
+        if event_time is not None:
+            event_time.check(decoded, payload.origin)
         return decoded
     if decoded.elements:
         raise RdfInputError("the default graph holds %d triple%s that %s not timestamps: an element is a named graph, "

@@ -25,6 +25,11 @@ class RdfInputError(StoreError):
         return "%s: %s" % (where, self.message)
 
 
+class EventTimeAhead(RdfInputError):
+    """An element stamped further ahead of the engine's clock than an element may be ([engine]
+    max_event_ahead): taken, it would move its stream's watermark past every reading to come."""
+
+
 class DuplicateElementError(StoreError):
     """A graph name already used by another stream element."""
 

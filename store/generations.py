@@ -19,6 +19,7 @@ import logging
 import shutil
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pyoxigraph as ox
@@ -36,6 +37,15 @@ REOPEN_SECONDS = 1.0
 # not fit leaves its tables half-written behind, so it is not tried with less
 # (bench/out/NOTES.md#store-reopen).
 OPEN_BYTES = 4 << 20
+# Quads written (added or removed) since the last flush past which an on-disk store is flushed
+# again, on a thread of its own: a read-only view (what a worker process reads through: every
+# /sparql query, every isolated evaluation) replays the write-ahead log past the last flush
+# when it opens, in time growing with every quad written, and only a flush cuts it: a large
+# write and its removal made every read through a view take seconds
+# (bench/out/NOTES.md#unflushed-writes).
+FLUSH_AFTER_QUADS = 10_000
+# What a quad weighs as N-Quads, about: a load of that many bytes counts as one quad written.
+LOADED_BYTES_PER_QUAD = 100
 
 
 class Generations:
@@ -56,6 +66,11 @@ class Generations:
         # a rebuild copies, or in its journal.
         self._writing = threading.Lock()
         self.compactions: list[float] = []       # seconds each rebuild held the store
+        # Quads written since the last flush (an estimate: see _weight), the flushes made because
+        # of them, and the thread that makes them (started at the first).
+        self.unflushed = 0
+        self.flushes = 0
+        self._flusher: _Flusher | None = None
 
     def _open(self) -> ox.Store:
         root = Path(self.path)
@@ -126,6 +141,34 @@ class Generations:
                 raise full
             if self._journal is not None:
                 self._journal.append((operation, args))
+            if self.path is not None:
+                self.unflushed += _weight(operation, args)
+                if self.unflushed >= FLUSH_AFTER_QUADS:
+                    if self._flusher is None:
+                        self._flusher = _Flusher(self)
+                    self._flusher.wake()
+
+    def flush(self) -> bool:
+        """Flush an on-disk store's writes (what a read-only view then reads without replaying
+        them); whether it did. Called off the writers' threads (_Flusher), holding the lock
+        writers take, so that no rebuild switches the store and removes its directory while it
+        is flushed (a writer waits for the flush, which writes what one memory table holds; no
+        reader waits). A store open read-only is left as it is."""
+        with self._writing:
+            store, unflushed = self.current, self.unflushed
+            if self.path is None or self.read_only is not None or not isinstance(store, ox.Store) or not unflushed:
+                return False
+            self.unflushed = 0
+            try:
+                store.flush()
+            except OSError as e:
+                # A full disk, say: tried again after the next writes (a write that meets it
+                # opens the store read-only, as any does).
+                self.unflushed += unflushed
+                log.warning("the store's writes could not be flushed: %s", _first_line(e))
+                return False
+        self.flushes += 1
+        return True
 
     def _after_full_disk(self, error: OSError) -> None:
         """A write failed for want of space: Oxigraph refuses every later one until the store is
@@ -225,6 +268,7 @@ class Generations:
             self._journal = None
             if self.path is not None:
                 fresh.flush()
+                self.unflushed = 0
                 root = Path(self.path)
                 replace_text(root / "CURRENT", str(generation))
                 old_directory = root / ("gen-%d" % self._generation)
@@ -250,11 +294,60 @@ class Generations:
     def close(self) -> None:
         """Flush and release the store (an on-disk store's lock goes with it); anything that
         still uses it afterwards gets StoreError."""
+        if self._flusher is not None:
+            self._flusher.stop()
         with self._writing:
             if isinstance(self.current, ox.Store):
                 if self.path and self.read_only is None:
                     self.current.flush()
                 self.current = _Closed()
+
+
+class _Flusher:
+    """The thread that flushes a store once its writes since the last flush pass
+    FLUSH_AFTER_QUADS: off the writer's thread (a request, a micro-batch), which never waits for
+    it. Wakes coming while it flushes make one flush more at most."""
+
+    def __init__(self, generations: Generations):
+        self._wanted = threading.Event()
+        # Not held by the thread: a store nobody holds any more is let go (its lock with it), and
+        # the thread ends.
+        self._generations = weakref.ref(generations, lambda _: self._wanted.set())
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="store-flush", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wanted.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wanted.wait()
+            if self._stopping:
+                return
+            self._wanted.clear()
+            generations = self._generations()
+            if generations is None:
+                return
+            try:
+                generations.flush()
+            except Exception:      # the thread outlives any failure: the next writes wake it again
+                log.exception("the store's flush failed")
+            del generations
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wanted.set()
+        self._thread.join()
+
+
+def _weight(operation: str, args: tuple) -> int:
+    """About how many quads a write adds or removes: what it leaves in the write-ahead log."""
+    if operation == "extend":
+        return len(args[0]) if hasattr(args[0], "__len__") else 1
+    if operation == "load":
+        return max(1, len(args[0]) // LOADED_BYTES_PER_QUAD)
+    return 1
 
 
 def _names_blank_node(args: tuple) -> bool:

@@ -58,7 +58,7 @@ from rspstar.config.schema import Source, default
 
 from . import formats
 from .batches import BatchReport, BatchWriter
-from .codec import ENCODED_SCHEMA, EncodeBatches, Payload
+from .codec import ENCODED_SCHEMA, EncodeBatches, EventTimeBound, Payload
 from .partitions import (
     EMITTED_SCHEMA, KEYED_SCHEMA, KEYLESS, Emitted, STATE_SCHEMA, KeyedFrames, PartitionFunction, PartitionPlan,
 )
@@ -432,7 +432,7 @@ class SparkIngestion:
                  checkpoint_dir: Path, quarantine_dir: Path, recordings: Recordings | None = None,
                  quarantine_max_bytes: int = default("quarantine.max_bytes"), landed: LandedFiles | None = None,
                  executors_from: int = DECODE_ON_EXECUTORS_FROM, max_streams: int | None = None,
-                 session: Callable[[], SparkSession] | None = None):
+                 session: Callable[[], SparkSession] | None = None, event_time: EventTimeBound | None = None):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise IngestionError("source names must be unique, got %s" % names)
@@ -449,7 +449,7 @@ class SparkIngestion:
         self.writers = {s.name: BatchWriter(store, s.name, quarantine_dir, s.allowed_lateness,
                                             query=None if self.query_of[s.name] == s.name else self.query_of[s.name],
                                             quarantine_max_bytes=quarantine_max_bytes, acknowledged=landed,
-                                            max_streams=max_streams)
+                                            max_streams=max_streams, event_time=event_time)
                         for s in sources}
         self.queries: dict = {}                 # streaming queries by name (a source's or a group's)
         # How to start a partitioned query's streaming query again (named PARTITIONED_PREFIX + id).

@@ -25,7 +25,8 @@ from urllib.parse import unquote
 import pyoxigraph as ox
 
 from rspstar.translator.model import CountContent
-from rspstar.translator.temporal import parse_instants
+from rspstar.translator.errors import TemporalValueError
+from rspstar.translator.temporal import parse_instant, parse_instants
 from rspstar.translator.vocabulary import (
     CLOSURE_PREFIX, PROV_GENERATED_AT_TIME, TIMESTAMPS_PREFIX, any_internal_graph, is_internal_graph, timestamps_graph,
 )
@@ -191,7 +192,10 @@ class StreamStore:
             if isinstance(graph, ox.NamedNode) and graph.value.startswith(TIMESTAMPS_PREFIX):
                 stream = unquote(graph.value[len(TIMESTAMPS_PREFIX):])
                 quads = list(self.oxigraph.quads_for_pattern(None, None, None, graph))
-                instants = parse_instants([quad.object.value for quad in quads])
+                try:
+                    instants = parse_instants([quad.object.value for quad in quads])
+                except TemporalValueError:
+                    quads, instants = self._drop_unreadable_stamps(stream, quads)
                 stamps = Stamps()
                 self._index.add_all(stream, [(quad.subject.value, instant, stamps(quad.predicate, quad.object))
                                              for quad, instant in zip(quads, instants)])
@@ -199,6 +203,25 @@ class StreamStore:
             if isinstance(graph, ox.NamedNode) and graph.value not in self._index \
                     and not is_internal_graph(graph.value):
                 self.background.names.add(graph.value)
+
+    def _drop_unreadable_stamps(self, stream: str, quads: list[ox.Quad]) -> tuple[list[ox.Quad], list[int]]:
+        """The timestamp quads of a stream whose instants are read, and those instants; the
+        elements whose timestamps are not (a store written before instants outside the years
+        0001-9999 were refused: one stamped 10000-01-01 moved its stream's watermark past every
+        reading to come) are removed, named in the log, rather than stop the engine's start."""
+        kept, instants, dropped = [], [], []
+        for quad in quads:
+            try:
+                instants.append(parse_instant(quad.object.value))
+                kept.append(quad)
+            except TemporalValueError as e:
+                dropped.append((quad, e))
+        for quad, _ in dropped:
+            self.write("remove_graph", quad.subject)
+            self.write("remove", quad)
+        log.error("%d element(s) of <%s> removed from the store at its opening, their timestamps unreadable: %s",
+                  len(dropped), stream, "; ".join("<%s>: %s" % (quad.subject.value, e) for quad, e in dropped[:5]))
+        return kept, instants
 
     # -- writing elements ---------------------------------------------------------------------
     def is_element(self, graph: str) -> bool:

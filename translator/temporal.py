@@ -16,6 +16,9 @@ MICROS = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 _MICROSECOND = timedelta(microseconds=1)
+# The instants the engine takes: 0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z.
+FIRST_INSTANT = (datetime(1, 1, 1, tzinfo=timezone.utc) - _EPOCH) // _MICROSECOND
+LAST_INSTANT = (datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc) - _EPOCH) // _MICROSECOND
 
 _DURATION = re.compile(
     r"^(-)?P(?:(\d+)Y)?(?:(\d+)M)?(?:(\d+)D)?"
@@ -52,7 +55,16 @@ def parse_duration(text: str) -> int:
 
 
 def parse_instant(text: str) -> int:
-    """Microseconds since the epoch of an xsd:dateTime; a value without a zone is UTC."""
+    """Microseconds since the epoch of an xsd:dateTime; a value without a zone is UTC. Years
+    outside 0001-9999 (as UTC), which xsd:dateTime allows and nobody means, are refused."""
+    micros = _instant(text)
+    if not FIRST_INSTANT <= micros <= LAST_INSTANT:
+        raise TemporalValueError("instant %r is outside the years 0001-9999 (in UTC), the instants the engine takes"
+                                 % text)
+    return micros
+
+
+def _instant(text: str) -> int:
     m = _DATETIME.match(text.strip())
     if not m:
         raise TemporalValueError("invalid instant %r (expected an xsd:dateTime such as 2026-03-01T08:00:00Z)" % text)

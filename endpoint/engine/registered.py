@@ -343,7 +343,8 @@ class RegisteredQuery:
             "dialect": self.query.dialect, "translation": self.query.translation,
             "normalised": self.query.normalised, "readings": self.query.readings, "warnings": self.query.warnings,
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
-                           isolated=self.scope.isolated(), probation=self.scope.on_probation()),
+                           isolated=self.scope.isolated(), probation=self.scope.on_probation(),
+                           **self.history.describe()),
             "sink_backlog": {s.url: s.state.pending for s in self.url_sinks},
             "sink_outboxes": [s.describe() for s in self.url_sinks],
         }

@@ -297,15 +297,20 @@ class Runner:
     # -- evaluation ------------------------------------------------------------------------------
     def due(self, registered: RegisteredQuery, instant: int) -> str | None:
         """Why the evaluation at `instant` may run now: every input stream's watermark has
-        reached it ("watermark"), or `max_delay` of clock time has passed ("max_delay")."""
-        streams = registered.query.streams
-        needed = registered.evaluator.policy.complete_through(instant)
-        watermarks = [self.store.watermark(s) for s in streams]
-        if streams and all(w is not None and w >= needed for w in watermarks):
+        reached it ("watermark"; an instant at most `max_event_ahead` past the clock, so that a
+        watermark far ahead has no query evaluate empty windows up to it), or `max_delay` of
+        clock time has passed ("max_delay")."""
+        if self.complete(registered, instant) and instant <= self.clock.now() + self.config.max_event_ahead:
             return "watermark"
-        if self.clock.now() >= instant + (self.config.max_delay if streams else 0):
+        if self.clock.now() >= instant + (self.config.max_delay if registered.query.streams else 0):
             return "max_delay"
         return None
+
+    def complete(self, registered: RegisteredQuery, instant: int) -> bool:
+        """Whether every stream of the query is complete through what `instant` needs."""
+        streams = registered.query.streams
+        needed = registered.evaluator.policy.complete_through(instant)
+        return bool(streams) and all((w := self.store.watermark(s)) is not None and w >= needed for s in streams)
 
     def run_query(self, query_id: str) -> int:
         """Evaluate every due instant of one query, in order (at most MAX_EVALUATIONS_PER_RUN);

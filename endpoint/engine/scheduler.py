@@ -9,7 +9,10 @@ the semantics stay in `Runner` (tested on a virtual clock), this layer only deci
 With a thousand queries, one polling job per query (ten firings a second each) cost the
 scheduler more than the evaluations; a query now costs nothing between its closes. A query
 behind the clock evaluates at most `MAX_EVALUATIONS_PER_RUN` instants per turn and is then put
-behind the queries already due, so one slow query delays the others by one turn at most. A query
+behind the queries already due, so one slow query delays the others by one turn at most; a query
+ahead of the clock (a watermark ahead of it) evaluates at most `max_event_ahead` ahead of it
+(Runner.due) and is asked again once the clock nears its next instant, never in a loop over the
+empty windows up to a watermark far ahead. A query
 asked while its evaluation runs is asked again when it ends (counted as a folded poll,
 `missed_runs`). A query on probation (store.limits: new, or back after an evaluation that came
 near its limit) is handed to a pool of its own, of PROBATION_RUNS threads: queries that may run
@@ -140,8 +143,15 @@ class LiveScheduler:
             return now + UNKNOWN_NEXT_SECONDS
         if self.engine.due(registered, instant) is not None:
             return now
-        wait = (instant + self.engine.config.max_delay - self.engine.clock.now()) / 1e6
-        return now + max(self.interval, wait)
+        clock = self.engine.clock.now()
+        wait = instant + self.engine.config.max_delay - clock
+        if self.engine.complete(registered, instant):
+            # The watermark is past it already, but the instant is further ahead of the clock
+            # than a query evaluates (Runner.due): asked once the clock is near enough, not at
+            # once after every turn (with a watermark years ahead, a query evaluated empty
+            # windows in a tight loop).
+            wait = min(wait, instant - self.engine.config.max_event_ahead - clock)
+        return now + max(self.interval, wait / 1e6)
 
     def step(self) -> list[str]:
         """Hand every query due now to the workers; returns their ids."""

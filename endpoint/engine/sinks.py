@@ -152,7 +152,13 @@ class ResultHistory:
     it, so a restart keeps what users look at; the file is cut back to what is kept whenever
     it reaches twice the limit of records or of bytes. A limit of 0 keeps nothing (a replay's:
     its records go to its output, and encoding them for a history cost a quarter of a replay
-    with many results)."""
+    with many results).
+
+    A file that cannot be written (a full disk) loses nothing the history keeps: the records
+    stay in memory, the failure is logged once and counted (`write_failures`, `write_error`
+    while it lasts, in the query's status), and the next record that can be written writes the
+    file again whole, from memory, saying so in the log. Never a failure of the evaluation that
+    brought the record (an engine on a full disk logged a traceback at every evaluation)."""
 
     def __init__(self, limit: int = default("engine.history"), path: Path | None = None,
                  max_bytes: int = default("engine.history_bytes")):
@@ -164,6 +170,12 @@ class ResultHistory:
         self._path = path
         self._file_lines = 0
         self._file_bytes = 0
+        self.write_failures = 0                 # records the file could not take
+        self.write_error: str | None = None     # why, while it cannot (None: it is written)
+        # While it cannot, the file is tried again after 1, 2, 4 ... 64 records (each try writes
+        # the kept records whole, up to `max_bytes`, into what room the disk has).
+        self._retry_after = 0
+        self._retry_in = 0
         if path is not None and path.exists():
             for line in path.read_text(encoding="utf-8").splitlines():
                 self._file_lines += 1
@@ -192,14 +204,40 @@ class ResultHistory:
             self._keep(time, line)
             if self._path is None:
                 return
-            if self._file_lines + 1 >= 2 * self._limit or self._file_bytes + len(line) >= 2 * self._max_bytes:
-                replace_text(self._path, "".join(kept for _, kept in self._lines))
-                self._file_lines, self._file_bytes = len(self._lines), self._bytes
-            else:
-                with self._path.open("a", encoding="utf-8") as out:
-                    out.write(line)
-                self._file_lines += 1
-                self._file_bytes += len(line)
+            if self.write_error is not None and self._retry_in > 0:
+                self._retry_in -= 1
+                self.write_failures += 1
+                return
+            try:
+                if self.write_error is not None or self._file_lines + 1 >= 2 * self._limit or \
+                        self._file_bytes + len(line) >= 2 * self._max_bytes:
+                    # Written again whole: after a failure the file may lack records, or end
+                    # in half of one.
+                    replace_text(self._path, "".join(kept for _, kept in self._lines))
+                    self._file_lines, self._file_bytes = len(self._lines), self._bytes
+                else:
+                    with self._path.open("a", encoding="utf-8") as out:
+                        out.write(line)
+                    self._file_lines += 1
+                    self._file_bytes += len(line)
+            except OSError as e:
+                self.write_failures += 1
+                if self.write_error is None:        # once, not at every evaluation
+                    log.error("the result history %s cannot be written (%s): its records are kept in memory, and "
+                              "written again once it can be", self._path, e)
+                self.write_error = "%s: %s" % (type(e).__name__, e)
+                self._retry_after = min(64, 2 * self._retry_after or 1)
+                self._retry_in = self._retry_after
+                return
+            if self.write_error is not None:
+                self.write_error = None
+                self._retry_after = 0
+                log.warning("the result history %s is written again (%d records could not be written meanwhile)",
+                            self._path, self.write_failures)
+
+    def describe(self) -> dict:
+        """What the query's status says of its history's file."""
+        return {"history_write_failures": self.write_failures, "history_write_error": self.write_error}
 
     def discard(self) -> None:
         """Forget the records and their file (the query is gone)."""

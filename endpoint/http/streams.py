@@ -1,5 +1,6 @@
 """Streams: posted stream data, decoded into elements here (a bad element is a 400 naming its
-line, a duplicate a 409 naming it) and admitted by what the pipeline can hold (the bounds on
+line, one stamped further ahead of the engine's clock than [engine] max_event_ahead a 400 naming
+it, a duplicate a 409 naming it) and admitted by what the pipeline can hold (the bounds on
 streams, on input waiting to be stored, on an element's size, and the disk) before it is dropped
 durably into the landing directory for Spark to ingest (store.landing.land_elements); and what
 each stream and source holds."""
@@ -12,7 +13,7 @@ import uuid
 from flask import Blueprint, Response, request
 
 from rspstar.store import formats
-from rspstar.store.codec import Payload, decode_body
+from rspstar.store.codec import EventTimeBound, Payload, decode_body
 from rspstar.store.errors import DuplicateElementError
 from rspstar.store.landing import LandedFiles, StreamBound, land_elements
 from rspstar.translator.syntax import check_stream_iri
@@ -46,8 +47,12 @@ def post_stream():
         raise BadRequest(EMPTY_BODY)
     # Each post names what it leaves unnamed (blank graph names, envelopes without "graph")
     # afresh: the same body posted twice is two posts.
-    decoded = decode_body(Payload(stream, fmt.name, "request body", text, services().engine.clock.now(),
-                                  line=1 if fmt.line_based else None, scope="request:" + uuid.uuid4().hex))
+    # An element stamped far ahead of the engine's clock is refused here, naming it: taken, it would
+    # move its stream's watermark past every reading to come.
+    engine = services().engine
+    decoded = decode_body(Payload(stream, fmt.name, "request body", text, engine.clock.now(),
+                                  line=1 if fmt.line_based else None, scope="request:" + uuid.uuid4().hex),
+                          event_time=EventTimeBound(engine.clock, engine.config.max_event_ahead))
     if not decoded.elements:
         raise BadRequest("the body holds no stream element (a named graph with its timestamp, triples, or a JSON "
                          "envelope)")
