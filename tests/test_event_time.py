@@ -13,6 +13,7 @@ import pytest
 
 from http_app import AUTH, RSPQL, T0
 from test_batches import ExecutorDecoding, trig
+from test_scheduler import QUERY, Monotonic
 from rspstar import Engine, replay
 from rspstar.config.schema import default
 from rspstar.endpoint.engine.clock import VirtualClock
@@ -158,19 +159,6 @@ def test_a_source_element_stamped_outside_the_years_0001_to_9999_is_set_aside_na
 
 
 # -- a watermark ahead of the clock ---------------------------------------------------------------------
-QUERY = """PREFIX ex: <http://example.org/>
-SELECT ?o FROM NAMED WINDOW ex:w ON ex:s [RANGE PT2S] WHERE { WINDOW ex:w { GRAPH ?g { ?o ?p ?v } } }
-"""
-
-
-class Monotonic:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
 def far_ahead(options=None):
     """An engine at T0 whose stream's watermark is at the year 9999 (as a store written before
     the bound, or any other way a watermark gets far ahead, leaves it), and a query on it."""
