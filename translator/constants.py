@@ -22,6 +22,11 @@ literals). A FILTER inside the block moves beside it where that means the same (
 the others, and the block's BINDs, keep their literals. Inside the block the table would be
 joined to the solutions of every graph in the store before the window's graphs are chosen
 (bench/out/NOTES.md#constants-table).
+
+Numbers compared with one variable (`Bounds`) are joined with the solutions without anything to
+hash on: a group of many may apply those comparisons to its rows itself
+(endpoint/engine/sharing.py), from the query without them, reading values and comparing them
+as Oxigraph does (`number`, `compares`).
 """
 from __future__ import annotations
 
