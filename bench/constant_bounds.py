@@ -88,7 +88,7 @@ def group_time(queries: dict[str, str], path: Path, start: int, end: int, split:
     return spent[0], rows
 
 
-def run(elements: int, seconds: int, counts=(2, 4, 8, 16, 64, 1000), rounds: int = 3) -> Table:
+def run(elements: int, seconds: int, counts=(2, 4, 8, 16, 32, 1000), rounds: int = 3) -> Table:
     start = parse_instant("2026-03-01T08:00:00Z")
     end = start + seconds * 1_000_000
     table = Table("A group's evaluations over one replay (%d elements, %d s, RANGE 10 s STEP 2 s), CPU seconds, "

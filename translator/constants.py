@@ -241,16 +241,17 @@ def _bounds(body, block: GraphPattern, window_pattern: GraphPattern, outer_filte
               if isinstance(item, Bind)}
     literal_at = {a: b for a, b in order}
     found: dict[str, list[tuple[int, tuple[int, int], str]]] = {}     # variable: [(filter, span, op)]
-    conjuncts: dict[int, list[tuple[int, int]]] = {}
+    conjuncts: dict[int, list] = {}
     for f in outer_filters + window_filters:
         if not all(isinstance(part, Span) for part in f.expression.parts):
             continue
         first, last = f.expression.parts[0].start + 1, f.expression.parts[-1].end
-        if not (tokens[first].is_punct("(") and _closing(tokens, first) == last - 1):
+        brackets = _Brackets(tokens, first, last)
+        if not (tokens[first].is_punct("(") and brackets.closing(first) == last - 1):
             continue
-        conjuncts[id(f)] = _conjuncts(tokens, first, last)
-        for a, b in conjuncts[id(f)]:
-            match = _comparison(tokens, a, b, literal_at)
+        conjuncts[id(f)] = [(a, b, _comparison(tokens, a, b, literal_at, brackets))
+                            for a, b in _conjuncts(tokens, first, last, brackets)]
+        for a, b, match in conjuncts[id(f)]:
             if match is None:
                 continue
             variable, span, operator = match
@@ -263,8 +264,7 @@ def _bounds(body, block: GraphPattern, window_pattern: GraphPattern, outer_filte
     removed_spans = {span for _, span, _ in found[variable]}
     kept_of = {}
     for f, _, _ in found[variable]:
-        kept_of[f] = [(a, b) for a, b in conjuncts[f] if _comparison(tokens, a, b, literal_at) is None
-                      or _comparison(tokens, a, b, literal_at)[1] not in removed_spans]
+        kept_of[f] = [(a, b) for a, b, match in conjuncts[f] if match is None or match[1] not in removed_spans]
     return variable, sorted((span, op) for _, span, op in found[variable]), kept_of
 
 
@@ -272,23 +272,27 @@ _OPENS = ("(", "[", "{", "<<(", "<<")
 _CLOSES = (")", "]", "}", ")>>", ">>")
 
 
-def _closing(tokens, at: int) -> int:
-    """The token closing the bracket opened at `at` (-1 when none does)."""
-    depth = 0
-    for k in range(at, len(tokens)):
-        if tokens[k].is_punct(*_OPENS):
-            depth += 1
-        elif tokens[k].is_punct(*_CLOSES):
-            depth -= 1
-            if depth == 0:
-                return k
-    return -1
+class _Brackets:
+    """Where each bracket of a token range closes, found in one pass."""
+
+    def __init__(self, tokens, start: int, end: int):
+        self.closes: dict[int, int] = {}
+        opened = []
+        for k in range(start, end):
+            if tokens[k].is_punct(*_OPENS):
+                opened.append(k)
+            elif tokens[k].is_punct(*_CLOSES) and opened:
+                self.closes[opened.pop()] = k
+
+    def closing(self, at: int) -> int:
+        """The token closing the bracket opened at `at` (-1 when none does)."""
+        return self.closes.get(at, -1)
 
 
-def _conjuncts(tokens, start: int, end: int) -> list[tuple[int, int]]:
+def _conjuncts(tokens, start: int, end: int, brackets: _Brackets) -> list[tuple[int, int]]:
     """The token ranges [a, b) an expression in [start, end) is the && of (itself when its top
     level holds ||, which binds looser)."""
-    while tokens[start].is_punct("(") and _closing(tokens, start) == end - 1:
+    while tokens[start].is_punct("(") and brackets.closing(start) == end - 1:
         start, end = start + 1, end - 1
     cuts, depth = [], 0
     for k in range(start, end):
@@ -303,13 +307,13 @@ def _conjuncts(tokens, start: int, end: int) -> list[tuple[int, int]]:
     if not cuts:
         return [(start, end)]
     pieces = zip([start] + [c + 1 for c in cuts], cuts + [end])
-    return [found for a, b in pieces for found in _conjuncts(tokens, a, b)]
+    return [found for a, b in pieces for found in _conjuncts(tokens, a, b, brackets)]
 
 
-def _comparison(tokens, start: int, end: int, literal_at: dict[int, int]):
+def _comparison(tokens, start: int, end: int, literal_at: dict[int, int], brackets: _Brackets):
     """(variable, the constant's span, operator as `variable operator constant`) when [start,
     end) is a variable compared with one constant and nothing else, else None."""
-    while tokens[start].is_punct("(") and _closing(tokens, start) == end - 1:
+    while tokens[start].is_punct("(") and brackets.closing(start) == end - 1:
         start, end = start + 1, end - 1
     if end - start < 3:
         return None
