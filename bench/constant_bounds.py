@@ -124,7 +124,7 @@ def main() -> None:
     table = run(args.elements, args.seconds, rounds=args.rounds)
     text = "%s\n\n%s\n" % (machine(), table.markdown())
     print(text)
-    publish("constant_bounds.md", text)
+    publish("constant_bounds", text)
 
 
 if __name__ == "__main__":
