@@ -495,10 +495,12 @@ _DECIMAL_DIGITS = 18
 class Number(NamedTuple):
     """A numeric literal's value as SPARQL compares it (XPath's numeric promotion, as Oxigraph
     computes it): `kind` i (xsd:integer and the types derived from it), m (xsd:decimal), f
-    (xsd:float), d (xsd:double); `exact`, the value of an integer or decimal; `double`, the
-    value promoted to xsd:double; `single`, promoted to xsd:float (None for a double)."""
+    (xsd:float), d (xsd:double); `exact`, the value of an integer or decimal times 10^18 (what
+    Oxigraph keeps of a decimal: an integer, which the cycle collector need not track);
+    `double`, the value promoted to xsd:double; `single`, promoted to xsd:float (None for a
+    double)."""
     kind: str
-    exact: Fraction | None
+    exact: int | None
     double: float
     single: float | None
 
@@ -515,7 +517,7 @@ def number(lexical: str, datatype: str) -> Number | None:
         value = int(lexical)
         if not -_I64 <= value < _I64:
             return None
-        return Number("i", Fraction(value), float(value), _single_of(Fraction(value)))
+        return Number("i", value * 10 ** _DECIMAL_DIGITS, float(value), _single_of(Fraction(value)))
     if kind == "m":
         found = _DECIMAL_RE.match(lexical)
         if found is None or not (found.group(2) or found.group(3)):
@@ -529,7 +531,7 @@ def number(lexical: str, datatype: str) -> Number | None:
         if not -_I128 <= scaled < _I128:
             return None
         double = _decimal_to_double(scaled)
-        return Number("m", Fraction(scaled, 10 ** _DECIMAL_DIGITS), double, _double_to_single(double))
+        return Number("m", scaled, double, _double_to_single(double))
     if kind in ("f", "d"):
         if lexical in _SPECIAL:
             value = _SPECIAL[lexical]

@@ -89,7 +89,7 @@ class ConstantGroups:
                 if not compiles():
                     return None
                 group = self._groups[key] = _ConstantGroup(query, options, lambda: self._forget(key))
-            group.add(member, query.constants, query.values)
+            group.add(member, query.constants, _flat(query.values))
             return group
 
     def _forget(self, key: tuple) -> None:
@@ -117,7 +117,7 @@ class _ConstantGroup:
         self._unread: dict[tuple, dict[Member, list[dict]]] = {}
         self._uncompiled = False      # the members' query did not compile: each goes alone
         self._distinct: dict[tuple[str, ...], int] = {}   # members per set of constants
-        self._values: dict[tuple[str, ...], tuple] = {}   # the values of each set's bounds (Parameterized.values)
+        self._values: dict[tuple[str, ...], tuple] = {}   # each set's bounds' values (Parameterized.values, _flat)
         self._running: dict[tuple, threading.Event] = {}    # ranges being evaluated, set when done
         self._lock = threading.Lock()
 
@@ -236,22 +236,24 @@ class _ConstantGroup:
         rows_of = {constants: k for k, constants in enumerate(table)}
         bounds = self.query.bounds
         if bounds is not None and len(table) >= SPLIT_FROM and \
-                all(value is not None for constants in table for value in values[constants]):
+                all(None not in values[constants][::_WIDTH] for constants in table):
             columns = set(bounds.columns)
             rest = sorted({tuple(c for k, c in enumerate(constants) if k not in columns) for constants in table})
             marker_of = {others: k for k, others in enumerate(rest)}
             by_marker: dict[int, list] = {}
             for slot, constants in enumerate(table):
                 others = tuple(c for k, c in enumerate(constants) if k not in columns)
-                by_marker.setdefault(marker_of[others], []).append(
-                    (slot, tuple(zip(bounds.operators, values[constants]))))
+                by_marker.setdefault(marker_of[others], []).append((slot, *values[constants]))
             try:
                 template = compile_template(parse_query(bounds.text(rest), self.query.base), self.options)
             except TranslatorError:
                 log.exception("queries differing in constants: their group's query without its comparisons "
                               "does not compile; the comparisons are made in the store")
             else:
-                return _Compiled(template, rows_of, _Split(bounds, self.query.marker, by_marker))
+                return _Compiled(template, rows_of, _Split(bounds, self.query.marker,
+                                                           {marker: tuple(sets) for marker, sets in by_marker.items()}))
+
+
         return _Compiled(self._joined(table), rows_of)
 
     def _joined(self, table: list[tuple[str, ...]]) -> Template:
@@ -292,7 +294,7 @@ class _Split:
     literal (a string, an IRI, an ill-typed literal, unbound) passes no comparison, nor does NaN
     but as Oxigraph compares a term with itself (translator.constants.nan_itself)."""
 
-    def __init__(self, bounds: Bounds, marker: str, by_marker: dict[int, list]):
+    def __init__(self, bounds: Bounds, marker: str, by_marker: dict[int, tuple]):
         self.bounds = bounds
         self.marker = marker
         self._by_marker = by_marker
@@ -313,13 +315,14 @@ class _Split:
 
     def _matching(self, marker: int, value: Number) -> tuple[int, ...]:
         if value.double != value.double:        # NaN: no order holds it (translator.constants.nan_itself)
-            return tuple(slot for slot, comparisons in self._by_marker.get(marker, [])
-                         if all(nan_itself(value, operator, constant) for operator, constant in comparisons))
+            return tuple(found[0] for found in self._by_marker.get(marker, ())
+                         if all(nan_itself(value, operator, constant)
+                                for operator, constant in zip(self.bounds.operators, _numbers(found[1:]))))
         index = self._indexes.get((marker, value.kind))
         if index is None:
-            sets = self._by_marker.get(marker, [])
+            sets = self._by_marker.get(marker, ())
             with self._lock:
-                index = self._indexes[(marker, value.kind)] = _index(sets, value.kind)
+                index = self._indexes[(marker, value.kind)] = _index(sets, self.bounds.operators, value.kind)
         found = []
         for domain, regions, others in index:
             key = _key(value, domain)
@@ -348,15 +351,30 @@ def _inside(key, lo, hi) -> bool:
     return hi is None or (key <= hi[0] if hi[1] else key < hi[0])
 
 
-def _index(sets: list, value_kind: str) -> list:
+_WIDTH = len(Number._fields)
+
+
+def _flat(values: tuple) -> tuple:
+    """A member's values (Number or None each) as one flat tuple of strings and numbers, which the
+    cycle collector stops tracking at its first collection (a tuple of tuples takes one each)."""
+    return tuple(field for value in values for field in (value if value is not None else (None,) * _WIDTH))
+
+
+def _numbers(flat: tuple) -> list[Number]:
+    return [Number(*flat[k:k + _WIDTH]) for k in range(0, len(flat), _WIDTH)]
+
+
+def _index(sets: tuple, operators: tuple[str, ...], value_kind: str) -> list:
     """[(domain, _Regions of the sets indexed in that order, {set: [(domain, lo, hi)] of its
-    comparisons in other orders})] for values of `value_kind`."""
+    comparisons in other orders})] for values of `value_kind`; each set (its slot, then its
+    constants' values flat) compared by `operators`."""
     intervals: dict[str, list] = {}
     others: dict[str, dict] = {}
-    for slot, comparisons in sets:
+    for found in sets:
+        slot = found[0]
         bounds: dict[str, list] = {}
         empty = False
-        for operator, constant in comparisons:
+        for operator, constant in zip(operators, _numbers(found[1:])):
             domain = _domain(value_kind, constant.kind)
             key = _key(constant, domain)
             if key != key:          # NaN: the comparison is false for every value
@@ -377,7 +395,7 @@ def _index(sets: list, value_kind: str) -> list:
         first, *rest = sorted(bounds)
         intervals.setdefault(first, []).append((slot, *bounds[first]))
         if rest:
-            others.setdefault(first, {})[slot] = [(d, *bounds[d]) for d in rest]
+            others.setdefault(first, {})[slot] = tuple((d, *bounds[d]) for d in rest)
     return [(domain, _Regions(found), others.get(domain, {})) for domain, found in intervals.items()]
 
 
@@ -396,7 +414,7 @@ class _Regions:
         self.size = 1
         while self.size < regions:
             self.size *= 2
-        self.nodes: dict[int, list[int]] = {}
+        self.nodes: dict[int, list[int] | tuple[int, ...]] = {}
         for slot, lo, hi in intervals:
             first = 0 if lo is None else 2 * at[lo[0]] + (2 if lo[1] else 1)
             last = regions - 1 if hi is None else 2 * at[hi[0]] + (1 if hi[1] else 0)
@@ -410,6 +428,8 @@ class _Regions:
                     self.nodes.setdefault(right, []).append(slot)
                 left >>= 1
                 right >>= 1
+        # Tuples of integers, which the cycle collector stops tracking (lists it tracks).
+        self.nodes = {node: tuple(slots) for node, slots in self.nodes.items()}
 
     def stab(self, key) -> list[int]:
         points = self.points
