@@ -91,3 +91,32 @@ class Guarded:
             yield item
         self.read = read
         budget.check()
+
+
+def select_rows_matched(result, marker: str, variable: str, keep: bool, match) -> dict[int, list[dict]]:
+    """SELECT solutions as in `select_rows`, each under every key `match` returns for the
+    integer bound to `marker` and the term bound to `variable` as N-Triples (none when it is
+    unbound): a row is made only for a solution some key takes. Without `variable` unless `keep`."""
+    names = [v.value for v in result.variables]
+    at_marker = names.index(marker)
+    at = names.index(variable) if variable in names else None
+    kept = [(position, name) for position, name in enumerate(names)
+            if not name.startswith(INTERNAL_VARIABLE_PREFIX) and (keep or name != variable)]
+    apart: dict[int, list[dict]] = {}
+    if at is None:
+        return apart
+    for solution in result:
+        term = solution[at]
+        if term is None:
+            continue
+        keys = match(int(solution[at_marker].value), term if isinstance(term, str) else term_to_ntriples(term))
+        if not keys:
+            continue
+        row = {}
+        for position, name in kept:
+            found = solution[position]
+            if found is not None:
+                row[name] = term_to_ntriples(found)
+        for key in keys:
+            apart.setdefault(key, []).append(row)
+    return apart

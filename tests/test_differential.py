@@ -41,7 +41,7 @@ from differential.model import (
 from rspstar.translator.temporal import parse_instant as instant
 from differential.reference import Reference, first_close, start_of
 from differential.runs import FAST_PATHS, OFF, Reached, Refused, optimised_queries, partitioned, replay
-from differential.strategies import cases
+from differential.strategies import bound_cases, cases
 
 DATABASE = DirectoryBasedExampleDatabase(str(Path(__file__).parent / "differential" / "examples"))
 NORMAL_EXAMPLES = 600
@@ -140,6 +140,25 @@ def test_the_optimised_engine_the_plain_engine_and_the_reference_agree_and_every
     assert not missing, "fast paths the drawn examples did not reach: %s (reached: %s)" % (missing, dict(reached))
     assert readings[None] >= 40 and readings["union"] and readings["timestamps"] and readings["answered"] >= 10, \
         "too few GRAPH-less window blocks drawn: %s" % dict(readings)
+
+
+BOUND_EXAMPLES = 120
+
+
+def test_groups_of_queries_differing_in_numbers_compared_with_a_variable_agree_at_the_boundaries():
+    """Each drawn query registered beside copies spelling its compared numbers other ways
+    (runs.optimised_queries), over values at those numbers' boundaries: the group applying the
+    bounds by its index answers each query as every optimisation off and the reference do."""
+    reached = Reached()
+
+    @settings(max_examples=BOUND_EXAMPLES, **FIXED)
+    @given(bound_cases())
+    def agree(case):
+        check(case, reached)
+
+    with reached.counting():
+        agree()
+    assert reached["constant bounds"] >= BOUND_EXAMPLES // 2, dict(reached)
 
 
 def holds_content_block(node) -> bool:
@@ -304,6 +323,9 @@ BACKGROUND_CALL = _select((Background("sensor"), WindowBlock(1, OBSERVATION),
 # A landmark from T0 closing every 2 s, over integers, decimals and a string (SUM over it: unbound).
 LANDMARK = Declaration(1, 1, LandmarkWindow(2000, start=0))
 MIXED = tuple(dataclasses.replace(e, value={1: "2.5", 4: '"x"', 6: "0.25"}.get(n, e.value)) for n, e in enumerate(STREAM))
+ODD = tuple(dataclasses.replace(e, value={0: "4.0", 2: "4e0", 3: '"NaN"^^xsd:double', 5: '"INF"^^xsd:double',
+                                           7: '"abc"^^xsd:integer', 8: '"4.5"^^xsd:float'}.get(n, e.value))
+            for n, e in enumerate(MIXED))
 # A schema (spec 6.11): ex:v under ex:measure, ex:key's domain ex:Obs under ex:Thing, ex:limit under ex:bound.
 SCHEMA = dataclasses.replace(BACKGROUND, schema=(("ex:v", "subPropertyOf", "ex:measure"), ("ex:key", "domain", "ex:Obs"),
                                                  ("ex:Obs", "subClassOf", "ex:Thing"),
@@ -317,6 +339,10 @@ FAST_PATH_EXAMPLES = {
     "shared ranges": _select((WindowBlock(1, OBSERVATION),)),
     # A row-wise FILTER's literal: the copy with other constants joins the query's group.
     "constant groups": _select((WindowBlock(1, OBSERVATION, side=(Filter(Binary(">", Var("v"), Num("4"))),)),)),
+    # Numbers compared with ?v: the copies spelling them other ways form a group applying its
+    # bounds itself, over integers, decimals, a string and the values below.
+    "constant bounds": _select((WindowBlock(1, OBSERVATION, side=(
+        Filter(Binary("<=", Num("4"), Var("v"))), Filter(Binary("<", Var("v"), Num("7"))))),), elements=ODD),
     # The same rspu: call with the same arguments on several rows of one evaluation.
     "rspu cache": _select((WindowBlock(1, OBSERVATION), Background("sensor"), Filter(_greater(Var("mu"), "-1"))),
                           declarations=(Declaration(1, 1, CountWindow(3)),)),

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from rspstar.endpoint.cli import main as cli_main
+from rspstar.endpoint.engine import sharing
 from rspstar.store.codec import Payload
 from rspstar.store.partitions import KeptStores, PlanRunner, key_group, keyed_elements
 from rspstar.translator.partition import PartitionKey
@@ -19,6 +20,7 @@ from work import (
 )
 
 SOSA = "http://www.w3.org/ns/sosa/"
+XSD = "http://www.w3.org/2001/XMLSchema#"
 
 SENSOR = """PREFIX ex: <http://example.org/>
 PREFIX sosa: <http://www.w3.org/ns/sosa/>
@@ -101,12 +103,40 @@ def test_queries_watching_disjoint_value_bands_cost_one_querys_evaluations_throu
     assert one.evaluations > 0 and (many.evaluations, many.elements) == (one.evaluations, one.elements)
 
 
+def thousand_bands(count: int = 1000) -> dict[str, str]:
+    """Disjoint value bands splitting [0.160, 0.210) into `count`: together they hold every
+    reading, each in one band."""
+    width = 0.05 / count
+    return {"b%04d" % k: BAND % ("%.6f" % (0.16 + k * width), "%.6f" % (0.16 + (k + 1) * width)) for k in range(count)}
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_a_thousand_value_bands_cost_one_querys_evaluations_and_no_join_of_their_bounds_through_every_door(
+        door, tmp_path):
+    one_records, one = run(door, Workload(thousand_bands(1), elements()), tmp_path / "one")
+    many_records, many = run(door, Workload(thousand_bands(), elements()), tmp_path / "many")
+    held = sum(1 for close in range(2, 23, 2) for e in elements() if close - 10 <= e.ms / 1000 < close)
+    assert sum(len(r["bindings"]) for r in one_records["b0000"]) == held
+    assert sum(len(r["bindings"]) for records in many_records.values() for r in records) == held
+    # The band of 0.160 holds the readings of 0.160 only (each band 0.00005 wide).
+    assert {b["v"] for r in many_records["b0000"] for b in r["bindings"]} == {'"0.16"^^<%sdecimal>' % XSD}
+    assert one.evaluations > 0 and (many.evaluations, many.elements) == (one.evaluations, one.elements)
+    # The group's query holds no row per band: the bands' comparisons are applied to its rows by
+    # an index (endpoint/engine/sharing.py), not joined with them in the store.
+    assert many.table_rows == 1
+
+
 def test_the_count_tells_sharing_from_none(tmp_path):
     # What the tests above count: with the constants not shared, each query its own ranges.
     _, one = run("python api", Workload(sensor_queries(1), elements()), tmp_path / "one")
     _, alone = run("python api", Workload(sensor_queries(10), elements(), options={"share_constants": "false"}),
                    tmp_path / "alone")
     assert alone.evaluations == 10 * one.evaluations
+    # And the bands' comparisons: below the group size the index serves from, joined with a
+    # table of a row per band.
+    _, joined = run("python api", Workload(thousand_bands(sharing.SPLIT_FROM - 1), elements()), tmp_path / "joined")
+    _, split = run("python api", Workload(thousand_bands(sharing.SPLIT_FROM), elements()), tmp_path / "split")
+    assert (joined.table_rows, split.table_rows) == (sharing.SPLIT_FROM - 1, 1)
 
 
 def equal_queries(count: int) -> dict[str, str]:

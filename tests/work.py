@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -52,6 +53,9 @@ class Work:
     elements: int = 0               # window elements those evaluations were given
     oxigraph: int = 0               # Oxigraph queries through StreamStore.query
     registered: list = field(default_factory=list)      # every RegisteredQuery, in order
+    # The most rows a table of constants (translator/constants.py) had in a query the store ran:
+    # a group's query joins each of its rows with every solution of its pattern.
+    table_rows: int = 0
 
     @contextlib.contextmanager
     def counting(self):
@@ -74,8 +78,11 @@ class Work:
             self.evaluations += 1
             self.elements += sum(len(graphs) for graphs in elements.values())
 
-        def queried(*args, **kwargs):
+        def queried(store, sparql, *args, **kwargs):
             self.oxigraph += 1
+            table = _CONSTANTS_TABLE.search(sparql)
+            if table is not None:
+                self.table_rows = max(self.table_rows, len(_TABLE_ROW.findall(table.group(1))))
 
         wrap(StreamStore, "evaluate", before=evaluated)
         wrap(StreamStore, "query", before=queried)
@@ -90,6 +97,11 @@ class Work:
         """(calls, computed, kept) of the registered queries' rspu: functions together."""
         counts = [r.evaluator.functions.counts for r in self.registered]
         return (sum(c.calls for c in counts), sum(c.computed for c in counts), sum(c.kept for c in counts))
+
+
+# A table of constants as translator/constants.py writes it: VALUES (?__rspc<k> ...) { (0 ...) (1 ...) }
+_CONSTANTS_TABLE = re.compile(r"VALUES \(\?__rspc\d+[^)]*\) \{ (.*?) \}", re.S)
+_TABLE_ROW = re.compile(r"\(\d+[ )]")
 
 
 class Element(NamedTuple):

@@ -3,13 +3,15 @@
 (`ConstantGroups`; docs/incremental-evaluation.md)."""
 from __future__ import annotations
 
+import bisect
 import collections
 import logging
 import threading
 from typing import Callable, Protocol
 
-from rspstar.store.terms import select_rows_by
-from rspstar.translator.constants import Parameterized
+from rspstar.store.errors import ResultTooLarge
+from rspstar.store.terms import select_rows_by, select_rows_matched
+from rspstar.translator.constants import Bounds, Number, Parameterized, nan_itself, number_of_term
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.parser import parse_query
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
@@ -87,7 +89,7 @@ class ConstantGroups:
                 if not compiles():
                     return None
                 group = self._groups[key] = _ConstantGroup(query, options, lambda: self._forget(key))
-            group.add(member, query.constants)
+            group.add(member, query.constants, _flat(query.values))
             return group
 
     def _forget(self, key: tuple) -> None:
@@ -115,13 +117,15 @@ class _ConstantGroup:
         self._unread: dict[tuple, dict[Member, list[dict]]] = {}
         self._uncompiled = False      # the members' query did not compile: each goes alone
         self._distinct: dict[tuple[str, ...], int] = {}   # members per set of constants
+        self._values: dict[tuple[str, ...], tuple] = {}   # each set's bounds' values (Parameterized.values, _flat)
         self._running: dict[tuple, threading.Event] = {}    # ranges being evaluated, set when done
         self._lock = threading.Lock()
 
-    def add(self, member: Member, constants: tuple[str, ...]) -> None:
+    def add(self, member: Member, constants: tuple[str, ...], values: tuple = ()) -> None:
         with self._lock:
             self.members[member] = constants
             self._distinct[constants] = self._distinct.get(constants, 0) + 1
+            self._values[constants] = values
             self._compiled, self._uncompiled = None, False
             self._changes += 1
 
@@ -132,6 +136,7 @@ class _ConstantGroup:
                 self._distinct[constants] -= 1
                 if not self._distinct[constants]:
                     del self._distinct[constants]
+                    del self._values[constants]
             self._compiled, self._uncompiled = None, False
             self._changes += 1
             for unread in self._unread.values():
@@ -161,6 +166,7 @@ class _ConstantGroup:
                 running = self._running.get(key)
                 if running is None:
                     compiled, changes, members = self._compiled, self._changes, dict(self.members)
+                    values = {constants: self._values[constants] for constants in self._distinct}
                     running = self._running[key] = threading.Event()
                     break
             # Another member is evaluating this range: its rows for this one follow (or, if it
@@ -171,7 +177,7 @@ class _ConstantGroup:
         try:
             if compiled is None:
                 try:
-                    compiled = self._compile(members)
+                    compiled = self._compile(members, values)
                 except TranslatorError:
                     log.exception("queries differing in constants: their group's query does not compile; "
                                   "each evaluates alone until the group changes")
@@ -181,10 +187,8 @@ class _ConstantGroup:
                 with self._lock:
                     if self._changes == changes:
                         self._compiled = compiled
-            template, rows_of = compiled
-            apart = member.store.evaluate(template, {member.window: elements}, member.functions,
-                                          lambda result: select_rows_by(result, self.query.marker),
-                                          share=len(rows_of))
+            apart = self._evaluate(compiled, member, elements)
+            rows_of = compiled.rows_of
             with self._lock:
                 self._unread[key] = {other: (apart.get(rows_of[constants], []), len(elements))
                                      for other, constants in members.items()
@@ -207,8 +211,235 @@ class _ConstantGroup:
         unread = self._unread.get(key)
         return unread.pop(member) if unread is not None and member in unread else None
 
-    def _compile(self, members: dict[Member, tuple[str, ...]]) -> tuple[Template, dict[tuple[str, ...], int]]:
-        """The query evaluating every member's constants, and each set of constants' row."""
+    def _evaluate(self, compiled: "_Compiled", member: Member, elements: list[str]) -> dict[int, list[dict]]:
+        """Each set of constants' rows of one range (by its row in the table)."""
+        def run(template, reader):
+            return member.store.evaluate(template, {member.window: elements}, member.functions, reader,
+                                         share=len(compiled.rows_of))
+        if compiled.split is None:
+            return run(compiled.template, lambda result: select_rows_by(result, self.query.marker))
+        try:
+            return run(compiled.template, compiled.split.read)
+        except ResultTooLarge:
+            # The rows before the comparisons may be more than the bound allows where those after
+            # them are not: the range as the comparisons in the store make it.
+            if compiled.joined is None:
+                compiled.joined = self._joined(sorted(compiled.rows_of, key=compiled.rows_of.get))
+            return run(compiled.joined, lambda result: select_rows_by(result, self.query.marker))
+
+    def _compile(self, members: dict[Member, tuple[str, ...]], values: dict[tuple[str, ...], tuple]) -> "_Compiled":
+        """The query evaluating every member's constants, and each set of constants' row: the
+        members' comparisons with one variable applied to its rows by an index
+        (`_Split`) when the members are SPLIT_FROM sets of constants or more and each of those
+        constants is a number, else joined with the table in the store."""
         table = sorted(set(members.values()))
-        template = compile_template(parse_query(self.query.text(table), self.query.base), self.options)
-        return template, {constants: k for k, constants in enumerate(table)}
+        rows_of = {constants: k for k, constants in enumerate(table)}
+        bounds = self.query.bounds
+        if bounds is not None and len(table) >= SPLIT_FROM and \
+                all(None not in values[constants][::_WIDTH] for constants in table):
+            columns = set(bounds.columns)
+            rest = sorted({tuple(c for k, c in enumerate(constants) if k not in columns) for constants in table})
+            marker_of = {others: k for k, others in enumerate(rest)}
+            by_marker: dict[int, list] = {}
+            for slot, constants in enumerate(table):
+                others = tuple(c for k, c in enumerate(constants) if k not in columns)
+                by_marker.setdefault(marker_of[others], []).append((slot, *values[constants]))
+            try:
+                template = compile_template(parse_query(bounds.text(rest), self.query.base), self.options)
+            except TranslatorError:
+                log.exception("queries differing in constants: their group's query without its comparisons "
+                              "does not compile; the comparisons are made in the store")
+            else:
+                return _Compiled(template, rows_of, _Split(bounds, self.query.marker,
+                                                           {marker: tuple(sets) for marker, sets in by_marker.items()}))
+
+
+        return _Compiled(self._joined(table), rows_of)
+
+    def _joined(self, table: list[tuple[str, ...]]) -> Template:
+        return compile_template(parse_query(self.query.text(table), self.query.base), self.options)
+
+
+# From how many sets of constants a group applies its comparisons with one variable itself: with
+# fewer, the rows no member keeps cost more to read than the comparisons in the store
+# (bench/out/NOTES.md#constant-bounds).
+SPLIT_FROM = 16
+
+
+class _Compiled:
+    """A group's query (`template`), each set of constants' row in its table, and, when the
+    members' comparisons are applied by an index, the index (`split`) and the query making them
+    in the store, compiled the first time a range needs it (`joined`)."""
+
+    __slots__ = ("template", "rows_of", "split", "joined")
+
+    def __init__(self, template: Template, rows_of: dict[tuple[str, ...], int], split: "_Split | None" = None):
+        self.template = template
+        self.rows_of = rows_of
+        self.split = split
+        self.joined = None
+
+
+class _Split:
+    """The members' comparisons of one variable with their constants (translator.constants.Bounds),
+    applied to the rows of the group's query made without them: the rows of a row of the
+    table (its marker) go to the sets of constants of that row whose comparisons they pass.
+
+    A conjunction of comparisons of a variable with numbers is an interval of values, in the
+    order the comparisons use: exact for integers and decimals, as doubles when either side is a
+    double, else as floats (translator.constants.compares). A value's kind decides the order each
+    of a set's comparisons uses, so the intervals are made per marker and kind of value: each
+    set of constants is indexed by its interval in one order (`_Regions`), and checked against
+    those in the others when it has comparisons in more than one. A value that is not a numeric
+    literal (a string, an IRI, an ill-typed literal, unbound) passes no comparison, nor does NaN
+    but as Oxigraph compares a term with itself (translator.constants.nan_itself)."""
+
+    def __init__(self, bounds: Bounds, marker: str, by_marker: dict[int, tuple]):
+        self.bounds = bounds
+        self.marker = marker
+        self._by_marker = by_marker
+        self._indexes: dict[tuple[int, str], list] = {}
+        self._lock = threading.Lock()
+
+    def read(self, result) -> dict[int, list[dict]]:
+        seen: dict[tuple[int, str], tuple[int, ...]] = {}
+
+        def match(marker: int, term: str) -> tuple[int, ...]:
+            key = (marker, term)
+            found = seen.get(key)
+            if found is None:
+                value = number_of_term(term)
+                found = seen[key] = () if value is None else self._matching(marker, value)
+            return found
+        return select_rows_matched(result, self.marker, self.bounds.variable, self.bounds.projected, match)
+
+    def _matching(self, marker: int, value: Number) -> tuple[int, ...]:
+        if value.double != value.double:        # NaN: no order holds it (translator.constants.nan_itself)
+            return tuple(found[0] for found in self._by_marker.get(marker, ())
+                         if all(nan_itself(value, operator, constant)
+                                for operator, constant in zip(self.bounds.operators, _numbers(found[1:]))))
+        index = self._indexes.get((marker, value.kind))
+        if index is None:
+            sets = self._by_marker.get(marker, ())
+            with self._lock:
+                index = self._indexes[(marker, value.kind)] = _index(sets, self.bounds.operators, value.kind)
+        found = []
+        for domain, regions, others in index:
+            key = _key(value, domain)
+            for slot in regions.stab(key):
+                if all(_inside(_key(value, d), lo, hi) for d, lo, hi in others.get(slot, ())):
+                    found.append(slot)
+        return tuple(found)
+
+
+def _domain(value_kind: str, constant_kind: str) -> str:
+    """The order a value of one kind and a constant of another are compared in: D as doubles, F
+    as floats, X exactly."""
+    kinds = value_kind + constant_kind
+    return "D" if "d" in kinds else "F" if "f" in kinds else "X"
+
+
+def _key(value: Number, domain: str):
+    return value.double if domain == "D" else value.single if domain == "F" else value.exact
+
+
+def _inside(key, lo, hi) -> bool:
+    """Whether `key` is above the lower bound `lo` ((key, strict) or None) and below the upper
+    bound `hi` ((key, inclusive) or None)."""
+    if lo is not None and not (key > lo[0] if lo[1] else key >= lo[0]):
+        return False
+    return hi is None or (key <= hi[0] if hi[1] else key < hi[0])
+
+
+_WIDTH = len(Number._fields)
+
+
+def _flat(values: tuple) -> tuple:
+    """A member's values (Number or None each) as one flat tuple of strings and numbers, which the
+    cycle collector stops tracking at its first collection (a tuple of tuples takes one each)."""
+    return tuple(field for value in values for field in (value if value is not None else (None,) * _WIDTH))
+
+
+def _numbers(flat: tuple) -> list[Number]:
+    return [Number(*flat[k:k + _WIDTH]) for k in range(0, len(flat), _WIDTH)]
+
+
+def _index(sets: tuple, operators: tuple[str, ...], value_kind: str) -> list:
+    """[(domain, _Regions of the sets indexed in that order, {set: [(domain, lo, hi)] of its
+    comparisons in other orders})] for values of `value_kind`; each set (its slot, then its
+    constants' values flat) compared by `operators`."""
+    intervals: dict[str, list] = {}
+    others: dict[str, dict] = {}
+    for found in sets:
+        slot = found[0]
+        bounds: dict[str, list] = {}
+        empty = False
+        for operator, constant in zip(operators, _numbers(found[1:])):
+            domain = _domain(value_kind, constant.kind)
+            key = _key(constant, domain)
+            if key != key:          # NaN: the comparison is false for every value
+                empty = True
+                break
+            lo, hi = bounds.setdefault(domain, [None, None])
+            if operator in (">", ">=", "="):
+                bound = (key, operator == ">")
+                if lo is None or bound[0] > lo[0] or (bound[0] == lo[0] and bound[1]):
+                    lo = bound
+            if operator in ("<", "<=", "="):
+                bound = (key, operator != "<")
+                if hi is None or bound[0] < hi[0] or (bound[0] == hi[0] and not bound[1]):
+                    hi = bound
+            bounds[domain] = [lo, hi]
+        if empty:
+            continue
+        first, *rest = sorted(bounds)
+        intervals.setdefault(first, []).append((slot, *bounds[first]))
+        if rest:
+            others.setdefault(first, {})[slot] = tuple((d, *bounds[d]) for d in rest)
+    return [(domain, _Regions(found), others.get(domain, {})) for domain, found in intervals.items()]
+
+
+class _Regions:
+    """Intervals of sets of constants over one order, found by a value in time logarithmic in
+    their bounds plus the sets found. The distinct bounds cut the order into regions (each
+    bound, and the open gaps below, between and above them); an interval is a run of regions,
+    kept at the nodes of a segment tree over them that cover the run exactly (as many as twice
+    the tree's depth); a value's region is found by bisection, and the sets whose runs hold it
+    are those at the nodes from its leaf to the root."""
+
+    def __init__(self, intervals: list):
+        self.points = sorted({bound[0] for _, lo, hi in intervals for bound in (lo, hi) if bound is not None})
+        at = {point: k for k, point in enumerate(self.points)}
+        regions = 2 * len(self.points) + 1
+        self.size = 1
+        while self.size < regions:
+            self.size *= 2
+        self.nodes: dict[int, list[int] | tuple[int, ...]] = {}
+        for slot, lo, hi in intervals:
+            first = 0 if lo is None else 2 * at[lo[0]] + (2 if lo[1] else 1)
+            last = regions - 1 if hi is None else 2 * at[hi[0]] + (1 if hi[1] else 0)
+            left, right = first + self.size, last + self.size + 1
+            while left < right:
+                if left & 1:
+                    self.nodes.setdefault(left, []).append(slot)
+                    left += 1
+                if right & 1:
+                    right -= 1
+                    self.nodes.setdefault(right, []).append(slot)
+                left >>= 1
+                right >>= 1
+        # Tuples of integers, which the cycle collector stops tracking (lists it tracks).
+        self.nodes = {node: tuple(slots) for node, slots in self.nodes.items()}
+
+    def stab(self, key) -> list[int]:
+        points = self.points
+        k = bisect.bisect_left(points, key)
+        node = self.size + (2 * k + 1 if k < len(points) and points[k] == key else 2 * k)
+        found: list[int] = []
+        nodes = self.nodes
+        while node:
+            here = nodes.get(node)
+            if here:
+                found.extend(here)
+            node >>= 1
+        return found

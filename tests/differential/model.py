@@ -887,6 +887,63 @@ def with_other_constants(query: Query, shift: int) -> Query:
     return dataclasses.replace(query, where=mapped(query.where, change))
 
 
+# Spellings of a comparison's number in the copies `with_bounds_spelled` makes: the same value
+# as a decimal, a double, typed literals (a float, a type derived from xsd:integer), a value
+# half below it, the double 0.1 (which the data hold as a float too), NaN and the infinities.
+BOUND_SPELLINGS = (
+    lambda n: n + ".0" if "." not in n else n + "e0",
+    lambda n: n + "e0",
+    lambda n: '"%s"^^xsd:double' % n,
+    lambda n: '"%s"^^xsd:float' % n,
+    lambda n: '"%s"^^xsd:int' % n if "." not in n else '"%s"^^xsd:decimal' % n,
+    lambda n: "%g" % (float(n) - 0.5) if "." in "%g" % (float(n) - 0.5) else "%g.0" % (float(n) - 0.5),
+    lambda n: "0.1e0",
+    lambda n: '"NaN"^^xsd:double',
+    lambda n: '"INF"^^xsd:double',
+    lambda n: '"-INF"^^xsd:float',
+)
+COMPARISONS = ("<", "<=", ">", ">=", "=")
+
+
+def bound_numbers(query: Query, role: str | None = None) -> int:
+    """How many numbers the query compares with a variable (`?v > 4`, `0.25 <= ?b`), or with a
+    variable of `role`."""
+    found = []
+
+    def count(node):
+        if isinstance(node, Binary) and node.op in COMPARISONS and {type(node.left), type(node.right)} == {Var, Num} \
+                and (role is None or (node.left if isinstance(node.left, Var) else node.right).role == role):
+            found.append(node)
+        return node
+    mapped(query.where, count)
+    return len(found)
+
+
+def with_bounds_spelled(query: Query, copy: int) -> Query:
+    """The query with each number it compares with a variable spelled another way
+    (BOUND_SPELLINGS, chosen by `copy`, the comparison's place and the number): a query differing
+    from it only in such constants, the ones a group of queries applies itself
+    (endpoint/engine/sharing.py, `_Split`)."""
+    place = [0]
+
+    def change(node):
+        if isinstance(node, Binary) and node.op in COMPARISONS and {type(node.left), type(node.right)} == {Var, Num}:
+            number = node.left if isinstance(node.left, Num) else node.right
+            variable = node.left if isinstance(node.left, Var) else node.right
+            if copy == 1:
+                # The first copy compares the observations' values with 0.1, where the three
+                # orders part (a float 0.1 is above it as a double, equal to it as a float), and
+                # keeps its other numbers.
+                spell = (lambda n: "0.1") if variable.role == "v" else (lambda n: n)
+            else:
+                spell = BOUND_SPELLINGS[(3 * copy + place[0] + len(number.text)) % len(BOUND_SPELLINGS)]
+            place[0] += 1
+            spelled = Num(spell(number.text))
+            return Binary(node.op, spelled, node.right) if node.left is number else Binary(node.op, node.left, spelled)
+        return node
+    return dataclasses.replace(query, where=mapped(query.where, change))
+
+
 # -- streams and background ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class Element:

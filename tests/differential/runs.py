@@ -4,7 +4,10 @@
   registered together on one runner, each with the base a file of its own gives it, so that
   they share its RangeResults and ConstantGroups:
   the drawn query, a copy under another R2S operator (equal window blocks), and copies with
-  other constants (a group of queries differing only in constants).
+  other constants (a group of queries differing only in constants): one with every number
+  moved, and, for a query comparing numbers with a variable, BOUND_COPIES with those numbers
+  spelled other ways (decimal, double, float, typed, NaN, infinities), which the group applies
+  by its index (`_Split`, lowered to SPLIT_FROM members for the run).
 - `plain`: the drawn query alone with every optimisation off (QueryOptions.all_off: rspu_cache,
   lazy_bind, h4, fuse_rspu, incremental, share_constants all false), so it reaches no shared
   structure either.
@@ -36,7 +39,7 @@ from rspstar.translator.partition import PartitionError, PartitionKey
 from rspstar.translator.policy import PolicyError
 from test_partitions import play     # the micro-batches as Spark runs them (tests/test_partitions.py)
 
-from .model import EX, MS, T0, Case, EventQuery, Query, stream_file, with_other_constants
+from .model import EX, MS, T0, Case, EventQuery, Query, bound_numbers, stream_file, with_bounds_spelled, with_other_constants
 
 OFF = {"rspu_cache": "false", "lazy_bind": "false", "h4": "false", "fuse_rspu": "false", "incremental": "false",
        "share_constants": "false"}
@@ -48,8 +51,14 @@ FAST_PATHS = (
     "H4 in place", "fused calls", "evaluated without the rspu table", "evaluated with the rspu table",
     "rspu IRI prefixed", "rspu IRI full", "rspu IRI base-relative", "rspu IRI other prefix", "joined windows",
     "landmark rows", "landmark aggregates", "incremental ranges under entailment",
-    "constant groups under entailment", "joined windows under entailment",
+    "constant groups under entailment", "joined windows under entailment", "constant bounds",
 )
+# Copies of a query comparing numbers with a variable, those numbers spelled other ways
+# (model.with_bounds_spelled): a group of queries differing in such constants, which the optimised
+# run applies by the group's index from this many sets of constants (the engine's threshold is a
+# matter of speed, not of answers: the drawn groups are smaller).
+BOUND_COPIES = 3
+SPLIT_FROM = 2
 # The fast paths that stay on under `entailment = rdfs`, counted apart when a query has it.
 UNDER_ENTAILMENT = ("incremental ranges", "constant groups", "joined windows")
 _SPELLING = {"rspu": "rspu IRI prefixed", "full": "rspu IRI full", "base": "rspu IRI base-relative",
@@ -98,6 +107,7 @@ class Reached(collections.Counter):
         wrap(sharing.RangeResults, "get", taken("shared ranges", lambda r, *a: r is not None))
         wrap(sharing._ConstantGroup, "rows", taken("constant groups", lambda r, *a: r is not None))
         wrap(sharing._ConstantGroup, "unread", taken("constant groups", lambda r, *a: r is not None))
+        wrap(sharing._Split, "read", taken("constant bounds"))
         wrap(r2r, "_join_all", taken("joined windows"))
         wrap(r2r.LandmarkRanges, "relation", landmark)
         wrap(rewrite._Rewriter, "lazy_skips", taken("lazy binding", lambda r, *a: r))
@@ -148,6 +158,7 @@ def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reach
             run = Replay(spec) if isolated is None else IsolatedReplay(spec, Path(tmp), isolated)
         except (TranslatorError, EndpointError) as e:
             raise Refused("%s: %s" % (type(e).__name__, e)) from e
+        saved, sharing.SPLIT_FROM = sharing.SPLIT_FROM, SPLIT_FROM
         try:
             records: dict[str, list] = {qid: [] for qid in queries}
             for qid, record in run.run():
@@ -163,6 +174,7 @@ def replay(case: Case, queries: dict[str, Query], options: dict[str, str], reach
                         reached["rspu cache across evaluations"] += 1
             return records
         finally:
+            sharing.SPLIT_FROM = saved
             if isolated is not None:
                 run.engine.close()
                 run.store.close()
@@ -197,6 +209,9 @@ def optimised_queries(query: Query | EventQuery) -> dict[str, Query]:
     if query.form != "ASK" and not isinstance(query, EventQuery):
         found["copy"] = query.with_r2s({"RSTREAM": "ISTREAM", "ISTREAM": "DSTREAM", "DSTREAM": "RSTREAM"}[query.r2s])
     found["constants"] = with_other_constants(query, 1)
+    if not isinstance(query, EventQuery) and bound_numbers(query):
+        for copy in range(1, BOUND_COPIES + 1):
+            found["bounds%d" % copy] = with_bounds_spelled(query, copy)
     return found
 
 
