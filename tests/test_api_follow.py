@@ -112,7 +112,9 @@ def test_a_misspelt_option_is_a_usage_error_as_documented():
 INTERNAL = {"FeedClosed", "WorkerLost", "RefreshError", "OptimisticLoadFailed", "QueryRefused", "QueryCrashed",
             "DeliveryError", "MqttSettingsError", "IngestionError",
             # a worker's answers, read by the callers that raise the errors above in their place
-            "WorkerOverMemory", "AnswerTooLarge", "BackgroundChanged"}
+            "WorkerOverMemory", "AnswerTooLarge", "BackgroundChanged",
+            # an HTTP exchange's, read by the reload and the sink delivery (RefreshError, DeliveryError)
+            "ExchangeExpired", "ExchangeTooLarge"}
 
 
 def test_every_error_class_of_the_engine_is_exported_from_rspstar():
