@@ -195,6 +195,7 @@ class Background:
             finally:
                 with self.store.lock:
                     self.version += 1
+        self.store.flush_soon()     # a large change is flushed: views then open without replaying it
 
     def load(self, data: bytes | str, fmt: ox.RdfFormat, source: str) -> int:
         """Load background (static) data; a syntax error names the source, line and column and

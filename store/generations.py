@@ -38,7 +38,7 @@ REOPEN_SECONDS = 1.0
 # (bench/out/NOTES.md#store-reopen).
 OPEN_BYTES = 4 << 20
 # Quads written (added or removed) since the last flush past which an on-disk store is flushed
-# again, on a thread of its own: a read-only view (what a worker process reads through: every
+# again after a change of its background (flush_soon), on a thread of its own: a read-only view (what a worker process reads through: every
 # /sparql query, every isolated evaluation) replays the write-ahead log past the last flush
 # when it opens, in time growing with every quad written, and only a flush cuts it: a large
 # write and its removal made every read through a view take seconds
@@ -143,10 +143,19 @@ class Generations:
                 self._journal.append((operation, args))
             if self.path is not None:
                 self.unflushed += _weight(operation, args)
-                if self.unflushed >= FLUSH_AFTER_QUADS:
-                    if self._flusher is None:
-                        self._flusher = _Flusher(self)
-                    self._flusher.wake()
+
+    def flush_soon(self) -> None:
+        """Have the flush thread flush the store once FLUSH_AFTER_QUADS quads were written since
+        its last flush. Asked after a change of the background (a graph store write, an update,
+        a reload), not after a stream's writes: a flush makes Oxigraph compact its files
+        sooner, and a compaction removes files a worker's read-only view may be reading, which
+        a stream's micro-batches, flushed as they came, did every few seconds."""
+        with self._writing:
+            if self.path is None or self.unflushed < FLUSH_AFTER_QUADS:
+                return
+            if self._flusher is None:
+                self._flusher = _Flusher(self)
+        self._flusher.wake()
 
     def flush(self) -> bool:
         """Flush an on-disk store's writes (what a read-only view then reads without replaying

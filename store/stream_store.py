@@ -115,6 +115,10 @@ class StreamStore:
     def compactions(self) -> list[float]:
         return self.generations.compactions
 
+    def flush_soon(self) -> None:
+        """See Generations.flush_soon."""
+        self.generations.flush_soon()
+
     def write(self, operation: str, *args) -> None:
         """Every write to Oxigraph goes through here, with the lock held (see Generations)
         but for the background write of a document's parts (`_stage_parts`). On disk, once a

@@ -26,6 +26,9 @@ class StoreWriting(Protocol):
     def write(self, operation: str, *args) -> None:
         """Every write to Oxigraph, with the lock held (but for a document's parts)."""
 
+    def flush_soon(self) -> None:
+        """Flush the store's writes soon, when enough were written since the last flush."""
+
     def is_element(self, graph: str) -> bool:
         """A stream element's graph, published or staged."""
 
