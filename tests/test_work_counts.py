@@ -16,7 +16,7 @@ from rspstar.translator.partition import PartitionKey
 from rspstar.translator.temporal import format_instant
 from test_partitions import play     # the micro-batches as Spark runs them
 from work import (
-    DOORS, EX, PREFIXES, REGISTERING, STREAM, S, T0, Work, Workload, drive, elements, python_api, rows, run, trig,
+    DOORS, EX, REGISTERING, STREAM, S, T0, Work, Workload, drive, elements, python_api, rows, run, trig,
 )
 
 SOSA = "http://www.w3.org/ns/sosa/"

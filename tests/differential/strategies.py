@@ -28,7 +28,7 @@ import functools
 from hypothesis import strategies as st
 
 from .model import (
-    AGGREGATE_ALIASES, Aggregates, Background, BackgroundData, BackgroundGraph, Binary, Bind, Call, Case, ContentBlock,
+    Aggregates, Background, BackgroundData, BackgroundGraph, Binary, Bind, Call, Case, ContentBlock,
     CountWindow, Declaration, DistLit, EVENT_FUNCTIONS, EVENT_OPERATORS, Element, EventGroup, EventPattern,
     EventQuery, Exists, FACT_RECIPES, FactBlock, FactWindow, Filter, KeyTriple, LandmarkWindow, Minus, Num,
     Optional_, PairTriple, PartitionedWindow, PastWindow, Query, SPELLINGS, Strategy, SubGroup, TimeWindow,

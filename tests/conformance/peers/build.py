@@ -1234,7 +1234,6 @@ def instantiated(query: str, stream: str, count: int, every: int, base: str) -> 
 
 
 def rsp_js_corpus() -> None:
-    repo = SOURCES["rsp-js"]
     entries = collect("rsp-js", ["README.md", "src/rsp.test.ts", "src/rspql.test.ts"], template_queries)
     for e in entries:
         e.also = [a for a in e.also]
@@ -1307,7 +1306,7 @@ def kolibrie_corpus() -> None:
         adapted = Entry("kolibrie", e.name, e.path, changed, lines=e.lines)
         adapted.changes = ["`PREFIX : <http://test/>` declared (Kolibrie reads `:w` undeclared)",
                            "`ON ?stream` written `ON :stream` (Kolibrie reads a variable stream as any stream it is fed)"]
-        found = data_case(adapted, {"http://test/stream": elements}, len(letters) + 2, (
+        data_case(adapted, {"http://test/stream": elements}, len(letters) + 2, (
             "The test's own (kolibrie/tests/rsp_engine_test.rs, `%s`): subject%s `a <http://test/%s>` added at ts = "
             "1 to %d (ticks, read as milliseconds: `[RANGE 3 STEP 1]` is bare integers, spec 6.15). Kolibrie fires "
             "a window when an element arrives past its close, from the first element on, so its first window holds "
