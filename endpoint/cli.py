@@ -139,7 +139,7 @@ def cmd_replay(args) -> int:
     if args.out_dir:
         _write_all_atomically(Path(args.out_dir), ids, replay.run())
     else:
-        lines = (json.dumps(record, sort_keys=True) + "\n" for _, record in replay.run())
+        lines = (_RECORD_JSON.encode(record) + "\n" for _, record in replay.run())
         if args.out:
             _write_atomically(Path(args.out), lines)
         else:
@@ -162,6 +162,10 @@ def _fails(text: str, error: QuerySyntaxError, options: QueryOptions, base: str,
     return False
 
 
+# A record's JSON line, keys sorted (one encoder for every line, not one made per line).
+_RECORD_JSON = json.JSONEncoder(sort_keys=True)
+
+
 def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
     """One <id>.jsonl per query in `directory`, all or none (each written beside its final
     name, renamed into place once the whole replay has run)."""
@@ -172,7 +176,7 @@ def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
         temporary[query_id], outs[query_id] = Path(name), os.fdopen(fd, "w", encoding="utf-8")
     try:
         for query_id, record in records:
-            outs[query_id].write(json.dumps(record, sort_keys=True) + "\n")
+            outs[query_id].write(_RECORD_JSON.encode(record) + "\n")
         for out in outs.values():
             out.close()
         for query_id, tmp in temporary.items():

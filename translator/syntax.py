@@ -304,7 +304,7 @@ def resolve_iri(text: str, kind: str, prefixes: dict[str, str], base: str | None
         iri = text[1:-1]
         return resolve_reference(base, iri) if base and not is_absolute_iri(iri) else iri
     prefix, _, local = text.partition(":")
-    return prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)
+    return prefixes[prefix] + (re.sub(r"\\(.)", r"\1", local) if "\\" in local else local)
 
 
 def resolve_reference(base: str, reference: str) -> str:

@@ -153,6 +153,8 @@ class RegisteredQuery:
         self.scope = scope if scope is not None else EvaluationScope(EvaluationLimits())
         self.clock = clock
         self.query = query
+        # Its input streams, read at every instant and every publication: worked out once.
+        self.streams = tuple(query.streams)
         self.evaluator = evaluator
         self.url_sinks = url_sinks
         self.history = history
@@ -313,7 +315,7 @@ class RegisteredQuery:
         if self.evaluated is None or self.partitioned:
             return
         instant, bound = self.evaluated
-        if earliest >= bound or stream not in self.query.streams:
+        if earliest >= bound or stream not in self.streams:
             return
         late = sum(1 for t in timestamps if t < bound)
         with self.late_lock:
