@@ -96,6 +96,19 @@ def _base_described(query, given: str | None) -> dict:
 
 
 def cmd_replay(args) -> int:
+    # The command's modules, and what the replay sets up (its queries, their groups, the store),
+    # live to its end: Python's full collections would otherwise scan them again and again as a
+    # thousand queries are compiled and while the windows run. Frozen out of the collector's
+    # sight (twice: before compiling, and once set up) until the replay ends, then given back
+    # (a caller in the same process, a test, has its garbage collected as before).
+    gc.freeze()
+    try:
+        return _replay(args)
+    finally:
+        gc.unfreeze()
+
+
+def _replay(args) -> int:
     files = [Path(q) for q in args.query]
     ids = [f.stem for f in files]
     if len(files) > 1 and not args.out_dir:
@@ -129,9 +142,6 @@ def cmd_replay(args) -> int:
             raise
         print("%s:%d:%d: %s" % (file, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
-    # What the replay set up (its queries, their groups, the store) lives to the command's end:
-    # Python's full collections would otherwise scan it again and again while the windows run,
-    # a thousand queries' objects each time.
     gc.freeze()
     for query_id, file in zip(ids, files):
         for warning in replay.queries[query_id].warnings:

@@ -268,6 +268,8 @@ class RangeRows:
         """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
         (so each later window is a run of whole ranges), in the window opening at
         `window_opens`."""
+        if opens >= closes:
+            return []
         window = self.compiled.query.windows[self.window]
         cuts = {opens, closes}
         for shift in (0, window.range):
