@@ -92,6 +92,10 @@ class Tokens(Sequence):
             return [_new(Token, row) for row in self._rows[k]]
         return _new(Token, self._rows[k])
 
+    def words(self) -> set[str]:
+        """The words (NAME tokens) of the text, upper case: read from the rows, no Token made."""
+        return {text.upper() for kind, text, _, _ in self._rows if kind == NAME}
+
 
 class SourceText:
     """The query text with offset -> (line, column) conversion."""

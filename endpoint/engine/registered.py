@@ -279,7 +279,7 @@ class RegisteredQuery:
         latency = self.clock.now() - instant        # close to result, in clock time
         # A close the engine was not running for (a restart catching up): not its latency.
         self.status.emitted(evaluation.seconds, evaluation.results(), latency, caught_up=instant <= self.started)
-        record = dict(evaluation.record(), trigger=trigger, latency_ms=round(latency / 1000, 1))
+        record = evaluation.record(trigger=trigger, latency_ms=round(latency / 1000, 1))
         result = Result(instant, record, evaluation.triples, next_close)
         for sink in self.sinks:
             sink.accept(result)
