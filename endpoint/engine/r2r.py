@@ -198,6 +198,8 @@ class RangeRows:
                  groups: ConstantGroups | None, share_constants: bool):
         self.compiled = compiled
         self.window = window
+        # Its window, as its query declares it (read at every evaluation).
+        self._declared = compiled.query.windows[window]
         self.shared = shared
         self._ranges: list[_Range] = []
         self._late_seen: int | None = None
@@ -215,7 +217,7 @@ class RangeRows:
 
     @property
     def stream(self) -> str:
-        return self.compiled.query.windows[self.window].stream
+        return self._declared.stream
 
     def _join_group(self, groups: ConstantGroups | None):
         """The group of queries differing from this one only in constants, when it has such
@@ -270,7 +272,7 @@ class RangeRows:
         `window_opens`."""
         if opens >= closes:
             return []
-        window = self.compiled.query.windows[self.window]
+        window = self._declared
         cuts = {opens, closes}
         for shift in (0, window.range):
             # Closes lie on start + range + k * step; opens `range` before them.
