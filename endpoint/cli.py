@@ -221,7 +221,7 @@ def cmd_check(args) -> int:
         "report": policy.describe(),
         "policy": policy.show(),
         "normalised": query.normalised,
-        "readings": query.readings,
+        "readings": options.readings(query),
         "warnings": query.warnings + ([NEVER_EVALUATED] if policy.never_reports else []),
         **_base_described(query, given_base),
     }

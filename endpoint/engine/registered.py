@@ -343,7 +343,7 @@ class RegisteredQuery:
             "report": self.evaluator.policy.describe(), "policy": self.evaluator.policy.show(),
             "variables": None if self.query.variables is None else list(self.query.variables),
             "dialect": self.query.dialect, "translation": self.query.translation,
-            "normalised": self.query.normalised, "readings": self.query.readings, "warnings": self.query.warnings,
+            "normalised": self.query.normalised, "readings": self.evaluator.options.readings(self.query), "warnings": self.query.warnings,
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
                            isolated=self.scope.isolated(), probation=self.scope.on_probation(),
                            **self.history.describe()),
