@@ -51,6 +51,8 @@ _STRING_RES = [
 _PUNCTS = ["<<(", ")>>", "<<", ">>", "{|", "|}", "^^", "||", "&&", "!=", "<=", ">=",
            "{", "}", "(", ")", "[", "]", ",", ";", ".", "=", "<", ">", "!", "*", "/",
            "+", "-", "^", "|", "?", "~"]
+# The same, tried in that order in one match.
+_PUNCT_RE = re.compile("|".join(map(re.escape, _PUNCTS)))
 
 
 class Token(NamedTuple):
@@ -218,13 +220,11 @@ def tokenize(source: SourceText) -> list[Token]:
         if m is None and (c.isalpha() or c == "_"):
             m, kind = _NAME_RE.match(text, i), NAME
         if m is None:
-            for p in _PUNCTS:
-                if text.startswith(p, i):
-                    tokens.append(Token(PUNCT, p, i, i + len(p)))
-                    i += len(p)
-                    break
-            else:
+            pm = _PUNCT_RE.match(text, i)
+            if pm is None:
                 raise source.error("unexpected character %r" % c, i)
+            tokens.append(Token(PUNCT, pm.group(), i, pm.end()))
+            i = pm.end()
             continue
         tokens.append(Token(kind, m.group(0), i, m.end()))
         i = m.end()
