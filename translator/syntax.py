@@ -240,8 +240,8 @@ class ParsedBody:
         return resolve_iri(self.tokens[token_index].text, self.tokens[token_index].kind, self.prefixes, self.base)
 
     def calls_rspu(self) -> bool:
-        """Whether the query calls an rspu: function anywhere."""
-        return calls_rspu(self.tokens, 0, len(self.tokens), self.resolve)
+        """Whether the query calls an rspu: function anywhere (a text without `(` calls none)."""
+        return "(" in self.source.text and calls_rspu(self.tokens, 0, len(self.tokens), self.resolve)
 
 
 def calls_rspu(tokens: Sequence[Token], start: int, end: int, resolve) -> bool:
