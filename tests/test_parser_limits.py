@@ -577,3 +577,43 @@ def test_the_rdf_check_cuts_every_text_into_the_tokens_the_plain_pattern_does(te
     assert [m.span() for m in nesting._TOKEN.finditer(text)] == [m.span() for m in plain.finditer(text)]
     data = text.encode()
     assert nesting._TOKEN_BYTES.findall(data) == re.compile(_CLASSES_PATTERN.encode(), re.S).findall(data)
+
+
+# Pieces of SPARQL without `(`: every bracket, chaining keyword, separator and path operator the
+# walk charges, and terms that cost nothing outside a collection.
+_PLAIN_PIECES = ["{", "}", "[", "]", "<<", ">>", "{|", "|}", ")", ")>>", " UNION ", " union ", " OPTIONAL ",
+                 " optional ", " FILTER ", " GRAPH ", " MINUS ", " VALUES ", " BIND ", " SERVICE ", " WINDOW ",
+                 " INSERT ", " DELETE ", " DATA ", " WHERE ", " CONSTRUCT ", ".", ";", ",", "/", "|", "^", "*",
+                 "+", "?", "!", "-", "&&", "||", "!=", "<=", " ?x ", " $y ", " ex:p ", " <http://e/a.b> ", ' "s" ',
+                 " 1 ", " -1.5 ", " a ", "#c\n", " < ", " @en ", "^^"]
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_PLAIN_PIECES), max_size=400), st.integers(1, 60), st.integers(1 << 10, 1 << 19),
+       st.integers(0, 1 << 12))
+def test_a_text_the_counts_let_through_is_within_every_bound_the_walk_checks(pieces, limit, budget, planning_budget):
+    # The counts are a fast path past the walk: what they let through, the walk would have too.
+    from rspstar.translator import nesting
+    text = "".join(pieces)
+    if not nesting.within_on_counts(text, limit, budget, planning_budget):
+        return
+    planned = [0]
+    cost = nesting._sparql_cost(text, limit, budget, planning_budget, planned)     # refuses nothing
+    assert cost <= budget and planned[0] <= planning_budget
+
+
+def test_a_query_without_brackets_of_expressions_is_checked_on_counts_without_walking_its_tokens(monkeypatch):
+    from rspstar.translator import nesting
+    from rspstar.translator.validate import compile_query
+    walked = []
+    walk = nesting._sparql_cost
+    monkeypatch.setattr(nesting, "_sparql_cost", lambda text, *args: walked.append(text) or walk(text, *args))
+    plain = """PREFIX ex: <http://example.org/>
+SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT2S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:sensor ex:s1 ; ex:value ?v } } }"""
+    compile_query(plain)            # its text and its rewrite, both on counts
+    assert walked == []
+    compile_query(plain.replace("?v } }", "?v FILTER(?v > 1) } }"))
+    assert len(walked) == 2         # with an expression, both walked as before
+    with pytest.raises(QuerySyntaxError):
+        check_nesting("{" * (MAX_NESTING + 1), language="sparql")    # past the limit: walked, refused where

@@ -47,6 +47,21 @@ def test_queries_watching_one_sensor_each_cost_one_querys_evaluations_through_ev
     assert many.oxigraph == one.oxigraph == one.evaluations
 
 
+@pytest.mark.parametrize("door", DOORS)
+def test_a_query_of_a_group_is_rewritten_once_and_asks_its_next_instant_once_an_evaluation_through_every_door(
+        door, tmp_path):
+    one_records, one = run(door, Workload(sensor_queries(1), elements()), tmp_path / "one")
+    many_records, many = run(door, Workload(sensor_queries(10), elements()), tmp_path / "many")
+    assert len(many_records) == 10 and all(len(r) == CLOSES for r in many_records.values())
+    # Each further query is rewritten once, to be checked (its warnings read that rewrite): the
+    # group's query serves its evaluations, and its ranges are keyed by its group and constants,
+    # not by a text of its own (three rewrites a query before).
+    assert many.templates - one.templates == 9
+    # Its window's next instant is worked out about once per evaluation, not once for each time
+    # a run, its record and its status ask (eight times an evaluation before).
+    assert many.instants_asked <= 10 * (CLOSES + 2) and one.instants_asked <= CLOSES + 2
+
+
 RELATIVE = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
 SELECT ?o ?v
 FROM NAMED WINDOW <http://example.org/w> ON <http://example.org/stream> [RANGE PT10S STEP PT2S]

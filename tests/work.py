@@ -32,6 +32,8 @@ from rspstar.endpoint.config import load_config, register_configured
 from rspstar.endpoint.engine.runner import Runner
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.store.stream_store import StreamStore
+from rspstar.translator.rewrite import _Rewriter
+from rspstar.translator.windows import Progression
 from rspstar.translator.temporal import format_instant, parse_instant
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
@@ -56,6 +58,8 @@ class Work:
     # The most rows a table of constants (translator/constants.py) had in a query the store ran:
     # a group's query joins each of its rows with every solution of its pattern.
     table_rows: int = 0
+    templates: int = 0              # queries rewritten into templates (translator/rewrite.py)
+    instants_asked: int = 0         # a window progression asked for its next instant
 
     @contextlib.contextmanager
     def counting(self):
@@ -84,7 +88,15 @@ class Work:
             if table is not None:
                 self.table_rows = max(self.table_rows, len(_TABLE_ROW.findall(table.group(1))))
 
+        def rewritten(*args, **kwargs):
+            self.templates += 1
+
+        def asked(*args, **kwargs):
+            self.instants_asked += 1
+
         wrap(StreamStore, "evaluate", before=evaluated)
+        wrap(_Rewriter, "run", before=rewritten)
+        wrap(Progression, "next", before=asked)
         wrap(StreamStore, "query", before=queried)
         wrap(Runner, "register", after=self.registered.append)
         try:

@@ -7,7 +7,7 @@ rules checked. What is refused raises a TranslatorError naming what and where; n
 registered."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable, Protocol
 
 from .errors import TranslatorError
@@ -65,7 +65,6 @@ def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | No
     query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start,
                                                                 base=options.base, streams=options.streams)
     query = with_option_warnings(query, options)
-    query = replace(query, readings=options.readings(query))
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed, options.base)
     policy = report_policy(query, options.report)

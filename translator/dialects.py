@@ -34,7 +34,7 @@ from .errors import PositionedError, QuerySyntaxError, TemporalValueError
 from .model import ContinuousQuery
 from .temporal import format_duration, format_instant, parse_instant
 from .parser import PrologueReader
-from .ep_sparql import is_match_function, is_operator_between_groups, translate_events
+from .ep_sparql import MATCH_FUNCTIONS, OPERATORS, is_match_function, is_operator_between_groups, translate_events
 from .tokens import EOF, IRI, NAME, NUMBER, PNAME, VAR, SourceText, Token, tokenize
 from .vocabulary import PROV_GENERATED_AT_TIME
 
@@ -143,8 +143,11 @@ def detect(text: str, tokens: list | None = None) -> str:
         elif tok.is_punct("}"):
             depth -= 1
         else:
-            scan = Scan(tokens, k, depth)
+            word, scan = tok.text.upper() if tok.kind == NAME else None, None
             for reader in ordered:
+                if reader.signals is not None and word not in reader.signals:
+                    continue
+                scan = scan or Scan(tokens, k, depth)
                 if reader.recognizes(scan):
                     return reader.dialect
     return RspQl.dialect
@@ -200,6 +203,9 @@ class Dialect(PrologueReader):
     # How `detect` recognizes a text in this language: at each token in turn, the dialects are
     # asked in the order of their precedence (lowest first) whether the token is theirs.
     precedence = 100
+    # The words (upper case) of the tokens at which `recognizes` may hold: detect asks at no
+    # other token (None: at every token).
+    signals: frozenset[str] | None = None
     # (language, hint) where FROM STREAM is not the language's (None: it declares a window).
     from_stream: tuple[str, str] | None = None
     # The word a window's slide is written with in this language, and the ones read as it.
@@ -473,6 +479,7 @@ class RspQl(Dialect):
     language = "RSP-QL*"
     native = True
     precedence = 0
+    signals = frozenset({"WINDOW"})
 
     @classmethod
     def recognizes(cls, scan):
@@ -487,6 +494,7 @@ class CSparql(Dialect):
     upper_closed = True
     option_defaults = {"window_default_graph": "union"}
     precedence = 50     # FROM STREAM <s> [ ... ] that SPARQLstream does not take as its own
+    signals = frozenset({"STREAM"})
 
     @classmethod
     def recognizes(cls, scan):
@@ -564,6 +572,7 @@ class Cqels(Dialect):
     named_keep_default = True
     from_stream = ("CQELS-QL", " (CQELS-QL reads a stream with STREAM <s> [RANGE ...] { ... } inside WHERE)")
     precedence = 20
+    signals = frozenset({"STREAM"})
 
     @classmethod
     def recognizes(cls, scan):
@@ -631,6 +640,7 @@ class StreamingSparql(Dialect):
     language = "Streaming SPARQL"
     option_defaults = {"window_default_graph": "union"}
     precedence = 30
+    signals = frozenset({"STREAM"})
 
     @classmethod
     def recognizes(cls, scan):
@@ -730,6 +740,7 @@ class SparqlStream(Dialect):
     upper_closed = True
     option_defaults = {"window_default_graph": "union"}
     precedence = 40
+    signals = frozenset({"STREAM"})
 
     @classmethod
     def recognizes(cls, scan):
@@ -833,6 +844,7 @@ class EpSparql(Dialect):
     section = "6.12"
     report = "content-change"
     precedence = 10
+    signals = frozenset(OPERATORS) | frozenset(name.upper() for name in MATCH_FUNCTIONS)
     # Its translation reads events through GRAPH patterns and element times through WINDOW
     # blocks over timestamp triples alone (spec 6.12), never a window's merged content.
     option_defaults = {"window_default_graph": "timestamps"}

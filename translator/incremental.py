@@ -113,7 +113,7 @@ def landmark_window(query: ContinuousQuery) -> tuple[Landmark | None, str]:
         return None, why
     body = query.body
     tokens = body.tokens
-    varying = sorted({t.text.upper() for t in tokens if t.kind == NAME} & _PER_EVALUATION)
+    varying = sorted(tokens.words() & _PER_EVALUATION)
     if varying:
         return None, "%s() differs between evaluations" % varying[0]
     if not _combining(body):
@@ -241,7 +241,7 @@ def _combining(body) -> str:
     that differs between evaluations, duplicates removed, aggregates, solution modifiers), or
     "" when they are."""
     tokens = body.tokens
-    varying = sorted({t.text.upper() for t in tokens if t.kind == NAME} & _PER_EVALUATION)
+    varying = sorted(tokens.words() & _PER_EVALUATION)
     if varying:
         return "%s() differs between evaluations" % varying[0]
     head = _words(body.form_head, tokens)

@@ -66,8 +66,6 @@ class ContinuousQuery:
     # its line and column in the user's text.
     normalised: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    # What each WINDOW block reads and why (spec 6.15), under the options it was admitted with.
-    readings: list[str] = field(default_factory=list)
     # CQELS-QL: FROM NAMED graphs name the background graphs GRAPH ranges over and leave the
     # default graph the background's (CQELS reads its default dataset whatever a query names).
     named_keep_default: bool = False

@@ -132,12 +132,43 @@ def check_nesting(text: str | bytes, limit: int = MAX_NESTING, language: str = "
     and chained past `budget` bytes of stack, with its line and column (for bytes, the column
     counts bytes)."""
     if language == "sparql":
-        _sparql_cost(text.decode("utf-8", "replace") if isinstance(text, bytes) else text, limit, budget,
-                     PLANNING_BUDGET)
+        text = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        if not within_on_counts(text, limit, budget, PLANNING_BUDGET):
+            _sparql_cost(text, limit, budget, PLANNING_BUDGET)
     elif language == "xml":
         _check_xml(text.decode("utf-8", "replace") if isinstance(text, bytes) else text, limit)
     else:
         _check_brackets(text, limit)
+
+
+# A SPARQL text without `(` has no expression, call nor collection: a word, variable, number or
+# string costs nothing in it, a bracket at most its opening beside others, and anything chained
+# at most what a triple pattern, a path operator or a keyword chains. So its costliest path is at
+# most the sum of those bounds over its brackets and chaining tokens, counted as characters (a
+# token of each holds at least one of them) and as words, overcounted in IRIs, strings and
+# comments but counted in C.
+_MOST_OPENING = COSTS["sibling"] + max(COSTS[k] for k in ("group", "blank node", "reifier", "annotation",
+                                                          "data bracket"))
+_MOST_CHAINED = max(COSTS[k] for k in ("triple", "path", "logic", "keyword", "union", "filter"))
+_CHAINING_MARKS = ".;,!|/^*+?-&"
+_CHAINING_WORDS = tuple(word.lower() for word in _CHAINING)
+
+
+def within_on_counts(text: str, limit: int, budget: int, planning_budget: int) -> bool:
+    """Whether a SPARQL text without `(` is within `limit`, `budget` and `planning_budget`
+    whatever its tokens, on the bounds above (False: it is to be walked token by token). The
+    OPTIONALs of a text with n of them cost its planner at most n * 2**n."""
+    if "(" in text or not text.isascii():    # (outside ASCII, case-insensitive words are not only
+        return False                        # those `lower` finds: the walk reads them)
+    opens = text.count("{") + text.count("[") + text.count("<<")
+    if opens > limit:
+        return False
+    lower = text.lower()
+    optionals = lower.count("optional")
+    if optionals * (1 << min(optionals, 62)) > planning_budget:
+        return False
+    chained = sum(map(text.count, _CHAINING_MARKS)) + sum(map(lower.count, _CHAINING_WORDS))
+    return opens * _MOST_OPENING + chained * _MOST_CHAINED <= budget
 
 
 def stack_cost(text: str) -> int:

@@ -263,6 +263,9 @@ class _Parser(PrologueReader):
     def refuse_tef_sparql(self) -> None:
         """TEF-SPARQL's `CONSTRUCT FACT` and `WHERE (CURRENT ...)` (seed 004 Q9) are refused
         with the fact window that says the same (spec §6.13)."""
+        upper = self.source.text.upper()        # (a word's upper case is in its text's)
+        if "FACT" not in upper and "CURRENT" not in upper:
+            return
         for k, tok in enumerate(self.tokens[:-1]):
             after = self.tokens[k + 1]
             if (tok.is_keyword("CONSTRUCT") and after.is_keyword("FACT")) or (tok.is_punct("(") and after.is_keyword("CURRENT")):

@@ -209,6 +209,9 @@ class ReportPolicy:
         # Whether some instants are only a window's candidates, closes where its content changed
         # there (a fact window without STEP): the engine's S2R asks the contents.
         self.changes = any(source.changes for term in terms for source in term.data)
+        # Whether an evaluation waits until its streams are complete past its instant
+        # (`complete_through`, asked before every evaluation).
+        self._past_instant = self.content_change or any(w.waits_past_close for w in self.windows)
 
     def _instants_of(self, query: ContinuousQuery, strategy: Strategy, by_iri: dict[str, Window]) -> list[Term]:
         """The instants one strategy gives, as a union of terms."""
@@ -268,8 +271,7 @@ class ReportPolicy:
         """The watermark every input stream must reach before the evaluation at `instant`:
         a window that holds elements at its close instant (count windows, upper-closed
         bounds, content change) waits until the stream is complete past it."""
-        exact = self.content_change or any(w.waits_past_close for w in self.windows)
-        return instant + 1 if exact else instant
+        return instant + 1 if self._past_instant else instant
 
     def rate(self) -> float:
         """Evaluations per second the policy asks for whatever the data: count windows and

@@ -240,8 +240,8 @@ class ParsedBody:
         return resolve_iri(self.tokens[token_index].text, self.tokens[token_index].kind, self.prefixes, self.base)
 
     def calls_rspu(self) -> bool:
-        """Whether the query calls an rspu: function anywhere."""
-        return calls_rspu(self.tokens, 0, len(self.tokens), self.resolve)
+        """Whether the query calls an rspu: function anywhere (a text without `(` calls none)."""
+        return "(" in self.source.text and calls_rspu(self.tokens, 0, len(self.tokens), self.resolve)
 
 
 def calls_rspu(tokens: Sequence[Token], start: int, end: int, resolve) -> bool:
@@ -304,7 +304,7 @@ def resolve_iri(text: str, kind: str, prefixes: dict[str, str], base: str | None
         iri = text[1:-1]
         return resolve_reference(base, iri) if base and not is_absolute_iri(iri) else iri
     prefix, _, local = text.partition(":")
-    return prefixes[prefix] + re.sub(r"\\(.)", r"\1", local)
+    return prefixes[prefix] + (re.sub(r"\\(.)", r"\1", local) if "\\" in local else local)
 
 
 def resolve_reference(base: str, reference: str) -> str:

@@ -51,6 +51,8 @@ _STRING_RES = [
 _PUNCTS = ["<<(", ")>>", "<<", ">>", "{|", "|}", "^^", "||", "&&", "!=", "<=", ">=",
            "{", "}", "(", ")", "[", "]", ",", ";", ".", "=", "<", ">", "!", "*", "/",
            "+", "-", "^", "|", "?", "~"]
+# The same, tried in that order in one match.
+_PUNCT_RE = re.compile("|".join(map(re.escape, _PUNCTS)))
 
 
 class Token(NamedTuple):
@@ -91,6 +93,10 @@ class Tokens(Sequence):
         if isinstance(k, slice):
             return [_new(Token, row) for row in self._rows[k]]
         return _new(Token, self._rows[k])
+
+    def words(self) -> set[str]:
+        """The words (NAME tokens) of the text, upper case: read from the rows, no Token made."""
+        return {text.upper() for kind, text, _, _ in self._rows if kind == NAME}
 
 
 class SourceText:
@@ -214,13 +220,11 @@ def tokenize(source: SourceText) -> list[Token]:
         if m is None and (c.isalpha() or c == "_"):
             m, kind = _NAME_RE.match(text, i), NAME
         if m is None:
-            for p in _PUNCTS:
-                if text.startswith(p, i):
-                    tokens.append(Token(PUNCT, p, i, i + len(p)))
-                    i += len(p)
-                    break
-            else:
+            pm = _PUNCT_RE.match(text, i)
+            if pm is None:
                 raise source.error("unexpected character %r" % c, i)
+            tokens.append(Token(PUNCT, pm.group(), i, pm.end()))
+            i = pm.end()
             continue
         tokens.append(Token(kind, m.group(0), i, m.end()))
         i = m.end()

@@ -13,7 +13,7 @@ from .facts import GRAPHS, constants_query, match_query
 from .model import ContinuousQuery, FactWindow, QueryForm
 from .nesting import REWRITE_ALLOWANCE, STACK_BUDGET, check_nesting
 from .parser import parse_query
-from .rewrite import RewriteOptions, RewrittenQuery, rewrite
+from .rewrite import RewriteOptions, RewrittenQuery, Template, compile_template
 from .namespaces import RSPU
 from .syntax import (
     Bind, Expression, Filter, GraphPattern, Group, Keyworded, ParsedBody, Span, SubSelect, UnionPattern, nested_groups,
@@ -93,21 +93,23 @@ def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str 
     tokens = tokenize(SourceText(text)) if dialect is None else None
     translation = translate(text, dialect, start, base, streams, tokens)
     if translation is None:     # compile_query checked the text's nesting
-        query = _compile(text, functions, base, tokens, nesting_checked=True)
+        query, checked = _compile(text, functions, base, tokens, nesting_checked=True)
     else:
         try:
-            query = translation.apply(_compile(translation.text, functions, base), text)
+            query, checked = translation.apply(_compile(translation.text, functions, base)[0], text), None
         except QuerySyntaxError as e:
             raise translation.locate(e) from None
-    query.warnings = query_warnings(text, tokens) + option_warnings(query, QueryOptions())
+    query.warnings = query_warnings(text, tokens) + option_warnings(query, QueryOptions(), checked)
     return query
 
 
-def option_warnings(query: ContinuousQuery, options: "QueryOptions") -> list[str]:
+def option_warnings(query: ContinuousQuery, options: "QueryOptions", checked: Template | None = None) -> list[str]:
     """The warnings that depend on how the query is read under these options: its WINDOW blocks'
-    triple patterns that can never match (spec 6.15)."""
+    triple patterns that can never match (spec 6.15). `checked`: the query's template under
+    _CHECKED, which compiling it made (read again rather than compiled twice)."""
     union, why = options.window_content(query)
-    return reading_warnings(query, RewriteOptions(lazy_bind=False, h4=False, window_union=union), why)
+    reading = RewriteOptions(lazy_bind=False, h4=False, window_union=union)
+    return reading_warnings(query, reading, why, checked if reading == _CHECKED else None)
 
 
 def with_option_warnings(query: ContinuousQuery, options: "QueryOptions") -> ContinuousQuery:
@@ -162,18 +164,24 @@ def check_grouping(query: ContinuousQuery) -> None:
                                    *body.source.position(tok.offset))
 
 
+# The rewrite a query is checked under (its windows empty, no optimisation), which is also
+# what its default reading's warnings read.
+_CHECKED = RewriteOptions(lazy_bind=False, h4=False)
+
+
 def _compile(text: str, functions: FunctionLibrary | None, base: str | None,
-             tokens: list | None = None, nesting_checked: bool = False) -> ContinuousQuery:
+             tokens: list | None = None, nesting_checked: bool = False) -> tuple[ContinuousQuery, Template]:
+    """The query, checked, and its template under _CHECKED."""
     query = parse_query(text, base, tokens, nesting_checked)
     check_grouping(query)
     functions = functions or FunctionLibrary()
-    rewritten = rewrite(query, {w: [] for w in query.windows}, [], RewriteOptions(lazy_bind=False, h4=False))
-    check_with_oxigraph(query, rewritten, functions)
+    template = compile_template(query, _CHECKED)
+    check_with_oxigraph(query, template.instantiate({w: [] for w in query.windows}, []), functions)
     check_calls(query.body, functions)
     for window in query.windows.values():
         if window.reads_facts:
             check_fact_window(window)
-    return query
+    return query, template
 
 
 def check_fact_window(window: FactWindow) -> None:

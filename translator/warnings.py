@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 
 from .model import ContinuousQuery
-from .rewrite import RewriteOptions, compile_template
+from .rewrite import RewriteOptions, Template, compile_template
 from .syntax import Expression, GraphPattern, Group, SubSelect, TriplesBlock, nested_groups
 from .tokens import EOF, VAR, SourceText, Token, tokenize
 from .vocabulary import PROV_GENERATED_AT_TIME
@@ -32,13 +32,15 @@ def _short(iri: str) -> str:
     return "<%s>" % iri
 
 
-def reading_warnings(query: ContinuousQuery, options: RewriteOptions, forced_by: str = "") -> list[str]:
+def reading_warnings(query: ContinuousQuery, options: RewriteOptions, forced_by: str = "",
+                     template: Template | None = None) -> list[str]:
     """A warning for each triple pattern of a WINDOW block read against its elements' timestamp
     triples (section 3's reading: the block holds a GRAPH pattern, or `forced_by` says what
-    forces it) whose constant predicate is not the timestamp predicate: it never matches."""
+    forces it) whose constant predicate is not the timestamp predicate: it never matches.
+    `template`: the query compiled under `options` already, when the caller has it."""
     if query.body is None or not query.windows:
         return []
-    template = compile_template(query, options)
+    template = template or compile_template(query, options)
     where = " (in the RSP-QL* translation)" if query.translation is not None else ""
     found: dict[tuple[int, str], list[str]] = {}
     for offset, window, predicate in template.unmatchable:

@@ -47,8 +47,8 @@ class Evaluation:
         """How many results it emitted: rows, or one answer."""
         return len(self.rows) if self.boolean is None else 1
 
-    def record(self) -> dict:
-        """The conformance JSON line (tests/conformance/README.md)."""
+    def record(self, **live) -> dict:
+        """The conformance JSON line (tests/conformance/README.md), and `live`'s keys after it."""
         line: dict = {
             "time": format_instant(self.time),
             "windows": {w: [format_instant(lo), format_instant(hi)] for w, (lo, hi) in self.windows.items()},
@@ -59,6 +59,8 @@ class Evaluation:
             line["triples"] = self.rows
         else:
             line["boolean"] = self.boolean
+        if live:
+            line.update(live)
         return line
 
 

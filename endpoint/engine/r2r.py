@@ -132,14 +132,11 @@ class Compiled:
             self._block_text = self.template().show()
         return self._block_text
 
-    def let_go_of_syntax_tree(self, keep_block_text: bool) -> None:
+    def let_go_of_syntax_tree(self) -> None:
         """Keep the query without its syntax tree: about forty objects that Python's full
         collections would scan in each of a thousand members of a group, holding every thread
-        meanwhile. What evaluations read of it is kept (the text shared ranges' rows depend on,
-        when `keep_block_text`); its template, needed when it evaluates alone, is compiled from
-        the text parsed again."""
-        if keep_block_text:
-            self.block_text()
+        meanwhile. Its template, needed when it evaluates alone, is compiled from the text
+        parsed again (a member's group, not its text, keys the rows it shares)."""
         self._templates.clear()
         self._parsed_from = self.query.body.source.text
         self.query = replace(self.query, body=None)
@@ -201,12 +198,14 @@ class RangeRows:
                  groups: ConstantGroups | None, share_constants: bool):
         self.compiled = compiled
         self.window = window
+        # Its window, as its query declares it (read at every evaluation).
+        self._declared = compiled.query.windows[window]
         self.shared = shared
         self._ranges: list[_Range] = []
         self._late_seen: int | None = None
         self.group = self._join_group(groups) if share_constants else None
-        if self.group is not None:
-            compiled.let_go_of_syntax_tree(keep_block_text=shared is not None)
+        if self.group is not None:      # (its group says what its ranges' rows depend on)
+            compiled.let_go_of_syntax_tree()
 
     @property
     def store(self) -> StreamStore:
@@ -218,7 +217,7 @@ class RangeRows:
 
     @property
     def stream(self) -> str:
-        return self.compiled.query.windows[self.window].stream
+        return self._declared.stream
 
     def _join_group(self, groups: ConstantGroups | None):
         """The group of queries differing from this one only in constants, when it has such
@@ -271,7 +270,9 @@ class RangeRows:
         """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
         (so each later window is a run of whole ranges), in the window opening at
         `window_opens`."""
-        window = self.compiled.query.windows[self.window]
+        if opens >= closes:
+            return []
+        window = self._declared
         cuts = {opens, closes}
         for shift in (0, window.range):
             # Closes lie on start + range + k * step; opens `range` before them.
@@ -282,12 +283,18 @@ class RangeRows:
                 x += window.step
         edges = sorted(c for c in cuts if opens <= c <= closes)
         ranges = []
-        block = self.compiled.block_text() if self.shared is not None else None
+        block = None if self.shared is None else \
+            self.group.identity(self) if self.group is not None else self.compiled.block_text()
         for lo, hi in zip(edges, edges[1:]):
             key = (block, stream, lo, hi, self._late_seen)
+            # Rows another member of the group evaluated for this one come first, and are not
+            # kept for equal queries: the group gives them to its members with equal constants
+            # too, and a thousand members' rows would push the shared ranges out.
+            found = self.group.unread(self, key[1:]) if self.group is not None else None
+            if found is not None:
+                ranges.append(_Range(lo, hi, *found))
+                continue
             found = self.shared.get(key) if block is not None else None
-            if found is None and self.group is not None:
-                found = self.group.unread(self, (stream, lo, hi, self._late_seen))
             if found is None:
                 elements = self.store.elements_in(stream, lo, hi)
                 rows = None if elements else []

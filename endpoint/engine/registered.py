@@ -153,6 +153,8 @@ class RegisteredQuery:
         self.scope = scope if scope is not None else EvaluationScope(EvaluationLimits())
         self.clock = clock
         self.query = query
+        # Its input streams, read at every instant and every publication: worked out once.
+        self.streams = tuple(query.streams)
         self.evaluator = evaluator
         self.url_sinks = url_sinks
         self.history = history
@@ -277,7 +279,7 @@ class RegisteredQuery:
         latency = self.clock.now() - instant        # close to result, in clock time
         # A close the engine was not running for (a restart catching up): not its latency.
         self.status.emitted(evaluation.seconds, evaluation.results(), latency, caught_up=instant <= self.started)
-        record = dict(evaluation.record(), trigger=trigger, latency_ms=round(latency / 1000, 1))
+        record = evaluation.record(trigger=trigger, latency_ms=round(latency / 1000, 1))
         result = Result(instant, record, evaluation.triples, next_close)
         for sink in self.sinks:
             sink.accept(result)
@@ -313,7 +315,7 @@ class RegisteredQuery:
         if self.evaluated is None or self.partitioned:
             return
         instant, bound = self.evaluated
-        if earliest >= bound or stream not in self.query.streams:
+        if earliest >= bound or stream not in self.streams:
             return
         late = sum(1 for t in timestamps if t < bound)
         with self.late_lock:
@@ -341,7 +343,7 @@ class RegisteredQuery:
             "report": self.evaluator.policy.describe(), "policy": self.evaluator.policy.show(),
             "variables": None if self.query.variables is None else list(self.query.variables),
             "dialect": self.query.dialect, "translation": self.query.translation,
-            "normalised": self.query.normalised, "readings": self.query.readings, "warnings": self.query.warnings,
+            "normalised": self.query.normalised, "readings": self.evaluator.options.readings(self.query), "warnings": self.query.warnings,
             "status": dict(self.status.describe(self.behind(), self.scope.running_seconds()),
                            isolated=self.scope.isolated(), probation=self.scope.on_probation(),
                            **self.history.describe()),

@@ -193,8 +193,7 @@ class Replay:
                 self.clock.set(instant)
                 self.engine.tick()
                 for query_id, feed in feeds.items():
-                    while not feed.empty():
-                        record = feed.get_nowait()
+                    for record in feed.drain():
                         yield query_id, {k: v for k, v in record.items() if k not in _LIVE_ONLY}
         finally:
             for query_id, feed in feeds.items():

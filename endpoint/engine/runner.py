@@ -302,13 +302,13 @@ class Runner:
         clock time has passed ("max_delay")."""
         if self.complete(registered, instant) and instant <= self.clock.now() + self.config.max_event_ahead:
             return "watermark"
-        if self.clock.now() >= instant + (self.config.max_delay if registered.query.streams else 0):
+        if self.clock.now() >= instant + (self.config.max_delay if registered.streams else 0):
             return "max_delay"
         return None
 
     def complete(self, registered: RegisteredQuery, instant: int) -> bool:
         """Whether every stream of the query is complete through what `instant` needs."""
-        streams = registered.query.streams
+        streams = registered.streams
         needed = registered.evaluator.policy.complete_through(instant)
         return bool(streams) and all((w := self.store.watermark(s)) is not None and w >= needed for s in streams)
 

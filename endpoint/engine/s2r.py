@@ -52,8 +52,20 @@ class ReadWindows:
         # (A tuple, empty for most queries, and no index of the windows: a thousand queries'
         # lists and dicts would be objects for Python's full collections to scan.)
         self._landmarks = tuple(w for w in policy.windows if w.unbounded) if landmark_elements is not None else ()
+        # Instants that do not depend on the data, as one progression (most queries: one window,
+        # or windows whose closes meet), are read from it alone; a run asks for the same instant
+        # several times (to evaluate it, for its record, for the status), so the last answer is
+        # kept (a pair of numbers, which Python's full collections stop scanning).
+        terms = policy.terms
+        self._progression = terms[0].progression if len(terms) == 1 and not terms[0].data else None
+        self._asked: tuple[int, int] | None = None
 
     def next_instant(self, after: int) -> int | None:
+        if self._progression is not None:
+            asked = self._asked
+            if asked is None or asked[0] != after:
+                asked = self._asked = (after, self._progression.next(after))
+            return asked[1]
         known = [t for t in (self._next(term, after) for term in self.policy.terms) if t is not None]
         return min(known) if known else None
 

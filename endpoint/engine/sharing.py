@@ -143,6 +143,12 @@ class _ConstantGroup:
                 unread.pop(member, None)
         self._forget()
 
+    def identity(self, member: Member) -> tuple:
+        """What the rows of `member`'s ranges depend on besides the range, as equal members
+        share them: the group and the member's constants (what its compiled text is made of,
+        without compiling it)."""
+        return self, self.members.get(member)
+
     def shared(self) -> bool:
         """Whether the members hold more than one set of constants (equal queries share their
         ranges through RangeResults already)."""

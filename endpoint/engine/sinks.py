@@ -325,6 +325,14 @@ class Subscription:
                 raise queue.Empty
             return self._take()
 
+    def drain(self) -> list[dict]:
+        """Every record waiting, taken at once (nothing waits: an empty list)."""
+        with self._changed:
+            records = [record for record, _ in self._records]
+            self._records.clear()
+            self.held_bytes = 0
+            return records
+
     def empty(self) -> bool:
         with self._changed:
             return not self._records
