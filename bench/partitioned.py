@@ -188,9 +188,13 @@ def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str], fi
 
 
 def past_first_batch(r: dict, elements: int, per_batch: int) -> tuple[dict, int] | None:
-    """A partitioned run's CPU by kind past its first micro-batch, and the elements it read
-    there (the first holds `per_batch`: each file source takes its files in order)."""
-    if "first_batch_cpu" not in r or elements <= per_batch:
+    """A partitioned run's CPU by kind past its first micro-batch, and the elements read after
+    it (the first holds `per_batch`: each file source takes its files in order); None with fewer
+    than three micro-batches after it. No instant is due in the first micro-batch (Spark's
+    watermark moves after it), so the groups load and evaluate its elements in the next: the
+    figure past it carries one micro-batch's evaluations more than its elements, which is
+    small only when many follow."""
+    if "first_batch_cpu" not in r or elements < 4 * per_batch:
         return None
     return {k: r["cpu"][k] - r["first_batch_cpu"][k] for k in r["cpu"]}, elements - per_batch
 
