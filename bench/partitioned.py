@@ -155,8 +155,10 @@ def same_rows(a: list[dict], b: list[dict]) -> bool:
     return rows(a) == rows(b)
 
 
-def run(sectors: int, seconds: int, masters: list[str], conf: dict[str, str], files_per_batch: int = 2,
-        key_groups: int = default("engine.key_groups")) -> str:
+def run(sectors: int, seconds: int, masters: list[str] | None = None, conf: dict[str, str] | None = None,
+        files_per_batch: int = 2, key_groups: int = default("engine.key_groups")) -> str:
+    masters = masters or ["local[1]", "local[2]", CLUSTER]
+    conf = conf or {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         streams = write_streams(root, sectors, seconds)
@@ -263,8 +265,7 @@ def main() -> None:
         Path(args.out).write_text(json.dumps(partitioned(args.one, Path(args.root), args.seconds, conf, args.files_per_batch,
                                                           args.key_groups)))
         return
-    report = run(args.sectors, args.seconds, args.master or ["local[1]", "local[2]", CLUSTER], conf,
-                 args.files_per_batch, args.key_groups)
+    report = run(args.sectors, args.seconds, args.master, conf, args.files_per_batch, args.key_groups)
     publish(args.name, report)
 
 
