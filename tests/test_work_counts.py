@@ -382,3 +382,20 @@ def test_under_entailment_queries_of_one_shape_read_each_range_once_through_ever
     many_records, many = run(door, workload(10), tmp_path / "many")
     assert rows(many_records["e0"]) == rows(one_records["e0"]) and any(b for _, b in rows(one_records["e0"]))
     assert (one.evaluations, one.elements) == (many.evaluations, many.elements) == (CLOSES, 220)
+
+
+def test_compiling_a_query_that_calls_no_rspu_function_builds_none_of_them(monkeypatch):
+    # Oxigraph checks the rewrite with the rspu: functions only when it calls them, as the store
+    # runs it: a thousand queries without a call build no thousand tables of closures.
+    from rspstar.translator.uncertainty.functions import FunctionLibrary
+    from rspstar.translator.validate import compile_query
+    built = []
+    make = FunctionLibrary._function
+    monkeypatch.setattr(FunctionLibrary, "_function", lambda self, *args: built.append(args[0]) or make(self, *args))
+    compile_query(SENSOR % 1)
+    compile_query(SENSOR.replace("?v } }", "?v FILTER(?v > 0.1) } }") % 1)
+    assert built == []
+    calling = SENSOR.replace("PREFIX sosa:", "PREFIX rspu: <http://w3id.org/rsp/rspu#>\nPREFIX sosa:").replace(
+        "?v } }", "?v FILTER(rspu:greaterThan(?v, 0.1) > 0.5) } }")
+    compile_query(calling % 1)
+    assert "greaterThan" in built

@@ -176,7 +176,8 @@ def _compile(text: str, functions: FunctionLibrary | None, base: str | None,
     check_grouping(query)
     functions = functions or FunctionLibrary()
     template = compile_template(query, _CHECKED)
-    check_with_oxigraph(query, template.instantiate({w: [] for w in query.windows}, []), functions)
+    check_with_oxigraph(query, template.instantiate({w: [] for w in query.windows}, []), functions,
+                        template.calls_rspu)
     check_calls(query.body, functions)
     for window in query.windows.values():
         if window.reads_facts:
@@ -298,11 +299,15 @@ def _expression_spans(body: ParsedBody):
     return [part for expression in expressions for part in expression.parts if isinstance(part, Span)]
 
 
-def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, functions: FunctionLibrary) -> None:
+def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, functions: FunctionLibrary,
+                        calls_rspu: bool = True) -> None:
+    """Oxigraph parses and plans the rewrite as the store will run it: with the rspu: functions
+    when it calls them (`calls_rspu`, the template's), else without (their table is not built)."""
     _check_rewritten_nesting(query, rewritten)
     probe = ox.Store()
+    table = functions.table_for(rewritten.fused_functions) if calls_rspu else None
     try:
-        probe.query(rewritten.text, custom_functions=functions.table_for(rewritten.fused_functions))
+        probe.query(rewritten.text, **({"custom_functions": table} if table is not None else {}))
     except SyntaxError as e:
         raise _locate(query, rewritten, str(e), probe, functions) from None
     except RuntimeError as e:
