@@ -579,9 +579,12 @@ def test_the_rdf_check_cuts_every_text_into_the_tokens_the_plain_pattern_does(te
     assert nesting._TOKEN_BYTES.findall(data) == re.compile(_CLASSES_PATTERN.encode(), re.S).findall(data)
 
 
-# Pieces of SPARQL without `(`: every bracket, chaining keyword, separator and path operator the
-# walk charges, and terms that cost nothing outside a collection.
+# Pieces of SPARQL: every bracket, chaining keyword, separator, path and expression operator the
+# walk charges, terms that cost nothing outside a collection, and `(` after words that call, after
+# terms that start collections, and after other brackets.
 _PLAIN_PIECES = ["{", "}", "[", "]", "<<", ">>", "{|", "|}", ")", ")>>", " UNION ", " union ", " OPTIONAL ",
+                 " FILTER(", " BIND(", " STR(", "str (", "(", " (", "((", " a (", " A(", " ex:f(", " ?v(", " 1(",
+                 "<<(", " <e>(", '"s"(', " x.y(", " IF (", "#x\n(", " && ", " < ", " > ", " >= ", " * ", " / ",
                  " optional ", " FILTER ", " GRAPH ", " MINUS ", " VALUES ", " BIND ", " SERVICE ", " WINDOW ",
                  " INSERT ", " DELETE ", " DATA ", " WHERE ", " CONSTRUCT ", ".", ";", ",", "/", "|", "^", "*",
                  "+", "?", "!", "-", "&&", "||", "!=", "<=", " ?x ", " $y ", " ex:p ", " <http://e/a.b> ", ' "s" ',
@@ -602,7 +605,7 @@ def test_a_text_the_counts_let_through_is_within_every_bound_the_walk_checks(pie
     assert cost <= budget and planned[0] <= planning_budget
 
 
-def test_a_query_without_brackets_of_expressions_is_checked_on_counts_without_walking_its_tokens(monkeypatch):
+def test_a_query_without_collections_is_checked_on_counts_without_walking_its_tokens(monkeypatch):
     from rspstar.translator import nesting
     from rspstar.translator.validate import compile_query
     walked = []
@@ -612,8 +615,9 @@ def test_a_query_without_brackets_of_expressions_is_checked_on_counts_without_wa
 SELECT ?o ?v FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT2S]
 WHERE { WINDOW ex:w { GRAPH ?g { ?o ex:sensor ex:s1 ; ex:value ?v } } }"""
     compile_query(plain)            # its text and its rewrite, both on counts
-    assert walked == []
-    compile_query(plain.replace("?v } }", "?v FILTER(?v > 1) } }"))
-    assert len(walked) == 2         # with an expression, both walked as before
+    compile_query(plain.replace("?v } }", "?v FILTER(?v > 1 && STR(?o) != \"x\") } }"))
+    assert walked == []             # calls are no collections
+    compile_query(plain.replace("ex:s1 ;", "( ex:s1 ) ;"))
+    assert len(walked) == 2         # with a collection, both walked as before
     with pytest.raises(QuerySyntaxError):
         check_nesting("{" * (MAX_NESTING + 1), language="sparql")    # past the limit: walked, refused where

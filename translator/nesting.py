@@ -141,26 +141,35 @@ def check_nesting(text: str | bytes, limit: int = MAX_NESTING, language: str = "
         _check_brackets(text, limit)
 
 
-# A SPARQL text without `(` has no expression, call nor collection: a word, variable, number or
-# string costs nothing in it, a bracket at most its opening beside others, and anything chained
-# at most what a triple pattern, a path operator or a keyword chains. So its costliest path is at
-# most the sum of those bounds over its brackets and chaining tokens, counted as characters (a
-# token of each holds at least one of them) and as words, overcounted in IRIs, strings and
-# comments but counted in C.
+# A SPARQL text with no collection (a `(` in a pattern that calls nothing: `_frame`) has terms
+# that cost nothing: a bracket costs at most its opening beside others (a call's, where it has
+# `(`), and anything chained at most what a triple pattern, a path operator or a keyword chains.
+# So its costliest path is at most the sum of those bounds over its brackets and chaining
+# tokens, counted as characters (a token of each holds at least one of them) and as words,
+# overcounted in IRIs, strings and comments but counted in C.
 _MOST_OPENING = COSTS["sibling"] + max(COSTS[k] for k in ("group", "blank node", "reifier", "annotation",
                                                           "data bracket"))
-_MOST_CHAINED = max(COSTS[k] for k in ("triple", "path", "logic", "keyword", "union", "filter"))
+_MOST_CALL_OPENING = COSTS["sibling"] + max(COSTS["call"], COSTS["bracket"], _MOST_OPENING - COSTS["sibling"])
+_MOST_CHAINED = max(COSTS[k] for k in ("triple", "path", "logic", "keyword", "union", "filter", "not", "arithmetic"))
 _CHAINING_MARKS = ".;,!|/^*+?-&"
 _CHAINING_WORDS = tuple(word.lower() for word in _CHAINING)
+# What a `(` that opens no collection follows, across spaces: a word standing alone (FILTER, BIND,
+# a function's name; not `a`, which is a term, nor the end of a prefixed name, a variable, a
+# number or a language tag), or another such `(`, inside whose call it opens. Each match names
+# the `(` after it; where they name every `(`, the text has no collection.
+_BEFORE_CALL = re.compile(r"(?:(?<![\w:.\-\u00B7?$@])([A-Za-z_]\w*)|\()\s*(?=\()")
 
 
 def within_on_counts(text: str, limit: int, budget: int, planning_budget: int) -> bool:
-    """Whether a SPARQL text without `(` is within `limit`, `budget` and `planning_budget`
-    whatever its tokens, on the bounds above (False: it is to be walked token by token). The
-    OPTIONALs of a text with n of them cost its planner at most n * 2**n."""
-    if "(" in text or not text.isascii():    # (outside ASCII, case-insensitive words are not only
-        return False                        # those `lower` finds: the walk reads them)
-    opens = text.count("{") + text.count("[") + text.count("<<")
+    """Whether a SPARQL text with no collection is within `limit`, `budget` and
+    `planning_budget` whatever its tokens, on the bounds above (False: it is to be walked token
+    by token). The OPTIONALs of a text with n of them cost its planner at most n * 2**n."""
+    if not text.isascii():      # (outside ASCII, case-insensitive words are not only those
+        return False            # `lower` finds: the walk reads them)
+    calls = text.count("(")
+    if calls and (calls > limit or sum(1 for m in _BEFORE_CALL.finditer(text) if m.group(1) != "a") != calls):
+        return False
+    opens = calls + text.count("{") + text.count("[") + text.count("<<")
     if opens > limit:
         return False
     lower = text.lower()
@@ -168,7 +177,7 @@ def within_on_counts(text: str, limit: int, budget: int, planning_budget: int) -
     if optionals * (1 << min(optionals, 62)) > planning_budget:
         return False
     chained = sum(map(text.count, _CHAINING_MARKS)) + sum(map(lower.count, _CHAINING_WORDS))
-    return opens * _MOST_OPENING + chained * _MOST_CHAINED <= budget
+    return opens * (_MOST_CALL_OPENING if calls else _MOST_OPENING) + chained * _MOST_CHAINED <= budget
 
 
 def stack_cost(text: str) -> int:
