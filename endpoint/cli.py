@@ -191,6 +191,7 @@ def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
             out.close()
         for query_id, tmp in temporary.items():
             os.replace(tmp, directory / ("%s.jsonl" % query_id))
+        temporary.clear()       # all in place: none is left to remove
     finally:
         for out in outs.values():
             out.close()
