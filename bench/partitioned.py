@@ -40,8 +40,8 @@ from rspstar.translator.temporal import format_instant  # noqa: E402
 OXYGEN, TEMPERATURE = "http://example.org/stream/oxygen", "http://example.org/stream/temperature"
 KEYS = {s: PartitionKey("http://www.w3.org/ns/sosa/hasFeatureOfInterest") for s in (OXYGEN, TEMPERATURE)}
 YEARS = 100 * 365 * 86_400_000_000
-# Every record kept for the comparison of rows (the engine's default history keeps the newest
-# 4 MiB per query: at 1,000 sectors about 13 evaluations, which a 90-second run exceeds).
+# Every record kept for the comparison of rows (the engine's default history keeps a query's
+# newest records up to a size a long run at 1,000 sectors exceeds).
 HISTORY_BYTES = 1 << 34
 # COST asked of partitioned evaluation, by elements per micro-batch (two streams, two readings
 # per sector a second: --files-per-batch 2 and 15 at 1,000 sectors).

@@ -369,7 +369,7 @@ def replayed_files_cpu(queries: dict[str, str], path: Path, start: int, end: int
 def file_creation_seconds(count: int, tmp: Path) -> float:
     """Kernel CPU seconds this process takes to create `count` empty files in a fresh directory
     of `tmp` (what a replay writing one output per query pays for its files alone, whatever
-    the engine does: on some disks a quarter of a millisecond each)."""
+    the engine does: bench/out/NOTES.md#thousand-files-per-query-work)."""
     folder = Path(tempfile.mkdtemp(dir=tmp))
     before = os.times().system
     for k in range(count):
