@@ -326,25 +326,27 @@ def _comparison(tokens, start: int, end: int, literal_at: dict[int, int], bracke
     return None
 
 
+def _head_tokens(body):
+    """The indexes of the SELECT clause's tokens, in order, without those the body removed."""
+    removed = {k for span in body.removed for k in range(span.start, span.end)}
+    for part in body.form_head.parts:
+        if isinstance(part, Span):
+            yield from (k for k in range(part.start, part.end) if k not in removed)
+
+
 def _projects(body, variable: str) -> bool:
     """Whether the query's rows hold `variable`: SELECT *, or a projection naming it."""
     tokens = body.tokens
-    removed = {k for span in body.removed for k in range(span.start, span.end)}
     depth = 0
-    for part in body.form_head.parts:
-        if not isinstance(part, Span):
-            continue
-        for k in range(part.start, part.end):
-            if k in removed:
-                continue
-            if tokens[k].is_punct("*") and depth == 0:
-                return True
-            if tokens[k].is_punct("("):
-                depth += 1
-            elif tokens[k].is_punct(")"):
-                depth -= 1
-            elif depth == 0 and tokens[k].kind == VAR and tokens[k].text[1:] == variable:
-                return True
+    for k in _head_tokens(body):
+        if tokens[k].is_punct("*") and depth == 0:
+            return True
+        if tokens[k].is_punct("("):
+            depth += 1
+        elif tokens[k].is_punct(")"):
+            depth -= 1
+        elif depth == 0 and tokens[k].kind == VAR and tokens[k].text[1:] == variable:
+            return True
     return False
 
 
@@ -457,17 +459,11 @@ def _projection_start(body) -> int | None:
     """Where the SELECT clause's first projected item starts (None: SELECT *, which projects
     the marker already)."""
     tokens = body.tokens
-    removed = {k for span in body.removed for k in range(span.start, span.end)}
-    for part in body.form_head.parts:
-        if not isinstance(part, Span):
-            continue
-        for k in range(part.start, part.end):
-            if k in removed:
-                continue
-            if tokens[k].is_punct("*"):
-                return None
-            if tokens[k].kind == VAR or tokens[k].is_punct("("):
-                return tokens[k].offset
+    for k in _head_tokens(body):
+        if tokens[k].is_punct("*"):
+            return None
+        if tokens[k].kind == VAR or tokens[k].is_punct("("):
+            return tokens[k].offset
     return None
 
 
