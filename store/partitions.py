@@ -38,9 +38,9 @@ from rspstar.translator.policy import report_policy
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
 from rspstar.translator.uncertainty import FunctionLibrary
 from rspstar.translator.validate import compile_query
-from rspstar.translator.vocabulary import PROV_GENERATED_AT_TIME, timestamps_graph
+from rspstar.translator.vocabulary import timestamps_graph
 
-from .codec import Payload, decode
+from .codec import Payload, canonical, decode
 from .heap import WORKER_HEAP
 from .rdf_input import Element
 from .staged import StagedElement, Stamps
@@ -188,21 +188,8 @@ def keyed_elements(payloads: list[Payload], keys: dict[str, PartitionKey]) -> li
             for element in elements:
                 value, reason = element_key(element, key)
                 found.append(KeyedElement(value if value is not None else NO_KEY, stream, element.timestamp,
-                                          element.graph, canonical_text(element), reason))
+                                          element.graph, canonical([element]).decode("utf-8"), reason))
     return found
-
-
-_STAMP_PREDICATE = "<%s>" % PROV_GENERATED_AT_TIME
-
-
-def canonical_text(element: Element) -> str:
-    """`codec.canonical([element])` as text, its timestamp's line written from its terms'
-    N-Triples forms (which N-Quads writes as they are; an element's graph is an IRI) rather than
-    from a quad built for it: pyoxigraph takes a literal or the default graph as a new quad's
-    term slowly, and that quad cost more than writing the whole element
-    (bench/out/NOTES.md#partitioned-cost-keying)."""
-    return "<%s> %s %s .\n%s" % (element.graph, _STAMP_PREDICATE, element.timestamp_literal,
-                                 ox.serialize(element.quads, format=ox.RdfFormat.N_QUADS).decode("utf-8"))
 
 
 # A state's blob: chunks of elements, each appended by one micro-batch (older states are one
