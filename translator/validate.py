@@ -307,7 +307,7 @@ def check_with_oxigraph(query: ContinuousQuery, rewritten: RewrittenQuery, funct
     probe = ox.Store()
     table = functions.table_for(rewritten.fused_functions) if calls_rspu else None
     try:
-        probe.query(rewritten.text, **({"custom_functions": table} if table is not None else {}))
+        probe.query(rewritten.text, custom_functions=table)
     except SyntaxError as e:
         raise _locate(query, rewritten, str(e), probe, functions) from None
     except RuntimeError as e:
