@@ -105,30 +105,17 @@ class ReadersWriter:
     again (an evaluation runs several queries)."""
 
     def __init__(self):
-        self._condition = threading.Condition(threading.Lock())
+        # The condition's own lock, taken directly where nothing waits on it (a Condition's
+        # `with` is a Python call on top of the lock's).
+        self._mutex = threading.Lock()
+        self._condition = threading.Condition(self._mutex)
         self._readers = 0
         self._writing = False
         self._waiting_writers = 0
         self._local = threading.local()
 
-    @contextlib.contextmanager
-    def reading(self):
-        depth = getattr(self._local, "depth", 0)
-        if depth == 0:
-            with self._condition:
-                while self._writing or self._waiting_writers:
-                    self._condition.wait()
-                self._readers += 1
-        self._local.depth = depth + 1
-        try:
-            yield
-        finally:
-            self._local.depth = depth
-            if depth == 0:
-                with self._condition:
-                    self._readers -= 1
-                    if not self._readers:
-                        self._condition.notify_all()
+    def reading(self) -> "_Reading":
+        return _Reading(self)
 
     @contextlib.contextmanager
     def writing(self):
@@ -146,6 +133,35 @@ class ReadersWriter:
             with self._condition:
                 self._writing = False
                 self._condition.notify_all()
+
+
+class _Reading:
+    """One hold of a ReadersWriter for reading (a class rather than a generator: every
+    evaluation takes one, and a generator's context manager costs several times as much)."""
+
+    __slots__ = ("_access", "_depth")
+
+    def __init__(self, access: ReadersWriter):
+        self._access = access
+
+    def __enter__(self) -> None:
+        access = self._access
+        depth = self._depth = getattr(access._local, "depth", 0)
+        if depth == 0:
+            with access._mutex:
+                while access._writing or access._waiting_writers:
+                    access._condition.wait()
+                access._readers += 1
+        access._local.depth = depth + 1
+
+    def __exit__(self, *exc) -> None:
+        access, depth = self._access, self._depth
+        access._local.depth = depth
+        if depth == 0:
+            with access._mutex:
+                access._readers -= 1
+                if not access._readers:
+                    access._condition.notify_all()
 
 
 _FAILURES = ((re.compile(r"The graph (<[^>]*>) does not exist"), GraphMissing, "graph %s does not exist (SILENT "

@@ -29,7 +29,6 @@ queries that may run away wait for each other and not for the rest.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -83,14 +82,10 @@ class Budget:
     def cancelled(self) -> bool:
         return self._scope.cancelled
 
-    @contextlib.contextmanager
-    def waiting(self, held):
+    def waiting(self, held) -> "_Waiting":
         """Hold the context manager `held` (a lock), its acquisition not counted as the
         evaluation's time (another evaluation, or a change of the background, holds it)."""
-        started = self.monotonic()
-        with held:
-            self.waited += self.monotonic() - started
-            yield
+        return _Waiting(self, held)
 
     def elapsed(self) -> float:
         return self.monotonic() - self.started - self.waited
@@ -192,3 +187,21 @@ class EvaluationScope:
             self.proven = inputs if self.proven is None else max(self.proven, inputs)
         elif self.limits.isolation != "always":
             self.proven = None
+
+
+class _Waiting:
+    """Budget.waiting's hold (a class rather than a generator: every evaluation takes one)."""
+
+    __slots__ = ("_budget", "_held")
+
+    def __init__(self, budget: Budget, held):
+        self._budget, self._held = budget, held
+
+    def __enter__(self) -> None:
+        budget = self._budget
+        started = budget.monotonic()
+        self._held.__enter__()
+        budget.waited += budget.monotonic() - started
+
+    def __exit__(self, *exc):
+        return self._held.__exit__(*exc)

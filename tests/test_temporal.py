@@ -1,7 +1,8 @@
 import pytest
 
 from rspstar.translator.errors import TemporalValueError
-from rspstar.translator.temporal import MICROS, format_duration, format_instant, parse_duration, parse_instant, parse_instants
+from rspstar.translator.temporal import (MICROS, InstantTexts, format_duration, format_instant, parse_duration, parse_instant,
+                                         parse_instants)
 
 
 @pytest.mark.parametrize("text,micros", [
@@ -81,3 +82,13 @@ def test_the_first_and_last_instants_of_the_years_0001_to_9999_are_taken():
     assert format_instant(parse_instant("0001-01-01T00:00:00Z")) == "0001-01-01T00:00:00Z"
     assert format_instant(parse_instant("9999-12-31T23:59:59.999999Z")) == "9999-12-31T23:59:59.999999Z"
     assert parse_instant("9999-12-31T23:59:59-00:00") == parse_instant("9999-12-31T23:59:59Z")
+
+
+def test_instant_texts_write_what_format_instant_writes_and_keep_a_bounded_number():
+    texts = InstantTexts(keep=3)
+    instants = [0, 1_500_000, -86_400_000_001, 253402300799_999_999, 1_500_000, 7]
+    assert [texts(t) for t in instants] == [format_instant(t) for t in instants]
+    # Past its bound it starts again rather than growing with every instant ever written.
+    for t in range(100):
+        assert texts(t * 1_000_000) == format_instant(t * 1_000_000)
+    assert len(texts._texts) <= 3

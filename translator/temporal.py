@@ -174,6 +174,24 @@ def format_instant(micros: int) -> str:
     return text + "Z"
 
 
+class InstantTexts:
+    """format_instant with the texts of recent instants kept: the queries evaluated at one
+    close all write that close and their windows' bounds, the same few instants. Bounded:
+    past `keep` texts it starts again."""
+
+    def __init__(self, keep: int = 4096):
+        self.keep = keep
+        self._texts: dict[int, str] = {}
+
+    def __call__(self, micros: int) -> str:
+        text = self._texts.get(micros)
+        if text is None:
+            if len(self._texts) >= self.keep:
+                self._texts = {}
+            text = self._texts[micros] = format_instant(micros)
+        return text
+
+
 def format_duration(micros: int) -> str:
     sign = "-" if micros < 0 else ""
     seconds, fraction = divmod(abs(micros), MICROS)

@@ -13,6 +13,7 @@ live results equal what a replay of the same input gives.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rspstar.config.schema import default
@@ -47,11 +48,12 @@ class Evaluation:
         """How many results it emitted: rows, or one answer."""
         return len(self.rows) if self.boolean is None else 1
 
-    def record(self, **live) -> dict:
-        """The conformance JSON line (tests/conformance/README.md), and `live`'s keys after it."""
+    def record(self, text: Callable[[int], str] = format_instant, **live) -> dict:
+        """The conformance JSON line (tests/conformance/README.md), and `live`'s keys after it;
+        `text` writes its instants (format_instant, or an InstantTexts keeping recent ones)."""
         line: dict = {
-            "time": format_instant(self.time),
-            "windows": {w: [format_instant(lo), format_instant(hi)] for w, (lo, hi) in self.windows.items()},
+            "time": text(self.time),
+            "windows": {w: [text(lo), text(hi)] for w, (lo, hi) in self.windows.items()},
         }
         if self.form is QueryForm.SELECT:
             line["bindings"] = self.rows

@@ -14,7 +14,7 @@ from typing import Callable
 from rspstar.store.errors import EvaluationCancelled
 from rspstar.store.limits import EvaluationLimits, EvaluationScope
 from rspstar.translator.model import ContinuousQuery
-from rspstar.translator.temporal import format_instant
+from rspstar.translator.temporal import InstantTexts, format_instant
 
 from .clock import Clock
 from .evaluation import Evaluation, QueryEvaluator
@@ -147,8 +147,12 @@ class RegisteredQuery:
     def __init__(self, spec: QuerySpec, query: ContinuousQuery, evaluator: QueryEvaluator,
                  url_sinks: tuple[OutboxSink, ...], history: ResultHistory, start: int,
                  scope: EvaluationScope | None = None, clock: Clock | None = None,
-                 output: OutputStream | None = None, started: int | None = None):
+                 output: OutputStream | None = None, started: int | None = None,
+                 texts: InstantTexts | None = None):
         self.spec = spec
+        # What writes its records' instants (the runner's, shared by every query it evaluates
+        # at a close).
+        self.texts = texts if texts is not None else InstantTexts()
         self.started = start if started is None else started
         self.scope = scope if scope is not None else EvaluationScope(EvaluationLimits())
         self.clock = clock
@@ -279,7 +283,7 @@ class RegisteredQuery:
         latency = self.clock.now() - instant        # close to result, in clock time
         # A close the engine was not running for (a restart catching up): not its latency.
         self.status.emitted(evaluation.seconds, evaluation.results(), latency, caught_up=instant <= self.started)
-        record = evaluation.record(trigger=trigger, latency_ms=round(latency / 1000, 1))
+        record = evaluation.record(self.texts, trigger=trigger, latency_ms=round(latency / 1000, 1))
         result = Result(instant, record, evaluation.triples, next_close)
         for sink in self.sinks:
             sink.accept(result)

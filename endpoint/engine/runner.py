@@ -30,6 +30,7 @@ from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm
 from rspstar.translator.admission import admit, check_landmark_starts
 from rspstar.translator.warnings import background_warnings, unfed_stream_warnings
+from rspstar.translator.temporal import InstantTexts
 
 from .clock import Clock
 from .errors import DuplicateQuery, EndpointError, EngineAtCapacity, InvalidQueryId, UnknownQuery
@@ -91,6 +92,8 @@ class Runner:
         self._lock = threading.RLock()
         self.range_results = RangeResults()     # what queries with equal window blocks share
         self.constant_groups = ConstantGroups()  # queries differing only in constants
+        # The texts of the instants its queries' records carry (at a close, the same few for all).
+        self.instant_texts = InstantTexts()
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed/background
         self.repository = QueryRepository(config.data_dir)
         self._configured: set[str] = set()      # ids of the configuration's queries (`configured`)
@@ -184,7 +187,7 @@ class Runner:
             registered = RegisteredQuery(spec, evaluator.query, evaluator, url_sinks,
                                          ResultHistory(self.config.history, history_file,
                                                        self.config.history_bytes), start, scope, self.clock, output,
-                                         self.started)
+                                         self.started, self.instant_texts)
             if resume_after is not None:     # evaluated up to there before a restart
                 registered.resume(resume_after, resume_r2s, resume_state)
             self._queries[query_id] = registered
