@@ -643,6 +643,21 @@ class ScopedStore:
     def __getattr__(self, name):
         return getattr(self._store, name)
 
+    # What every evaluation reads, delegated directly: a lookup that falls through to
+    # __getattr__ costs several times the call.
+    @property
+    def background(self) -> Background:
+        return self._store.background
+
+    def watermark(self, stream: str) -> int | None:
+        return self._store.watermark(stream)
+
+    def late_count(self, stream: str) -> int:
+        return self._store.late_count(stream)
+
+    def elements_in(self, stream: str, opens: int, closes: int) -> list[str]:
+        return self._store.elements_in(stream, opens, closes)
+
     def evaluate(self, template, elements: dict[str, list[str]], functions, convert, share: int = 1):
         return self._store.evaluate(template, elements, functions, convert, self.scope, share)
 

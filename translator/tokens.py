@@ -133,9 +133,12 @@ class TokenReader:
         self.source = SourceText(text)
         self.tokens = tokenize(self.source) if tokens is None else tokens
         self.i = 0
+        self._last = len(self.tokens) - 1      # the EOF token's index
 
     def peek(self, k: int = 0) -> Token:
-        return self.tokens[min(self.i + k, len(self.tokens) - 1)]
+        # (The parser peeks at about every token several times: no call to min.)
+        i = self.i + k
+        return self.tokens[i if i < self._last else self._last]
 
     def advance(self) -> Token:
         tok = self.tokens[self.i]

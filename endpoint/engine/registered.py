@@ -297,17 +297,16 @@ class RegisteredQuery:
         self.evaluated = (after, self.evaluator.policy.complete_through(after))
         self.groups_hold = (state or {}).get("partitions", {}).get("hold")
 
-    def progress(self, keep_state: bool) -> QuerySpec:
+    def progress(self) -> QuerySpec:
         """Its specification with its progress, to be written at once: the last instant and the
-        R2S state it produced, its counters, and with `keep_state` its query's state (its fact
-        windows' facts, whether its key groups hold elements)."""
+        R2S state it produced, its counters, and its query's state (its fact windows' facts,
+        whether its key groups hold elements)."""
         spec = self.spec
         spec.last_evaluation = self.status.last_evaluation
         spec.r2s_previous = self.evaluator.r2s_state()
-        if keep_state:      # (read only to be kept)
-            spec.state = self.evaluator.query_state()
-            if self.partitioned:
-                spec.state = dict(spec.state or {}, partitions={"hold": self.groups_hold})
+        spec.state = self.evaluator.query_state()
+        if self.partitioned:
+            spec.state = dict(spec.state or {}, partitions={"hold": self.groups_hold})
         spec.counters = self.status.saved()
         return spec
 

@@ -312,8 +312,15 @@ class Runner:
     def complete(self, registered: RegisteredQuery, instant: int) -> bool:
         """Whether every stream of the query is complete through what `instant` needs."""
         streams = registered.streams
+        if not streams:
+            return False
         needed = registered.evaluator.policy.complete_through(instant)
-        return bool(streams) and all((w := self.store.watermark(s)) is not None and w >= needed for s in streams)
+        watermark = self.store.watermark
+        for stream in streams:       # (asked of every query at every tick: a loop, not all() over a generator)
+            reached = watermark(stream)
+            if reached is None or reached < needed:
+                return False
+        return True
 
     def run_query(self, query_id: str) -> int:
         """Evaluate every due instant of one query, in order (at most MAX_EVALUATIONS_PER_RUN);
@@ -327,8 +334,11 @@ class Runner:
         return registered.run(self.due, MAX_EVALUATIONS_PER_RUN, self._save_progress)
 
     def _save_progress(self, registered: RegisteredQuery) -> None:
-        """One write keeps the last instant and the R2S state it produced together."""
-        spec = registered.progress(keep_state=self.repository.data_dir is not None)
+        """One write keeps the last instant and the R2S state it produced together (none
+        without a data directory: nothing else reads a query's saved progress)."""
+        if self.repository.data_dir is None:
+            return
+        spec = registered.progress()
         if not registered.removed:
             self.repository.save_progress(spec)
 
