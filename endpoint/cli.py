@@ -82,6 +82,23 @@ def _file_iri(path: str | Path) -> str:
     return Path(path).resolve().as_uri()
 
 
+def _file_iris(paths: list[Path]) -> list[str]:
+    """_file_iri of each path, each folder resolved once: a file that is no symbolic link
+    resolves to its folder's resolution and its name (a thousand query files in one folder
+    are not each resolved component by component)."""
+    folders: dict[Path, Path] = {}
+    iris = []
+    for path in paths:
+        if path.is_symlink() or path.name in ("", ".", ".."):
+            iris.append(_file_iri(path))
+            continue
+        folder = folders.get(path.parent)
+        if folder is None:
+            folder = folders[path.parent] = path.parent.resolve()
+        iris.append((folder / path.name).as_uri())
+    return iris
+
+
 def _base_described(query, given: str | None) -> dict:
     """The base IRI the query's relative IRIs resolve against and where it came from."""
     body = query.body
@@ -125,7 +142,7 @@ def _replay(args) -> int:
         iri, file = _key_value(item, "--stream")
         streams.append((check_stream_iri(iri, "--stream"), Path(file)))
     texts = {query_id: _read_query(str(file)) for query_id, file in zip(ids, files)}
-    bases = {query_id: _file_iri(file) for query_id, file in zip(ids, files)}
+    bases = dict(zip(ids, _file_iris(files)))
     for _, file in streams + ([("", Path(args.background))] if args.background else []):
         if not file.is_file():
             raise UsageError("no such file: %s" % file)

@@ -371,3 +371,27 @@ def test_the_command_line_and_the_python_api_start_without_the_servers_libraries
             "'plotly', 'waitress', 'apscheduler'}))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout
+
+
+def test_query_files_iris_resolved_folder_by_folder_are_each_files_own(tmp_path, monkeypatch):
+    """The replay resolves each folder of its query files once; every file still gets the IRI
+    resolving it alone gives, through symbolic links to files and to folders, `..` and
+    relative paths."""
+    from pathlib import Path
+
+    from rspstar.endpoint.cli import _file_iri, _file_iris
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "a.rq").write_text("ASK {}")
+    (real / "b.rq").write_text("ASK {}")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "target.rq").write_text("ASK {}")
+    (real / "link.rq").symlink_to(tmp_path / "elsewhere" / "target.rq")
+    (tmp_path / "folder-link").symlink_to(real)
+    monkeypatch.chdir(real)
+    paths = [real / "a.rq", real / "link.rq", tmp_path / "folder-link" / "b.rq",
+             tmp_path / "folder-link" / "link.rq", Path("a.rq"), Path("../real/b.rq"), real / ".." / "real" / "a.rq"]
+    iris = _file_iris(paths)
+    assert iris == [_file_iri(p) for p in paths]
+    assert iris[1] == (tmp_path / "elsewhere" / "target.rq").resolve().as_uri()
+    assert iris[2] == (real / "b.rq").resolve().as_uri()
