@@ -112,16 +112,26 @@ def _base_described(query, given: str | None) -> dict:
     return {"base": body.base, "base_from": origin}
 
 
+# Allocations between two collections of the youngest generation during a replay.
+REPLAY_YOUNG_COLLECTION = 20_000
+
+
 def cmd_replay(args) -> int:
     # The command's modules, and what the replay sets up (its queries, their groups, the store),
     # live to its end: Python's full collections would otherwise scan them again and again as a
     # thousand queries are compiled and while the windows run. Frozen out of the collector's
     # sight (twice: before compiling, and once set up) until the replay ends, then given back
-    # (a caller in the same process, a test, has its garbage collected as before).
+    # (a caller in the same process, a test, has its garbage collected as before). The youngest
+    # generation is collected every 20,000 allocations rather than 700: what a query's setup and
+    # its closes allocate mostly lives on (its query, its records until written), and each
+    # collection walks it again (bench/out/NOTES.md#thousand-files-per-query-work).
+    thresholds = gc.get_threshold()
     gc.freeze()
+    gc.set_threshold(REPLAY_YOUNG_COLLECTION, *thresholds[1:])
     try:
         return _replay(args)
     finally:
+        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 

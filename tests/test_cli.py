@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from rspstar.endpoint import cli
 from rspstar.endpoint.cli import build_parser, main
 from rspstar.endpoint.config import DEFAULT_CONFIG
 
@@ -33,6 +34,27 @@ def test_replay_writes_one_line_per_instant(write, tmp_path):
     assert lines[0]["bindings"] == [{"o": "<http://example.org/o0>",
                                      "v": '"1"^^<http://www.w3.org/2001/XMLSchema#integer>'}]
     assert lines[1]["windows"] == {"http://example.org/w": ["2026-03-01T08:00:02Z", "2026-03-01T08:00:04Z"]}
+
+
+def test_replay_gives_the_collector_back_as_it_found_it(write, tmp_path, monkeypatch):
+    """A replay run in-process (a test, a notebook) tunes and freezes Python's collector while it
+    runs, and leaves it as it was: thresholds and frozen objects, whether it succeeds or not."""
+    import gc
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    before, frozen = gc.get_threshold(), gc.get_freeze_count()
+    during = []
+    replay = cli._replay
+
+    def watched(args):
+        during.append((gc.get_threshold()[0], gc.get_freeze_count()))
+        return replay(args)
+    monkeypatch.setattr(cli, "_replay", watched)
+    for out, stream in ((tmp_path / "a.jsonl", s), (tmp_path / "b.jsonl", tmp_path / "missing.trig")):
+        status = main(["replay", str(q), "--stream", "http://example.org/s=%s" % stream, *RANGE, "--out", str(out)])
+        assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
+    assert status == 2          # the second: no such stream file
+    assert [threshold for threshold, _ in during] == [cli.REPLAY_YOUNG_COLLECTION] * 2
+    assert all(count > frozen for _, count in during)
 
 
 def test_query_syntax_error_prints_file_line_column_and_exits_2(write, capsys):
