@@ -250,21 +250,28 @@ class RangeRows:
     def rows(self, opens: int, closes: int) -> tuple[list[dict], int]:
         """The window's rows, and how many elements it holds, from contiguous time ranges, each
         evaluated once: ranges still inside the window are reused, the rest evaluated now."""
-        stream = self.stream
-        late = self.store.late_count(stream)
-        schema = self.compiled.schema_version()
-        if schema is not None:      # rows read through closures are kept per schema too
-            late = (late, schema)
+        compiled = self.compiled
+        stream = self._declared.stream
+        late = compiled.store.late_count(stream)
+        if compiled.options.entailment:     # rows read through closures are kept per schema too
+            late = (late, compiled.schema_version())
         if late != self._late_seen:
             self._ranges, self._late_seen = [], late    # a late element may sit in a kept range
         kept = [r for r in self._ranges if opens <= r.opens and r.closes <= closes]
         if not kept:
             ranges = self._between(stream, opens, closes, opens)
         else:
-            ranges = self._between(stream, opens, kept[0].opens, opens) + kept + \
-                self._between(stream, kept[-1].closes, closes, opens)
+            ranges = kept
+            if kept[0].opens > opens:
+                ranges = self._between(stream, opens, kept[0].opens, opens) + ranges
+            if kept[-1].closes < closes:
+                ranges = ranges + self._between(stream, kept[-1].closes, closes, opens)
         self._ranges = ranges
-        return [row for r in ranges for row in r.rows], sum(r.elements for r in ranges)
+        rows, elements = [], 0
+        for r in ranges:
+            rows += r.rows
+            elements += r.elements
+        return rows, elements
 
     def _between(self, stream: str, opens: int, closes: int, window_opens: int) -> list[_Range]:
         """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
@@ -273,15 +280,16 @@ class RangeRows:
         if opens >= closes:
             return []
         window = self._declared
+        step = window.step
         cuts = {opens, closes}
         for shift in (0, window.range):
             # Closes lie on start + range + k * step; opens `range` before them.
             base = window.start + window.range - shift
-            x = base + max(0, (opens - base) // window.step + 1) * window.step
+            x = base + max(0, (opens - base) // step + 1) * step
             while x < closes:
                 cuts.add(x)
-                x += window.step
-        edges = sorted(c for c in cuts if opens <= c <= closes)
+                x += step
+        edges = sorted(cuts)        # (every cut lies in [opens, closes])
         ranges = []
         block = None if self.shared is None else \
             self.group.identity(self) if self.group is not None else self.compiled.block_text()
