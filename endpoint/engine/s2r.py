@@ -103,7 +103,10 @@ class ReadWindows:
         a strategy asks about it), and, for a query whose instants include a fact window's
         changes, whether `instant` is one of its instants after all (an arrival that opened or
         closed no fact is none: spec §6.13)."""
-        if self.policy.changes and not self._holds(instant, contents):
+        policy = self.policy
+        if not policy.non_empty and not policy.changes:
+            return True         # nothing to ask of the contents (most queries)
+        if policy.changes and not self._holds(instant, contents):
             return False
 
         def held(iri: str) -> bool:
