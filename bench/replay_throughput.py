@@ -360,10 +360,28 @@ def replayed_files_cpu(queries: dict[str, str], path: Path, start: int, end: int
     (its threads together): on a machine others share, the part of its time that is its own."""
     files = query_files(queries, tmp / "queries")
     out = tmp / "out"
+    # Each command writes into an empty folder, the disk settled first: replacing the last
+    # command's outputs would have this one's kernel time include freeing them, in some rounds
+    # and not others (bench/out/NOTES.md#thousand-files-wall).
+    shutil.rmtree(out, ignore_errors=True)
+    os.sync()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds = timed(rspstar_command() + replay_arguments(files, path, start, end, out, options))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return seconds, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime, rows_written(out, queries)
+
+
+def file_system(folder: str) -> str:
+    """The type of the file system `folder` is on (ext4, tmpfs...), as /proc/mounts names it."""
+    found, best = "unknown", ""
+    target = os.path.realpath(folder)
+    with open("/proc/mounts") as mounts:
+        for line in mounts:
+            _, mount_point, kind = line.split()[:3]
+            inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+            if inside and len(mount_point) > len(best):
+                found, best = kind, mount_point
+    return found
 
 
 def file_creation_seconds(count: int, tmp: Path) -> float:
@@ -530,13 +548,15 @@ def store_evaluations(queries: dict[str, str], path: Path, start: int, end: int,
     return work.evaluations, rows_written(out, queries)
 
 
-def run_thousand(elements: int, seconds: int, counts=(1, 50, 1000), rounds: int = 3) -> Table:
+def run_thousand(elements: int, seconds: int, counts=(1, 50, 1000), rounds: int = 3, where: str | None = None) -> Table:
     """`rspstar replay` of one query file against 50 and 1,000 (a command each, as a user runs
     it: 1,000 files on its command line), for queries watching one sensor each and for queries
     splitting the readings into bands; each round times every count one after the other, and the
     ratio to one file is each round's (median and range shown), of the wall-clock time and of
     the CPU time the command took. The store evaluations of the same replay are counted once,
-    in this process: constants shared, a thousand files cost what one does."""
+    in this process: constants shared, a thousand files cost what one does. `where`: the folder
+    the files go in (the system's temporary folder when None; a tmpfs takes the disk's cost of
+    creating a thousand outputs out of the figures)."""
     start = parse_instant("2026-03-01T08:00:00Z")
     end = start + seconds * 1_000_000
     table = Table("A thousand query files in one `rspstar replay` (%d elements from 1,000 sensors, %d s, RANGE 10 s "
@@ -544,7 +564,7 @@ def run_thousand(elements: int, seconds: int, counts=(1, 50, 1000), rounds: int 
                   ["queries", "files", "`rspstar replay` (s)", "ratio to one file (rounds)", "its CPU (s)",
                    "CPU ratio to one file (rounds)", "of which in the kernel (s)", "user CPU ratio (rounds)",
                    "creating as many files alone: kernel (s)", "rows", "store evaluations (counted)"])
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir=where) as tmp:
         path = Path(tmp) / "stream.trig"
         path.write_text(sensor_stream(elements, 1000, seconds))
         (Path(tmp) / "cache.rq").write_text(SENSOR_QUERY % 0)
@@ -730,6 +750,10 @@ def main() -> None:
                         help="only the table of 1, 50 and 1,000 query files in one `rspstar replay` (queries each "
                              "watching one sensor, and disjoint value bands), this many rounds, into "
                              "bench/out/replay_thousand.md")
+    parser.add_argument("--where", metavar="FOLDER",
+                        help="with --thousand: the folder its query files and outputs go in (default: the system's "
+                             "temporary folder); a tmpfs such as /dev/shm leaves the disk's cost of creating files out, "
+                             "into bench/out/replay_thousand_<folder's file system>.md")
     parser.add_argument("--bulk", action="store_true",
                         help="only the tables of replays against a bare bulk_load, in-process and as commands, over "
                              "annotated observations and over plain readings, into bench/out/replay_bulk.md")
@@ -770,8 +794,9 @@ def main() -> None:
             machine(), run_sliding(args.elements, workload=READINGS).markdown()))
         return
     if args.thousand:
-        publish("replay_thousand", "Machine: %s\n\n%s" % (
-            machine(), run_thousand(args.elements // 5, 20, rounds=args.thousand).markdown()))
+        name = "replay_thousand" if args.where is None else "replay_thousand_%s" % file_system(args.where)
+        publish(name, "Machine: %s\n\n%s" % (
+            machine(), run_thousand(args.elements // 5, 20, rounds=args.thousand, where=args.where).markdown()))
         return
     text = "Machine: %s\n\n%s\n%s\n%s\n%s" % (machine(), run(args.elements).markdown(), run_sliding(args.elements).markdown(),
                                                run_many(args.elements // 5, 20).markdown(),
