@@ -160,6 +160,8 @@ class RegisteredQuery:
         # Its input streams, read at every instant and every publication: worked out once.
         self.streams = tuple(query.streams)
         self.evaluator = evaluator
+        # Its S2R's answer, asked directly: a run asks it about four times an evaluation.
+        self._next_instant = evaluator.s2r.next_instant
         self.url_sinks = url_sinks
         self.history = history
         self.feed = EventFeed()
@@ -193,7 +195,7 @@ class RegisteredQuery:
         A partitioned query's key groups find its instants that depend on the data (its
         partitioned windows' closes; the store here need not hold its elements): its S2R
         knows only the others."""
-        return self.evaluator.next_instant(self.after if after is None else after)
+        return self._next_instant(self.after if after is None else after)
 
     def behind(self) -> int:
         """µs from the query's next due instant to the clock, now: it grows while a run is

@@ -303,9 +303,10 @@ class Runner:
         reached it ("watermark"; an instant at most `max_event_ahead` past the clock, so that a
         watermark far ahead has no query evaluate empty windows up to it), or `max_delay` of
         clock time has passed ("max_delay")."""
-        if self.complete(registered, instant) and instant <= self.clock.now() + self.config.max_event_ahead:
+        now = self.clock.now()
+        if self.complete(registered, instant) and instant <= now + self.config.max_event_ahead:
             return "watermark"
-        if self.clock.now() >= instant + (self.config.max_delay if registered.streams else 0):
+        if now >= instant + (self.config.max_delay if registered.streams else 0):
             return "max_delay"
         return None
 

@@ -279,7 +279,8 @@ class Subscription:
         self.closed = False
         self.held_bytes = 0
         self._records: collections.deque[tuple[dict, int]] = collections.deque()
-        self._changed = threading.Condition()
+        # (A plain lock under it: nothing here takes it twice, and every record published takes it.)
+        self._changed = threading.Condition(threading.Lock())
 
     def put(self, record: dict, size: int = 0) -> None:
         """Add `record` (`size`: its JSON's length, what `max_bytes` counts)."""
