@@ -362,7 +362,7 @@ def replayed_files_cpu(queries: dict[str, str], path: Path, start: int, end: int
     out = tmp / "out"
     # Each command writes into an empty folder, the disk settled first: replacing the last
     # command's outputs would have this one's kernel time include freeing them, in some rounds
-    # and not others (bench/out/NOTES.md#thousand-files-wall).
+    # and not others (bench/out/NOTES.md#thousand-files-engine-and-disk).
     shutil.rmtree(out, ignore_errors=True)
     os.sync()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -124,7 +124,7 @@ def cmd_replay(args) -> int:
     # (a caller in the same process, a test, has its garbage collected as before). The youngest
     # generation is collected every 20,000 allocations rather than 700: what a query's setup and
     # its closes allocate mostly lives on (its query, its records until written), and each
-    # collection walks it again (bench/out/NOTES.md#thousand-files-per-query-work).
+    # collection walks it again (bench/out/NOTES.md#thousand-files-engine-and-disk).
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(REPLAY_YOUNG_COLLECTION, *thresholds[1:])
