@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import json
 import os
+import resource
 import sys
 import tempfile
 from dataclasses import replace
@@ -36,7 +38,8 @@ _UNLIMITED = EngineConfig(max_range=2**62, max_reports_per_second=float("inf"), 
 EXIT_QUERY_FAILED = 3
 _REPLAY_EXIT_STATUS = """exit status:
   0  every query was evaluated at every instant
-  2  the input was refused: a query, stream file, option or instant (nothing is written)
+  2  the input was refused: a query, stream file, option or instant, or the folder the
+     results go in refused them (nothing is written)
   3  a query failed during the replay: the error goes to standard error, the results it gave
      before are written, and the other queries run to the end"""
 
@@ -56,14 +59,24 @@ def _instant(text: str, what: str) -> int:
 
 
 def _write_atomically(path: Path, lines) -> None:
-    """Write all lines or nothing: a failed replay never leaves a half-written --out."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
+    """Write all lines or nothing: a failed replay never leaves a half-written --out. A folder
+    or disk that refuses the file is a UsageError naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise _unwritable(path.parent, e) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for line in lines:
-                out.write(line)
+            for line in lines:          # (the engine's own errors pass as they come)
+                try:
+                    out.write(line)
+                except OSError as e:
+                    raise _unwritable(path.parent, e) from None
         os.replace(tmp, path)
+    except OSError as e:
+        os.unlink(tmp)
+        raise _unwritable(path.parent, e) from None
     except BaseException:
         os.unlink(tmp)
         raise
@@ -203,28 +216,70 @@ def _fails(text: str, error: QuerySyntaxError, options: QueryOptions, base: str,
 _RECORD_JSON = json.JSONEncoder(sort_keys=True)
 
 
-def _write_all_atomically(directory: Path, ids: list[str], records) -> None:
+def _open_at_once() -> int:
+    """How many of a replay's outputs it keeps open at a time: half the file descriptors the
+    process may hold (the other half left to the engine and the interpreter), at least 8."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return 1 << 20 if soft == resource.RLIM_INFINITY else max(8, soft // 2)
+
+
+def _unwritable(directory: Path, error: OSError) -> UsageError:
+    """The results refused by the folder they go in (not writable, not a folder, a full disk,
+    too many files open), as the command says it."""
+    reason = error.strerror or str(error)
+    if isinstance(error, FileExistsError) and directory.exists() and not directory.is_dir():
+        reason = "a file of that name is there, not a folder"
+    return UsageError("cannot write the results in %s: %s" % (directory, reason))
+
+
+def _write_all_atomically(directory: Path, ids: list[str], records, open_at_once: int | None = None) -> None:
     """One <id>.jsonl per query in `directory`, all or none (each written beside its final
-    name, renamed into place once the whole replay has run)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    temporary, outs = {}, {}
-    for query_id in ids:
-        fd, name = tempfile.mkstemp(prefix=".%s." % query_id, suffix=".tmp", dir=directory)
-        temporary[query_id], outs[query_id] = Path(name), os.fdopen(fd, "w", encoding="utf-8")
+    name, renamed into place once the whole replay has run). At most `open_at_once` outputs
+    are open at a time (default: _open_at_once()): past that, the one written least recently
+    is closed and opened again to append when its query emits, so that more query files than
+    the process may open files still replay. A folder or disk that refuses the outputs is a
+    UsageError naming it, and nothing is left in it."""
+    bound = _open_at_once() if open_at_once is None else open_at_once
+    temporary: dict[str, Path] = {}
+    outs: collections.OrderedDict[str, object] = collections.OrderedDict()   # least recently written first
     try:
-        for query_id, record in records:
-            outs[query_id].write(_RECORD_JSON.encode(record) + "\n")
-        for out in outs.values():
-            out.close()
-        for query_id, tmp in temporary.items():
-            os.replace(tmp, directory / ("%s.jsonl" % query_id))
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            for query_id in ids:
+                fd, name = tempfile.mkstemp(prefix=".%s." % query_id, suffix=".tmp", dir=directory)
+                temporary[query_id] = Path(name)
+                if len(outs) < bound:
+                    outs[query_id] = os.fdopen(fd, "w", encoding="utf-8")
+                else:
+                    os.close(fd)
+        except OSError as e:
+            raise _unwritable(directory, e) from None
+        rotating = len(ids) > bound
+        for query_id, record in records:        # (the engine's own errors pass as they come)
+            try:
+                out = outs.get(query_id)
+                if out is None:
+                    if len(outs) >= bound:
+                        outs.popitem(last=False)[1].close()
+                    out = outs[query_id] = open(temporary[query_id], "a", encoding="utf-8")
+                elif rotating:
+                    outs.move_to_end(query_id)
+                out.write(_RECORD_JSON.encode(record) + "\n")
+            except OSError as e:
+                raise _unwritable(directory, e) from None
+        try:
+            while outs:
+                outs.popitem()[1].close()
+            for query_id, tmp in temporary.items():
+                os.replace(tmp, directory / ("%s.jsonl" % query_id))
+        except OSError as e:
+            raise _unwritable(directory, e) from None
         temporary.clear()       # all in place: none is left to remove
     finally:
         for out in outs.values():
             out.close()
         for tmp in temporary.values():
-            if tmp.exists():
-                tmp.unlink()
+            tmp.unlink(missing_ok=True)
 
 
 def cmd_check(args) -> int:

@@ -417,3 +417,52 @@ def test_query_files_iris_resolved_folder_by_folder_are_each_files_own(tmp_path,
     assert iris == [_file_iri(p) for p in paths]
     assert iris[1] == (tmp_path / "elsewhere" / "target.rq").resolve().as_uri()
     assert iris[2] == (real / "b.rq").resolve().as_uri()
+
+
+def test_a_replay_of_more_query_files_than_the_process_may_open_writes_every_output(write, tmp_path):
+    """Its outputs are kept open up to half the process's file descriptors; past that the one
+    written least recently is closed and reopened to append. With 64 descriptors allowed, 100
+    query files (one output each) replay, every output as it is with no bound."""
+    import resource
+    s = write("s.trig", STREAM)
+    queries = []
+    for k in range(100):
+        queries.append(str(write("q%03d.rq" % k, QUERY.replace("SELECT ?o ?v", "SELECT ?o ?v (%d AS ?k)" % k))))
+    stream = "http://example.org/s=%s" % s
+
+    def limited():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    command = [sys.executable, "-m", "rspstar.endpoint.cli", "replay", *queries, "--stream", stream, *RANGE]
+    done = subprocess.run(command + ["--out-dir", str(tmp_path / "bounded")], preexec_fn=limited,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert main(["replay", *queries, "--stream", stream, *RANGE, "--out-dir", str(tmp_path / "free")]) == 0
+    bounded = sorted((tmp_path / "bounded").iterdir())
+    assert [p.name for p in bounded] == ["q%03d.jsonl" % k for k in range(100)]
+    for path in bounded:
+        assert path.read_text() == (tmp_path / "free" / path.name).read_text()
+        assert len(path.read_text().splitlines()) == 2
+
+
+def test_outputs_rotate_through_a_bound_on_open_files_in_order(tmp_path):
+    from rspstar.endpoint.cli import _write_all_atomically
+    records = [("q%d" % (k % 5), {"n": k}) for k in range(40)]
+    _write_all_atomically(tmp_path / "out", ["q%d" % k for k in range(5)], iter(records), open_at_once=2)
+    for k in range(5):
+        lines = [json.loads(line)["n"] for line in (tmp_path / "out" / ("q%d.jsonl" % k)).read_text().splitlines()]
+        assert lines == list(range(k, 40, 5))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["q%d.jsonl" % k for k in range(5)]
+
+
+def test_a_folder_that_refuses_the_results_is_named_and_nothing_is_left(write, tmp_path, capsys):
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    stream = "http://example.org/s=%s" % s
+    assert main(["replay", str(q), "--stream", stream, *RANGE, "--out-dir", str(blocker / "out")]) == 2
+    assert "cannot write the results in %s: " % (blocker / "out") in capsys.readouterr().err
+    assert main(["replay", str(q), "--stream", stream, *RANGE, "--out", str(blocker / "out.jsonl")]) == 2
+    assert "cannot write the results in %s: a file of that name is there, not a folder" % blocker in \
+        capsys.readouterr().err
+    assert blocker.read_text() == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "q.rq", "s.trig"]
