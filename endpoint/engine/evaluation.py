@@ -127,10 +127,6 @@ class QueryEvaluator:
         for iri, facts in (self.facts or {}).items():
             facts.restore(saved.get(iri, {"read_through": after}))
 
-    def next_instant(self, after: int) -> int | None:
-        """The query's first evaluation instant after `after` known now."""
-        return self.s2r.next_instant(after)
-
     def evaluate(self, instant: int) -> Evaluation | None:
         """Evaluate at `instant`; None when the report policy skips it."""
         started = time.perf_counter()

@@ -262,7 +262,7 @@ class RegisteredQuery:
             return
         skipped = 0
         while skipped < MAX_SKIPPED_PER_RUN:
-            following = self.evaluator.next_instant(instant)
+            following = self.next_instant(instant)
             if following is None or due(self, following) is None:
                 break
             self.after, instant = instant, following
