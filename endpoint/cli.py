@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import gc
 import json
 import os
@@ -66,18 +67,21 @@ def _write_atomically(path: Path, lines) -> None:
         fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
     except OSError as e:
         raise _unwritable(path.parent, e) from None
+    out = os.fdopen(fd, "w", encoding="utf-8")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            for line in lines:          # (the engine's own errors pass as they come)
-                try:
-                    out.write(line)
-                except OSError as e:
-                    raise _unwritable(path.parent, e) from None
-        os.replace(tmp, path)
-    except OSError as e:
-        os.unlink(tmp)
-        raise _unwritable(path.parent, e) from None
+        for line in lines:          # (the engine's own errors pass as they come)
+            try:
+                out.write(line)
+            except OSError as e:
+                raise _unwritable(path.parent, e) from None
+        try:
+            out.close()
+            os.replace(tmp, path)
+        except OSError as e:
+            raise _unwritable(path.parent, e) from None
     except BaseException:
+        with contextlib.suppress(OSError):     # (what it would still write is not wanted)
+            out.close()
         os.unlink(tmp)
         raise
 
@@ -277,7 +281,8 @@ def _write_all_atomically(directory: Path, ids: list[str], records, open_at_once
         temporary.clear()       # all in place: none is left to remove
     finally:
         for out in outs.values():
-            out.close()
+            with contextlib.suppress(OSError):     # (what it would still write is not wanted)
+                out.close()
         for tmp in temporary.values():
             tmp.unlink(missing_ok=True)
 

@@ -466,3 +466,18 @@ def test_a_folder_that_refuses_the_results_is_named_and_nothing_is_left(write, t
         capsys.readouterr().err
     assert blocker.read_text() == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "q.rq", "s.trig"]
+
+
+def test_an_error_of_the_replay_itself_is_not_told_as_the_folders_and_leaves_nothing(tmp_path):
+    """The records come from the running engine: an OSError raised there is its own, passed on as
+    it came, for --out and --out-dir alike; only what writing the files raised names the folder."""
+    from rspstar.endpoint.cli import _write_all_atomically, _write_atomically
+
+    def failing(first):
+        yield first
+        raise OSError("the engine's own")
+    with pytest.raises(OSError, match="the engine's own"):
+        _write_atomically(tmp_path / "one" / "out.jsonl", failing("{}\n"))
+    with pytest.raises(OSError, match="the engine's own"):
+        _write_all_atomically(tmp_path / "many", ["q"], failing(("q", {})))
+    assert list((tmp_path / "one").iterdir()) == [] and list((tmp_path / "many").iterdir()) == []
