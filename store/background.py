@@ -106,8 +106,10 @@ class ReadersWriter:
 
     def __init__(self):
         # The condition's own lock, taken directly where nothing waits on it (a Condition's
-        # `with` is a Python call on top of the lock's).
-        self._mutex = threading.Lock()
+        # `with` is a Python call on top of the lock's). Reentrant: a wait on a plain lock takes
+        # it back in Python, where a signal (Ctrl-C on an evaluation in the main thread) leaves
+        # the waiter without it, and its `with` then releases the writer's.
+        self._mutex = threading.RLock()
         self._condition = threading.Condition(self._mutex)
         self._readers = 0
         self._writing = False

@@ -25,6 +25,8 @@ from rspstar.store.rdf_input import Element, instant_literal
 from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import format_instant, parse_instant
 
+from interrupts import interrupted_on_waking
+
 S = 1_000_000
 T0 = parse_instant("2026-03-01T08:00:00Z")
 EX = "http://example.org/"
@@ -229,6 +231,19 @@ def test_a_subscriber_that_does_not_read_holds_at_most_its_bytes_and_hears_what_
     huge = {"time": format_instant(T0 + 200 * S), "bindings": [{"v": "x" * 100_000}]}
     feed.publish(huge)                        # the newest is kept, however large
     assert subscription.get(0) is huge
+
+
+def test_an_interrupt_while_a_subscriber_takes_its_lock_back_leaves_the_publisher_holding_it():
+    # A notebook following a query (the Python API's follow) waits in its subscription on the
+    # main thread while another thread evaluates and publishes; Ctrl-C may come as the record
+    # published wakes it, while it takes the subscription's lock back from the publisher. The
+    # interrupt is the caller's: the publisher keeps its lock, and the subscription goes on.
+    feed = EventFeed()
+    subscription = feed.subscribe(backlog=0)
+    # (Bounded: a signal lost under load fails the test rather than hanging the run.)
+    assert interrupted_on_waking(subscription._changed, subscription._changed.notify, lambda: subscription.get(30)) == []
+    feed.publish({"time": format_instant(T0)})
+    assert subscription.get(0) == {"time": format_instant(T0)}
 
 
 def test_an_event_stream_client_that_does_not_read_is_let_go_and_the_server_holds_its_bound(tmp_path):

@@ -12,6 +12,8 @@ from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
 from rspstar.translator.vocabulary import SKOLEM_PREFIX, timestamps_graph
 
+from interrupts import interrupted_on_waking
+
 T0 = parse_instant("2026-03-01T08:00:00Z")
 S = 1_000_000
 ANNOTATED = b"""@prefix ex: <http://example.org/> . @prefix prov: <http://www.w3.org/ns/prov#> .
@@ -726,3 +728,27 @@ def test_a_graph_with_two_timestamps_is_refused_naming_it_and_both(how):
     # The same timestamp twice is one timestamp.
     again = _stream_document(3) + b'ex:g1 prov:generatedAtTime "2026-03-01T08:00:01Z"^^xsd:dateTime .\n'
     assert len(store.documents.stage("http://s", again, ox.RdfFormat.TRIG, "x.trig").staged) == 3
+
+
+def test_an_interrupt_while_a_reader_takes_the_background_lock_back_leaves_the_writer_holding_it():
+    # An evaluation on the main thread (the Python API's) waits for a background change to
+    # finish; Ctrl-C may come as the change ends and wakes it, while it takes the lock back from
+    # the writer. The interrupt is the caller's: the writer keeps its lock and ends its change,
+    # and the background can be read and changed after.
+    access = StreamStore().background._access
+    with access._condition:
+        access._writing = True              # a change under way: the reader below waits
+
+    def change_ends():                      # as `writing` ends a change
+        access._writing = False
+        access._condition.notify_all()
+
+    def read():
+        with access.reading():
+            pass
+    assert interrupted_on_waking(access._condition, change_ends, read) == []
+    assert (access._readers, access._writing, getattr(access._local, "depth", 0)) == (0, False, 0)
+    with access.writing():
+        pass
+    with access.reading():
+        assert access._readers == 1

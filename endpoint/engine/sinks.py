@@ -279,8 +279,11 @@ class Subscription:
         self.closed = False
         self.held_bytes = 0
         self._records: collections.deque[tuple[dict, int]] = collections.deque()
-        # (A plain lock under it: nothing here takes it twice, and every record published takes it.)
-        self._changed = threading.Condition(threading.Lock())
+        # (Its own reentrant lock, not a plain one: a wait takes an RLock back in one call that
+        # no signal interrupts, where a plain lock is taken back in Python, so that Ctrl-C on a
+        # subscriber waiting in the main thread left it without the lock and its `with` released
+        # the publisher's.)
+        self._changed = threading.Condition()
 
     def put(self, record: dict, size: int = 0) -> None:
         """Add `record` (`size`: its JSON's length, what `max_bytes` counts)."""
