@@ -381,6 +381,11 @@ class StreamStore:
     def subscribed(self, subscriber) -> bool:
         return subscriber in self._subscribers
 
+    def waiting(self, held):
+        """Hold the context manager `held` (a lock, another's work), its wait not counted as an
+        evaluation's time: the store itself runs under no query's scope (ScopedStore's does)."""
+        return held
+
     def late_count(self, stream: str) -> int:
         """Elements of `stream` published below its watermark so far."""
         with self._lock:
@@ -654,6 +659,11 @@ class ScopedStore:
 
     def late_count(self, stream: str) -> int:
         return self._store.late_count(stream)
+
+    def waiting(self, held):
+        """`held`, its wait left out of the running evaluation's time (store.limits)."""
+        budget = self.scope.budget
+        return held if budget is None else budget.waiting(held)
 
     def elements_in(self, stream: str, opens: int, closes: int) -> list[str]:
         return self._store.elements_in(stream, opens, closes)

@@ -146,9 +146,7 @@ class QueryEvaluator:
         """The background held for reading; the wait for it (a change of the background waits
         for the evaluations reading it, and holds the next ones back) is not the evaluation's
         time: a change held up by a slow evaluation must not make the others run out of theirs."""
-        held = self.store.background.reading()
-        budget = getattr(getattr(self.store, "scope", None), "budget", None)
-        return held if budget is None else budget.waiting(held)
+        return self.store.waiting(self.store.background.reading())
 
     def tell(self, report: KeyGroupReport) -> None:
         """A partitioned query: what its key groups found at the instant evaluated next."""
