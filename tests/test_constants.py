@@ -100,6 +100,11 @@ BASES = ("file:///home/a/q0001.rq", "file:///srv/b/q0002.rq")
     ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?v != "1"^^<kind>) } }', True),
     ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?o != IRI("o1")) } }', True),
     ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?o != uri("o1")) } }', True),
+    # A comment between the function's name and its bracket is white space: still a call.
+    ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?o != IRI # the sensor\n("o1")) } }', True),
+    ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?o != URI #\n #\n ("o1")) } }', True),
+    # The word in a comment or a string, whatever follows it, is no call (and is read at once).
+    ('WINDOW ex:w { GRAPH ?g { ?o ex:v ?v FILTER(?o != "IRI%s") } } # IRI%s\n' % (" " * 200, " #" * 200), False),
 ])
 def test_queries_read_from_two_places_share_a_key_unless_they_read_their_base(where, reads):
     first, second = (parameterized(compile_query(query(where), base=base)) for base in BASES)

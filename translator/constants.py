@@ -69,9 +69,12 @@ class Parameterized:
                            self.after)
 
 
-# An IRI as the tokenizer reads one (tokens._IRIREF), and a call of IRI() or URI().
+# An IRI as the tokenizer reads one (tokens._IRIREF), and a call of IRI() or URI(): between
+# the name and its bracket, what the tokenizer skips (tokens._WS: white space and comments),
+# read one way only (a character of white space, or a comment to its line's end): a pattern
+# with two ways to read a run of spaces would try each on a text that has no bracket after.
 _IRI_REF = re.compile(r'<([^<>"{}|^`\\\x00-\x20]*)>')
-_IRI_CALL = re.compile(r"\b(?:IRI|URI)\s*\(", re.IGNORECASE)
+_IRI_CALL = re.compile(r"\b(?:IRI|URI)(?:\s|#[^\n\r]*[\n\r])*\(", re.IGNORECASE)
 
 
 def reads_its_base(query: ContinuousQuery) -> bool:
@@ -189,7 +192,7 @@ def parameterized(query: ContinuousQuery) -> Parameterized | None:
                                             "" if projected else "?%s " % variable)
         bounds = Bounds(variable, tuple(at[span] for span, _ in removed), tuple(op for _, op in removed),
                         fast_before, fast_after, projected)
-        values = tuple(_constant_number(body, span) for span, _ in removed)
+        values = tuple(constant_number(body, span) for span, _ in removed)
     return Parameterized(before, after, tuple(text[tokens[a].offset:tokens[b].end] for a, b in order), marker,
                          tuple((tokens[a].offset, tokens[b].end) for a, b in order),
                          query.base if query.base is not None and reads_its_base(query) else None,
@@ -353,7 +356,7 @@ def _projects(body, variable: str) -> bool:
 _QUOTES = ('"""', "'''", '"', "'")
 
 
-def _constant_number(body, span: tuple[int, int]) -> Number | None:
+def constant_number(body, span: tuple[int, int]) -> Number | None:
     """The value of the numeric literal written at `span` (a number, or a string typed with a
     numeric datatype), else None."""
     tokens = body.tokens
