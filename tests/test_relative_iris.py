@@ -11,7 +11,7 @@ import pyoxigraph as ox
 import pytest
 
 import rspstar
-from http_app import AUTH
+from http_app import AUTH, TOKEN
 from rspstar.endpoint.cli import main
 from rspstar.endpoint.config import load_config, register_configured
 from rspstar.translator.options import OptionError, QueryOptions
@@ -240,6 +240,23 @@ def test_a_query_registered_over_http_resolves_against_the_registration_url(clie
     refused = client.post("/queries", headers=AUTH, json={"query": "SELECT * WHERE { ?s ?p ?o }",
                                                           "options": {"base": "relative/"}})
     assert refused.status_code == 400 and "option base" in refused.get_json()["message"]
+
+
+def test_post_and_put_resolve_against_the_configured_base_iri_alike(engine, tmp_path):
+    # [http] base_iri is the base of every query registered at /queries: a PUT of the text a
+    # POST registers means the same IRIs (it used to drop the base's last segment, as it drops
+    # the query's id from the URL it was sent to).
+    from rspstar.endpoint.http import HttpSettings, create_app
+    client = create_app(engine, HttpSettings(token=TOKEN, base_iri="http://example.org/app/queries",
+                                             landing_dir=tmp_path / "landing")).test_client()
+    text = "SELECT ?s FROM NAMED WINDOW <w> ON <streams/s> [RANGE PT2S] WHERE { WINDOW <w> { GRAPH ?g { ?s ?p ?o } } }"
+    posted = client.post("/queries", query_string={"id": "posted"}, headers=AUTH,
+                         content_type="application/sparql-query", data=text)
+    put = client.put("/queries/put", headers=AUTH, content_type="application/sparql-query", data=text)
+    assert (posted.status_code, put.status_code) == (201, 201), (posted.get_json(), put.get_json())
+    for described in (posted.get_json(), put.get_json()):
+        assert described["options"]["base"] == "http://example.org/app/queries"
+        assert described["windows"][0]["stream"] == "http://example.org/app/streams/s"
 
 
 def test_configured_queries_resolve_against_their_base_or_their_file(tmp_path):

@@ -54,7 +54,9 @@ def put_query(query_id):
     if given_id is not None and given_id != query_id:
         raise BadRequest("the body names id %s, the URL %s: leave it out, or make them equal"
                          % (json.dumps(given_id)[:80], json.dumps(query_id)))
-    options.setdefault("base", base_iri().rsplit("/", 1)[0])
+    # The URL it was sent to less the id (/queries), unless [http] base_iri gives the base,
+    # which is every registration's as it is.
+    options.setdefault("base", services().settings.base_iri or base_iri().rsplit("/", 1)[0])
     engine = services().engine
     try:
         current = engine.get(query_id)
