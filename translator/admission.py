@@ -18,6 +18,7 @@ from .partition import PartitionKey, check_partitioned
 from .policy import ReportPolicy, report_policy
 from .temporal import format_instant
 from .validate import compile_query, with_option_warnings
+from .variants import CompiledShapes
 
 
 class QueryOverLimits(TranslatorError):
@@ -54,16 +55,19 @@ class Admitted:
 
 
 def admit(text: str, limits: Limits, options: QueryOptions | dict[str, str] | None = None, *,
-          compiled: ContinuousQuery | None = None, registering: bool = True) -> Admitted:
+          compiled: ContinuousQuery | None = None, registering: bool = True,
+          shapes: CompiledShapes | None = None) -> Admitted:
     """The query of `text` with its options (read here from KEY=VALUE pairs when given so) and
     its report policy, if the engine may run it under `limits` (`compiled`: `text` as
-    compile_query gave it with these options' dialect, start and base, not compiled again).
+    compile_query gave it with these options' dialect, start and base, not compiled again;
+    `shapes`: the trees of queries compiled before, compile_query's).
     A check (`registering` false) is told what a registration would be refused for only where
     the query is well formed: a query that would never be evaluated."""
     if not isinstance(options, QueryOptions):
         options = QueryOptions.from_pairs(options or {})
     query = compiled if compiled is not None else compile_query(text, dialect=options.dialect, start=options.start,
-                                                                base=options.base, streams=options.streams)
+                                                                base=options.base, streams=options.streams,
+                                                                shapes=shapes if options.share_constants else None)
     query = with_option_warnings(query, options)
     if limits.federation_allowed is not None:
         check_federation(text, limits.federation_allowed, options.base)

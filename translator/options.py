@@ -192,7 +192,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("fuse_rspu", Flag(), True, "nested `rspu:` calls made as one" + _SWITCH, switch=True),
     Option("incremental", Flag(), True, "windows evaluated incrementally, each time range once "
            "(docs/incremental-evaluation.md)" + _SWITCH, switch=True),
-    Option("share_constants", Flag(), True, "the queries that differ only in constants evaluated together"
+    Option("share_constants", Flag(), True, "the queries that differ only in constants evaluated together, and "
+           "parsed once"
            + _SWITCH, switch=True),
     Option("partition", Variable(), None, "the variable a partitioned query is evaluated per key of, e.g. "
            "`?location` (docs/partitioned-queries.md)", any_query=False),

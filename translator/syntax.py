@@ -14,7 +14,7 @@ import pyoxigraph as ox
 
 from .errors import StreamNameError
 from .namespaces import RSPU
-from .tokens import IRI, PNAME, SourceText, Token, Tokens
+from .tokens import IRI, PNAME, PUNCT, SourceText, Token, Tokens
 
 
 @dataclass
@@ -247,8 +247,9 @@ class ParsedBody:
 def calls_rspu(tokens: Sequence[Token], start: int, end: int, resolve) -> bool:
     """Whether tokens [start, end) call an rspu: function: an IRI or prefixed name that
     `resolve` (of a token index) makes an rspu: IRI, followed by '('."""
-    return any(tokens[k].kind in (IRI, PNAME) and tokens[k + 1].is_punct("(") and resolve(k).startswith(RSPU)
-               for k in range(start, end - 1))
+    rows = tokens.rows if isinstance(tokens, Tokens) else tokens    # (a Token is such a row too)
+    return any(rows[k][0] in (IRI, PNAME) and rows[k + 1][0] == PUNCT and rows[k + 1][1] == "("
+               and resolve(k).startswith(RSPU) for k in range(start, end - 1))
 
 
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")

@@ -98,6 +98,11 @@ class Tokens(Sequence):
         """The words (NAME tokens) of the text, upper case: read from the rows, no Token made."""
         return {text.upper() for kind, text, _, _ in self._rows if kind == NAME}
 
+    @property
+    def rows(self) -> tuple[tuple, ...]:
+        """The tokens as plain (kind, text, offset, end) tuples, read with no Token made."""
+        return self._rows
+
 
 class SourceText:
     """The query text with offset -> (line, column) conversion."""

@@ -21,6 +21,7 @@ from .syntax import (
 from .tokens import IRI, NAME, PNAME, VAR, SourceText, tokenize
 from .uncertainty import FUNCTION_NAMES, FunctionLibrary
 from .uncertainty.functions import arguments_in_words
+from .variants import CompiledShapes
 from .options import QueryOptions
 from .warnings import query_warnings, reading_warnings
 
@@ -73,27 +74,29 @@ def unknown_function(message: str, text: str,
 
 def compile_query(text: str, functions: FunctionLibrary | None = None, dialect: str | None = None,
                   start: str | None = None, base: str | None = None,
-                  streams: tuple[str, ...] = ()) -> ContinuousQuery:
+                  streams: tuple[str, ...] = (), shapes: CompiledShapes | None = None) -> ContinuousQuery:
     """Parse and fully check a query written in RSP-QL* or one of the dialects (spec §6.5:
     `dialect`, else recognized from the text; `start`, t0 of a dialect query's windows; `base`,
     the IRI the text was retrieved from, which its relative IRIs resolve against before any
     BASE of its own; `streams`, the streams a replay is given, which an EP-SPARQL query naming
-    none reads); raises QuerySyntaxError (line, column of `text`)."""
+    none reads; `shapes`, the trees of queries compiled before, for a text differing from one
+    of them only in constants); raises QuerySyntaxError (line, column of `text`)."""
     check_nesting(text, language="sparql")      # first: every step below reads the text, some recursively
     try:
-        return _compile_checked(text, functions, dialect, start, base, streams)
+        return _compile_checked(text, functions, dialect, start, base, streams, shapes)
     except RecursionError:
         raise QuerySyntaxError("the query is nested too deeply to be read", 1, 1) from None
 
 
 def _compile_checked(text: str, functions: FunctionLibrary | None, dialect: str | None,
-                     start: str | None, base: str | None, streams: tuple[str, ...] = ()) -> ContinuousQuery:
+                     start: str | None, base: str | None, streams: tuple[str, ...] = (),
+                     shapes: CompiledShapes | None = None) -> ContinuousQuery:
     # A text whose dialect is to be recognized is tokenized once, for the recognition, the
     # parser and the warnings (a tokenizing error is the one recognition would raise).
     tokens = tokenize(SourceText(text)) if dialect is None else None
     translation = translate(text, dialect, start, base, streams, tokens)
     if translation is None:     # compile_query checked the text's nesting
-        query, checked = _compile(text, functions, base, tokens, nesting_checked=True)
+        query, checked = _compile(text, functions, base, tokens, nesting_checked=True, shapes=shapes)
     else:
         try:
             query, checked = translation.apply(_compile(translation.text, functions, base)[0], text), None
@@ -170,9 +173,17 @@ _CHECKED = RewriteOptions(lazy_bind=False, h4=False)
 
 
 def _compile(text: str, functions: FunctionLibrary | None, base: str | None,
-             tokens: list | None = None, nesting_checked: bool = False) -> tuple[ContinuousQuery, Template]:
-    """The query, checked, and its template under _CHECKED."""
-    query = parse_query(text, base, tokens, nesting_checked)
+             tokens: list | None = None, nesting_checked: bool = False,
+             shapes: CompiledShapes | None = None) -> tuple[ContinuousQuery, Template]:
+    """The query, checked, and its template under _CHECKED (its tree one of `shapes` when it
+    differs from a query compiled before only in constants; every check made all the same)."""
+    query = None
+    if shapes is not None:
+        tokens = tokenize(SourceText(text)) if tokens is None else tokens
+        query = shapes.variant(text, tokens, base)
+    parsed = query is None
+    if parsed:
+        query = parse_query(text, base, tokens, nesting_checked)
     check_grouping(query)
     functions = functions or FunctionLibrary()
     template = compile_template(query, _CHECKED)
@@ -182,6 +193,8 @@ def _compile(text: str, functions: FunctionLibrary | None, base: str | None,
     for window in query.windows.values():
         if window.reads_facts:
             check_fact_window(window)
+    if parsed and shapes is not None:
+        shapes.keep(query, tokens)
     return query, template
 
 
