@@ -382,6 +382,11 @@ FAST_PATH_EXAMPLES = {
     "incremental ranges under entailment": _select((WindowBlock(1, ENTAILED),), background=SCHEMA, entailment=True),
     "constant groups under entailment": _select((WindowBlock(1, ENTAILED, side=(Filter(Binary(">", Var("v"), Num("4"))),)),),
                                                 background=SCHEMA, entailment=True),
+    # The copy with other constants is parsed as the query was, and joins its group with the
+    # constants read from the query's.
+    "constants parsed once": _select((WindowBlock(1, OBSERVATION, side=(Filter(Binary(">", Var("v"), Num("4"))),)),)),
+    "constants read from their shape": _select((WindowBlock(1, OBSERVATION, side=(
+        Filter(Binary(">", Var("v"), Num("4"))),)),)),
     "joined windows under entailment": _select((WindowBlock(1, ENTAILED), WindowBlock(2, (KeyTriple(), ValueTriple())),
                                                 Background("bound")), projection=("k", "v1", "v2", "l"),
                                                declarations=(SLIDING, Declaration(2, 2, TimeWindow(3000, 1000))),

@@ -247,13 +247,16 @@ def test_a_removed_query_leaves_its_group_and_the_rest_go_on_alone():
     first, second = (QueryEvaluator(compile_query(threshold_query(t)), store, groups=groups) for t in (3, 10))
     reference = QueryEvaluator(compile_query(threshold_query(3)), store)
     store.advance_watermark(STREAM, T0 + 2 * S)
-    first.evaluate(T0 + 2 * S)      # leaves the second query's rows unread
+    first.evaluate(T0 + 2 * S)      # leaves the second query's window made, not taken
     group = first.r2r.ranges.group
-    assert group.shared() and group._unread
+    assert group.shared() and any(second.r2r.ranges in made for made in group._windows.values())
     second.close()
-    assert not group.shared() and all(second.r2r.ranges not in unread for unread in group._unread.values())
+    assert not group.shared() and all(second.r2r.ranges not in made for made in group._windows.values())
+    # The ranges it held are by their rows in a query made for both: let go of (a group no
+    # longer shared makes no window that would drop them).
+    assert not group._ranges
     # Removed while evaluating (after asking whether the group is shared): it goes alone.
-    assert group.rows(second.r2r.ranges, (STREAM, T0, T0 + S, 0), ["http://example.org/e0"], T0) is None
+    assert group.window(second.r2r.ranges, STREAM, T0, T0 + S, 0) is None
     for k in range(3, 11):
         store.advance_watermark(STREAM, T0 + k * S)
         assert bag(first.evaluate(T0 + k * S).rows) == bag(reference.evaluate(T0 + k * S).rows)
@@ -371,8 +374,10 @@ def test_many_queries_of_one_shape_cost_their_group_not_each_member(monkeypatch)
     # Each one-second range holding elements once, by the member that evaluated it (ranges
     # before the stream's first element hold none, and each member sees that for itself).
     assert len([a for a in looked_up if a[1] >= T0]) == 5
-    # The cache keeps only ranges a window can still reach (the last opens at T0 + 1 s), as it goes.
-    assert shared._rows and all(lo >= T0 + S for _, _, lo, _, _ in shared._rows)
+    # The group keeps only ranges a window can still reach (the last opens at T0 + 1 s), as it
+    # goes; its members' ranges fill no cache of equal queries' (the group holds them once).
+    group = members[0].r2r.ranges.group
+    assert group._ranges and all(lo >= T0 + S for _, lo, _, _ in group._ranges) and not shared._rows
 
 
 @pytest.mark.parametrize("held_in", ["evaluation", "compilation"])
@@ -415,3 +420,18 @@ def test_queries_join_and_leave_a_group_while_it_evaluates_a_range_without_waiti
     evaluating.join(30)
     assert done_while_evaluating
     assert bag(result[0].rows) == bag(reference.evaluate(T0 + 2 * S).rows)
+
+
+def test_an_iri_call_written_with_a_comment_before_its_bracket_resolves_against_each_querys_base():
+    # IRI #...\n("o5") is IRI("o5"): it reads the base, so the query keeps it, and copies read
+    # from two places neither share a group nor lose the base each resolves against.
+    store = StreamStore()
+    store.add_elements(STREAM, [element(k, T0 + k * S // 4) for k in range(20)])
+    text = QUERY.replace("FILTER(?v >= 0)", 'FILTER(?o = IRI # the sensor\n("o5") || ?v >= 10)')
+    groups, shared = ConstantGroups(), RangeResults()
+    together = [QueryEvaluator(compile_query(text, base=base), store, groups=groups, shared=shared)
+                for base in ("http://example.org/", "http://example.org/other/")]
+    store.advance_watermark(STREAM, T0 + 5 * S)
+    first, second = ({r["o"] for r in e.evaluate(T0 + 5 * S).rows} for e in together)
+    assert "<http://example.org/o5>" in first and "<http://example.org/o5>" not in second
+    assert first - second == {"<http://example.org/o5>"}

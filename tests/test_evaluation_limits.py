@@ -175,6 +175,54 @@ def test_removing_a_query_stops_its_evaluation_on_a_thread():
     assert registered.status.evaluations == 0 and registered.status.state == "running"
 
 
+THRESHOLD = PREFIX + """SELECT ?x FROM NAMED WINDOW ex:w ON ex:s [RANGE PT10S STEP PT10S]
+WHERE { WINDOW ex:w { GRAPH ?g { ?a ex:v ?x FILTER(?x >= %d) } } }"""
+
+
+def test_a_group_member_waiting_for_another_to_make_its_window_is_not_charged_the_wait(monkeypatch):
+    # Two queries differing in a constant: the first to evaluate the window makes it for both,
+    # the other waits. The first is removed after four seconds of work; the other then makes
+    # the window itself, in two seconds. Its evaluation had been charged the four seconds it
+    # waited: past the limit of five, it failed, where alone it takes two.
+    monotonic = Ticking()
+    store = StreamStore()
+    engine = Runner(store, VirtualClock(T0), EngineConfig(max_delay=0, evaluation_timeout=5 * S), monotonic=monotonic)
+    low, high = engine.register(THRESHOLD % 3, "low"), engine.register(THRESHOLD % 7, "high")
+    group = low.evaluator.r2r.ranges.group
+    assert group is high.evaluator.r2r.ranges.group and group.shared()
+    feed(store, "s", 10, T0 + 10 * S)
+    engine.clock.set(T0 + 10 * S)
+    inside, release, waiting = threading.Event(), threading.Event(), threading.Event()
+    real = store.evaluate
+
+    def evaluate(*args, **kwargs):
+        if threading.current_thread() is making:
+            inside.set()
+            assert release.wait(30)
+        else:
+            monotonic.now += 2          # the window made by the other: two seconds
+        return real(*args, **kwargs)
+    monkeypatch.setattr(store, "evaluate", evaluate)
+    making = threading.Thread(target=engine.run_query, args=("low",))
+    making.start()
+    assert inside.wait(30)
+    [running] = group._running.values()
+    wait = running.wait
+    running.wait = lambda *a: waiting.set() or wait(*a)
+    taking = threading.Thread(target=engine.run_query, args=("high",))
+    taking.start()
+    assert waiting.wait(30)
+    monotonic.now += 4                  # the first one's work so far
+    engine.remove("low")
+    release.set()
+    making.join(30)
+    taking.join(30)
+    assert high.status.state == "running", high.status.last_error
+    assert high.status.evaluations == 1
+    integers = ['"%d"^^<http://www.w3.org/2001/XMLSchema#integer>' % k for k in (7, 8, 9)]
+    assert sorted(b["x"] for b in high.history.since()[-1]["bindings"]) == integers
+
+
 # -- worker processes ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def workers():

@@ -62,6 +62,47 @@ def test_a_query_of_a_group_is_rewritten_once_and_asks_its_next_instant_once_an_
     assert many.instants_asked <= 10 * (CLOSES + 2) and one.instants_asked <= CLOSES + 2
 
 
+@pytest.mark.parametrize("door", DOORS)
+def test_queries_differing_in_constants_are_parsed_once_and_read_their_constants_from_the_first_through_every_door(
+        door, tmp_path):
+    one_records, one = run(door, Workload(sensor_queries(1), elements()), tmp_path / "one")
+    many_records, many = run(door, Workload(sensor_queries(10), elements()), tmp_path / "many")
+    assert rows(many_records["q0000"]) == rows(one_records["q0000"])
+    # The nine further texts take the first one's syntax tree over their own tokens (each is
+    # still checked: its rewrite, by Oxigraph), and their constants are read from where the
+    # first one's are. Parsed besides, in either run: the check that the group's query
+    # compiles, and the group's query (its table of ten) or, for one query alone, its text again
+    # when it evaluates alone.
+    assert many.parsed == one.parsed == 3, (many.parsed, one.parsed)
+    assert many.constants_worked_out == one.constants_worked_out > 0
+    assert many.templates - one.templates == 9
+
+
+@pytest.mark.parametrize("door", DOORS)
+def test_the_members_of_a_group_take_their_windows_from_it_through_every_door(door, tmp_path):
+    one_records, one = run(door, Workload(sensor_queries(1), elements()), tmp_path / "one")
+    many_records, many = run(door, Workload(sensor_queries(10), elements()), tmp_path / "many")
+    assert rows(many_records["q0003"]) != rows(many_records["q0000"]) == rows(one_records["q0000"])
+    # One query alone reads its window's new range at each close itself; the ten of a group are
+    # each given their window's rows, made once for all at each close from the group's ranges.
+    assert one.ranges_read >= CLOSES and many.ranges_read == 0, (one.ranges_read, many.ranges_read)
+    assert (many.evaluations, many.elements) == (one.evaluations, one.elements)
+
+
+@pytest.mark.parametrize("door", [door for door in DOORS if door != "replay files"])
+def test_a_group_catching_up_on_many_closes_at_once_costs_one_querys_evaluations_through_every_door(door, tmp_path):
+    # Every close due at once (a backlog): each query evaluates several closes in a turn before
+    # the next one does (the runner's MAX_EVALUATIONS_PER_RUN). The group kept fewer windows made
+    # than a turn makes: each member after the first found its first windows gone, made them for
+    # all again (each evicting one the others had still to take): 38 evaluations of the group's
+    # query for ten members, 98 for thirty, where one query makes 11.
+    one_records, one = run(door, Workload(sensor_queries(1), elements(), at_once=True), tmp_path / "one")
+    many_records, many = run(door, Workload(sensor_queries(30), elements(), at_once=True), tmp_path / "many")
+    assert len(many_records) == 30 and all(len(r) == CLOSES for r in many_records.values())
+    assert rows(many_records["q0010"]) == rows(one_records["q0000"])
+    assert (many.evaluations, many.elements) == (one.evaluations, one.elements), (many.evaluations, one.evaluations)
+
+
 RELATIVE = """PREFIX sosa: <http://www.w3.org/ns/sosa/>
 SELECT ?o ?v
 FROM NAMED WINDOW <http://example.org/w> ON <http://example.org/stream> [RANGE PT10S STEP PT2S]

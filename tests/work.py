@@ -32,6 +32,10 @@ from rspstar.endpoint.config import load_config, register_configured
 from rspstar.endpoint.engine.runner import Runner
 from rspstar.endpoint.http import HttpSettings, create_app
 from rspstar.store.stream_store import StreamStore
+from rspstar.endpoint.engine import sharing
+from rspstar.endpoint.engine.r2r import RangeRows
+from rspstar.translator import variants
+from rspstar.translator.parser import _Parser
 from rspstar.translator.rewrite import _Rewriter
 from rspstar.translator.windows import Progression
 from rspstar.translator.temporal import format_instant, parse_instant
@@ -60,6 +64,12 @@ class Work:
     table_rows: int = 0
     templates: int = 0              # queries rewritten into templates (translator/rewrite.py)
     instants_asked: int = 0         # a window progression asked for its next instant
+    parsed: int = 0                 # texts our parser read (translator/parser.py)
+    # Queries whose constants were worked out from their syntax tree (translator/constants.py
+    # `parameterized`, as the engine calls it), not read from a query of their shape.
+    constants_worked_out: int = 0
+    # Windows a query read range by range itself (r2r.RangeRows._between), not given by its group.
+    ranges_read: int = 0
 
     @contextlib.contextmanager
     def counting(self):
@@ -94,9 +104,22 @@ class Work:
         def asked(*args, **kwargs):
             self.instants_asked += 1
 
+        def parsed(*args, **kwargs):
+            self.parsed += 1
+
+        def worked_out(*args, **kwargs):
+            self.constants_worked_out += 1
+
+        def read_ranges(*args, **kwargs):
+            self.ranges_read += 1
+
         wrap(StreamStore, "evaluate", before=evaluated)
         wrap(_Rewriter, "run", before=rewritten)
         wrap(Progression, "next", before=asked)
+        wrap(_Parser, "parse", before=parsed)
+        wrap(RangeRows, "_between", before=read_ranges)
+        for module in (sharing, variants):      # (where the engine looks the name up)
+            wrap(module, "parameterized", before=worked_out)
         wrap(StreamStore, "query", before=queried)
         wrap(Runner, "register", after=self.registered.append)
         try:
@@ -157,6 +180,9 @@ class Workload:
     bases: dict[str, str] = field(default_factory=dict)
     sensors: list[str] | None = None      # the sensors' IRIs (None: ex:s0, ex:s1, ...)
     background: str | None = None         # background data (TriG)
+    # The whole stream pushed, then the clock advanced once to its end: a backlog, every close
+    # due at once (as after a pause, or a micro-batch spanning several steps).
+    at_once: bool = False
 
     def options_of(self, query_id: str) -> dict[str, str]:
         base = self.bases.get(query_id)
@@ -173,11 +199,15 @@ def _records(feed) -> list[dict]:
 
 def drive(engine: rspstar.Engine, workload: Workload) -> dict[str, list[dict]]:
     """Each second's elements pushed, then the clock advanced to the second's end (which
-    declares the stream complete through it: its elements are in before); every registered
-    query's records."""
+    declares the stream complete through it: its elements are in before), or all of them and
+    then the clock to the end (`at_once`); every registered query's records."""
     feeds = {q.id: q.feed.subscribe(backlog=0) for q in engine.engine.queries()}
     records = {query_id: [] for query_id in feeds}
     try:
+        if workload.at_once:
+            engine.push(STREAM, trig(workload.items, workload.sensors))
+            engine.advance(format_instant(T0 + workload.seconds * S))
+            return {query_id: _records(feed) for query_id, feed in feeds.items()}
         for second in range(1, workload.seconds + 1):
             batch = [e for e in workload.items
                      if (second - 1) * 1000 < e.ms <= second * 1000 or (second == 1 and e.ms == 0)]
@@ -218,6 +248,7 @@ def python_api(workload: Workload, tmp: Path) -> rspstar.Engine:
 def replay_files(workload: Workload, tmp: Path) -> dict[str, list[dict]]:
     """`rspstar replay q0.rq q1.rq ... --stream ... --out-dir`: the command line's code."""
     assert not workload.bases, "a replay's query files have the base of their own file"
+    assert not workload.at_once, "a replay publishes the elements as its clock reaches them"
     paths = _files(workload, tmp / "queries")
     stream = tmp / "stream.trig"
     stream.write_text(trig(workload.items, workload.sensors), encoding="utf-8")

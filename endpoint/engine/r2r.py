@@ -28,7 +28,7 @@ import pyoxigraph as ox
 from rspstar.store.limits import too_large
 from rspstar.store.stream_store import StreamStore
 from rspstar.store.terms import select_rows, term_to_ntriples, triple_to_ntriples
-from rspstar.translator.constants import parameterized, without_unread_base
+from rspstar.translator.constants import without_unread_base
 from rspstar.translator.incremental import PARTIAL_ROWS, Landmark
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.model import ContinuousQuery, QueryForm, WindowContent
@@ -224,7 +224,7 @@ class RangeRows:
         constants and the group's query compiles (else it is evaluated alone, as always)."""
         if groups is None:
             return None
-        query = parameterized(self.compiled.query)
+        query = groups.constants_of(self.compiled.query)
         if query is None:
             return None
 
@@ -257,6 +257,13 @@ class RangeRows:
             late = (late, compiled.schema_version())
         if late != self._late_seen:
             self._ranges, self._late_seen = [], late    # a late element may sit in a kept range
+        group = self.group
+        if group is not None and group.shared():
+            # The group makes every member's window at once from ranges it evaluates once.
+            found = group.window(self, stream, opens, closes, late)
+            if found is not None:
+                self._ranges = []           # (what it keeps is for reading its ranges itself)
+                return found
         kept = [r for r in self._ranges if opens <= r.opens and r.closes <= closes]
         if not kept:
             ranges = self._between(stream, opens, closes, opens)
@@ -273,12 +280,9 @@ class RangeRows:
             elements += r.elements
         return rows, elements
 
-    def _between(self, stream: str, opens: int, closes: int, window_opens: int) -> list[_Range]:
-        """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
-        (so each later window is a run of whole ranges), in the window opening at
-        `window_opens`."""
-        if opens >= closes:
-            return []
+    def edges(self, opens: int, closes: int) -> list[int]:
+        """Where [opens, closes) is cut: its ends, and wherever a later window opens or closes
+        inside it (so each later window is a run of whole ranges)."""
         window = self._declared
         step = window.step
         cuts = {opens, closes}
@@ -289,27 +293,24 @@ class RangeRows:
             while x < closes:
                 cuts.add(x)
                 x += step
-        edges = sorted(cuts)        # (every cut lies in [opens, closes])
+        return sorted(cuts)         # (every cut lies in [opens, closes])
+
+    def _between(self, stream: str, opens: int, closes: int, window_opens: int) -> list[_Range]:
+        """[opens, closes) evaluated as ranges cut wherever a later window opens or closes
+        (so each later window is a run of whole ranges), in the window opening at
+        `window_opens`."""
+        if opens >= closes:
+            return []
+        edges = self.edges(opens, closes)
         ranges = []
         block = None if self.shared is None else \
             self.group.identity(self) if self.group is not None else self.compiled.block_text()
         for lo, hi in zip(edges, edges[1:]):
             key = (block, stream, lo, hi, self._late_seen)
-            # Rows another member of the group evaluated for this one come first, and are not
-            # kept for equal queries: the group gives them to its members with equal constants
-            # too, and a thousand members' rows would push the shared ranges out.
-            found = self.group.unread(self, key[1:]) if self.group is not None else None
-            if found is not None:
-                ranges.append(_Range(lo, hi, *found))
-                continue
             found = self.shared.get(key) if block is not None else None
             if found is None:
                 elements = self.store.elements_in(stream, lo, hi)
-                rows = None if elements else []
-                if elements and self.group is not None and self.group.shared():
-                    rows = self.group.rows(self, (stream, lo, hi, self._late_seen), elements, window_opens)
-                if rows is None:
-                    rows = self.compiled.run({self.window: elements}, len(elements), select_rows)
+                rows = self.compiled.run({self.window: elements}, len(elements), select_rows) if elements else []
                 found = (rows, len(elements))
                 if block is not None:
                     self.shared.put(key, found, window_opens)

@@ -24,6 +24,7 @@ from rspstar.translator.model import ContinuousQuery
 from rspstar.translator.temporal import format_instant
 from rspstar.translator.options import QueryOptions
 from rspstar.translator.validate import compile_query
+from rspstar.translator.variants import CompiledShapes
 
 from .clock import VirtualClock
 from .runner import Runner, EngineConfig
@@ -88,11 +89,15 @@ class Replay:
             raise UsageError("a replay needs a query")
         self.options = {query_id: self.query_options(query_id) for query_id in spec.queries}
         given = tuple(stream for stream, _ in spec.streams)
+        # Query files differing only in constants (a thousand sensors') are parsed once, and
+        # the runner reads their constants from the tree kept.
+        self.shapes = CompiledShapes()
         self.queries = {}
         for query_id, text in spec.queries.items():
             options = QueryOptions.from_pairs(self.options[query_id])
             self.queries[query_id] = compile_query(text, dialect=options.dialect, start=options.start,
-                                                   base=options.base, streams=options.streams or given)
+                                                   base=options.base, streams=options.streams or given,
+                                                   shapes=self.shapes if options.share_constants else None)
         read = set().union(*(q.streams for q in self.queries.values()))
         unread = [stream for stream, _ in spec.streams if stream not in read]
         if unread:
@@ -138,7 +143,7 @@ class Replay:
     def _runner(self) -> Runner:
         """The engine the replay drives (a subclass may give another store or other settings:
         the differential test replays over an on-disk store with evaluations in workers)."""
-        return Runner(self.store, self.clock, EngineConfig(**_OFFLINE))
+        return Runner(self.store, self.clock, EngineConfig(**_OFFLINE), shapes=self.shapes)
 
     def _stage(self, optimistic: bool) -> tuple[StreamStore, dict[str, "_Pending"]]:
         store = self._new_store()

@@ -31,6 +31,7 @@ from rspstar.translator.model import ContinuousQuery, QueryForm
 from rspstar.translator.admission import admit, check_landmark_starts
 from rspstar.translator.warnings import background_warnings, unfed_stream_warnings
 from rspstar.translator.temporal import InstantTexts
+from rspstar.translator.variants import CompiledShapes
 
 from .clock import Clock
 from .errors import DuplicateQuery, EndpointError, EngineAtCapacity, InvalidQueryId, UnknownQuery
@@ -67,7 +68,7 @@ class Runner:
 
     def __init__(self, store: StreamStore, clock: Clock, config: EngineConfig | None = None,
                  post: Poster | None = None, monotonic: Callable[[], float] = time.monotonic,
-                 workers: EvaluationWorkers | None = None):
+                 workers: EvaluationWorkers | None = None, shapes: CompiledShapes | None = None):
         self.store = store
         self.clock = clock
         self.config = config = config if config is not None else EngineConfig()
@@ -91,7 +92,13 @@ class Runner:
         self._queries: dict[str, RegisteredQuery] = {}
         self._lock = threading.RLock()
         self.range_results = RangeResults()     # what queries with equal window blocks share
-        self.constant_groups = ConstantGroups()  # queries differing only in constants
+        # The syntax trees of the queries registered, by shape (`shapes`: a caller's that compiled
+        # them): a text differing from one of them only in constants is not parsed again, and
+        # joins its group without working out its constants again.
+        self.shapes = shapes if shapes is not None else CompiledShapes()
+        # Queries differing only in constants; a group keeps the windows it made for two turns of
+        # its members (a turn: each member's closes up to MAX_EVALUATIONS_PER_RUN, one after another).
+        self.constant_groups = ConstantGroups(self.shapes, windows_kept=2 * MAX_EVALUATIONS_PER_RUN)
         # The texts of the instants its queries' records carry (at a close, the same few for all).
         self.instant_texts = InstantTexts()
         self.listeners: list[Callable[[str, str], None]] = []   # (event, query id): registered/removed/background
@@ -154,7 +161,7 @@ class Runner:
         with the IStream/DStream state `resume_r2s` of the evaluation there). `compiled`: the
         text as compile_query gave it under the options' dialect, start and base, when the caller has it."""
         options = dict(options or {})
-        admitted = admit(text, self.config, options, compiled=compiled)
+        admitted = admit(text, self.config, options, compiled=compiled, shapes=self.shapes)
         query = admitted.query = self._with_data_warnings(admitted.query)
         if resume_after is None:       # a restored query's landmark holds what it held
             check_landmark_starts(query, self.store.evicted_before)

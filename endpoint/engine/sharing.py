@@ -11,21 +11,26 @@ from typing import Callable, Protocol
 
 from rspstar.store.errors import ResultTooLarge
 from rspstar.store.terms import select_rows_by, select_rows_matched
-from rspstar.translator.constants import Bounds, Number, Parameterized, nan_itself, number_of_term
+from rspstar.translator.constants import Bounds, Number, Parameterized, nan_itself, number_of_term, parameterized
+from rspstar.translator.model import ContinuousQuery
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.parser import parse_query
 from rspstar.translator.rewrite import RewriteOptions, Template, compile_template
+from rspstar.translator.variants import CompiledShapes
 
 log = logging.getLogger(__name__)
 
 
 class Member(Protocol):
     """A member of a group: one query's incremental window (r2r.RangeRows), evaluating its
-    ranges in `store` with its `functions`, its window's elements filling slot `window`."""
+    ranges in `store` with its `functions`, its window's elements filling slot `window`, and
+    cutting a window into ranges where later windows open and close (`edges`)."""
 
     store: object
     window: str
     functions: object
+
+    def edges(self, opens: int, closes: int) -> list[int]: ...
 
 
 class RangeResults:
@@ -73,9 +78,17 @@ class ConstantGroups:
     translator.constants), grouped so that one evaluation of a time range serves them all
     (docs/incremental-evaluation.md)."""
 
-    def __init__(self):
+    def __init__(self, shapes: CompiledShapes | None = None, windows_kept: int | None = None):
         self._groups: dict[tuple, _ConstantGroup] = {}
         self._lock = threading.Lock()
+        self.shapes = shapes        # trees kept by shape: a member's constants read from its shape's
+        self.windows_kept = WINDOWS_KEPT if windows_kept is None else windows_kept
+
+    def constants_of(self, query: ContinuousQuery) -> Parameterized | None:
+        """The query with its constants as variables (translator.constants.parameterized), made
+        from the query of its shape that `shapes` keeps when there is one."""
+        found = self.shapes.parameterized(query) if self.shapes is not None else None
+        return found if found is not None else parameterized(query)
 
     def join(self, member: Member, query: Parameterized, options: RewriteOptions,
              compiles: Callable[[], bool] = lambda: True) -> "_ConstantGroup | None":
@@ -88,7 +101,8 @@ class ConstantGroups:
             if group is None:
                 if not compiles():
                     return None
-                group = self._groups[key] = _ConstantGroup(query, options, lambda: self._forget(key))
+                group = self._groups[key] = _ConstantGroup(query, options, lambda: self._forget(key),
+                                                             self.windows_kept)
             group.add(member, query.constants, _flat(query.values))
             return group
 
@@ -105,20 +119,25 @@ class ConstantGroups:
 
 class _ConstantGroup:
     """The members of one group, the query evaluating all their constants (compiled again when
-    they change), and the rows of ranges evaluated for members that have not read them yet."""
+    they change), and the windows made for members that have not taken theirs yet."""
 
-    def __init__(self, query: Parameterized, options: RewriteOptions, forget):
+    def __init__(self, query: Parameterized, options: RewriteOptions, forget, windows_kept: int):
         self.query = query
         self.options = options
         self._forget = forget
+        self.windows_kept = windows_kept      # windows made kept for the members that have not taken theirs
         self.members: dict[Member, tuple[str, ...]] = {}
         self._compiled: tuple[Template, dict[tuple[str, ...], int]] | None = None
         self._changes = 0             # membership changes: a query compiled before one is stale
-        self._unread: dict[tuple, dict[Member, list[dict]]] = {}
         self._uncompiled = False      # the members' query did not compile: each goes alone
         self._distinct: dict[tuple[str, ...], int] = {}   # members per set of constants
         self._values: dict[tuple[str, ...], tuple] = {}   # each set's bounds' values (Parameterized.values, _flat)
-        self._running: dict[tuple, threading.Event] = {}    # ranges being evaluated, set when done
+        self._running: dict[tuple, threading.Event] = {}    # windows being made, set when done
+        # Windows made for the members that have not taken theirs yet, and the ranges they were
+        # made of, each set of constants' rows by its row in the query that evaluated it (`window`).
+        self._windows: collections.OrderedDict[tuple, dict[Member, tuple[list[dict], int]]] = \
+            collections.OrderedDict()
+        self._ranges: dict[tuple, tuple[dict[int, list[dict]], int, _Compiled]] = {}
         self._lock = threading.Lock()
 
     def add(self, member: Member, constants: tuple[str, ...], values: tuple = ()) -> None:
@@ -128,6 +147,7 @@ class _ConstantGroup:
             self._values[constants] = values
             self._compiled, self._uncompiled = None, False
             self._changes += 1
+            self._ranges.clear()        # (their rows are by their row in a query compiled for others)
 
     def leave(self, member: Member) -> None:
         with self._lock:
@@ -139,8 +159,9 @@ class _ConstantGroup:
                     del self._values[constants]
             self._compiled, self._uncompiled = None, False
             self._changes += 1
-            for unread in self._unread.values():
-                unread.pop(member, None)
+            self._ranges.clear()
+            for made in self._windows.values():
+                made.pop(member, None)
         self._forget()
 
     def identity(self, member: Member) -> tuple:
@@ -155,67 +176,89 @@ class _ConstantGroup:
         with self._lock:
             return not self._uncompiled and len(self._distinct) > 1
 
-    def rows(self, member: Member, key: tuple, elements: list[str],
-             window_opens: int) -> list[dict] | None:
-        """The rows of `member`'s range `key` (stream, lo, hi, late count) holding
-        `elements`: read from an evaluation made for another member, or evaluated now for
-        every member; None when the group's query does not compile or the member has left
-        (it then evaluates the range alone). Ranges ending at or before `window_opens` are
-        dropped for the stream."""
+    def window(self, member: Member, stream: str, opens: int, closes: int, late) -> tuple[list[dict], int] | None:
+        """The rows of `member`'s window [opens, closes) of `stream` at the stream's late count
+        `late`, and the elements it holds: made for every member when the first of them asks,
+        cut into time ranges where later windows open and close (`member.edges`: the members'
+        windows are one declaration), each range evaluated once for all of them or
+        kept from the window before, then taken by each (a member that asks after the window
+        was made without it gets its own, from the same ranges). None when the group's query
+        does not compile or the member has left: it then evaluates its ranges alone (RangeRows)."""
+        key = (stream, opens, closes, late)
         while True:
             with self._lock:
-                taken = self._take_unread(member, key)
-                if taken is not None:     # another member's evaluation came between `unread` and here
-                    return taken[0]
+                made = self._windows.get(key)
+                if made is not None and member in made:
+                    return made.pop(member)
                 if member not in self.members:
                     return None
                 running = self._running.get(key)
                 if running is None:
                     compiled, changes, members = self._compiled, self._changes, dict(self.members)
                     values = {constants: self._values[constants] for constants in self._distinct}
+                    kept = dict(self._ranges)
+                    alone = made is not None        # made for the others before this one asked
                     running = self._running[key] = threading.Event()
                     break
-            # Another member is evaluating this range: its rows for this one follow (or, if it
-            # failed or this one joined since, this one evaluates it).
-            running.wait()
+            # Another member is making this window: its rows for this one follow (or, if it
+            # failed or this one joined since, this one makes it).
+            _wait(member, running)
         # Compiled and evaluated outside the lock: members join and leave meanwhile without
         # waiting (compiling a thousand members' constants takes tens of milliseconds).
         try:
             if compiled is None:
-                try:
-                    compiled = self._compile(members, values)
-                except TranslatorError:
-                    log.exception("queries differing in constants: their group's query does not compile; "
-                                  "each evaluates alone until the group changes")
-                    with self._lock:
-                        self._uncompiled = self._changes == changes
+                compiled = self._compiled_for(members, values, changes)
+                if compiled is None:
                     return None
-                with self._lock:
-                    if self._changes == changes:
-                        self._compiled = compiled
-            apart = self._evaluate(compiled, member, elements)
+            parts, count, evaluated = [], 0, {}
+            edges = member.edges(opens, closes)
+            for lo, hi in zip(edges, edges[1:]):
+                found = kept.get((stream, lo, hi, late))
+                if found is None or found[2] is not compiled:   # (rows are by their row in the query that made them)
+                    elements = member.store.elements_in(stream, lo, hi)
+                    found = evaluated[(stream, lo, hi, late)] = \
+                        (self._evaluate(compiled, member, elements) if elements else {}, len(elements), compiled)
+                parts.append(found[0])
+                count += found[1]
             rows_of = compiled.rows_of
+            windows = {}
+            for other, constants in ({member: members[member]} if alone else members).items():
+                row, rows = rows_of[constants], []
+                for part in parts:
+                    rows += part.get(row, ())
+                windows[other] = (rows, count)
             with self._lock:
-                self._unread[key] = {other: (apart.get(rows_of[constants], []), len(elements))
-                                     for other, constants in members.items()
-                                     if other is not member and other in self.members}
-                for old in [k for k in self._unread if k[0] == key[0] and k[2] <= window_opens]:
-                    del self._unread[old]
+                if self._changes == changes:    # (else made by a query the members have left)
+                    self._ranges.update(evaluated)
+                for old in [k for k in self._ranges if k[0] == stream and k[2] <= opens]:
+                    del self._ranges[old]       # no later window reads it
+                if not alone:
+                    self._windows[key] = {other: made for other, made in windows.items()
+                                          if other is not member and other in self.members}
+                    while len(self._windows) > self.windows_kept:
+                        self._windows.popitem(last=False)
         finally:
             with self._lock:
                 del self._running[key]
             running.set()
-        return apart.get(rows_of[members[member]], [])
+        return windows[member]
 
-    def unread(self, member: Member, key: tuple) -> tuple[list[dict], int] | None:
-        """The rows of `member`'s range `key` and the elements it holds, when an evaluation
-        made for another member left them: read without looking the range's elements up."""
+    def _compiled_for(self, members: dict[Member, tuple[str, ...]], values: dict[tuple[str, ...], tuple],
+                      changes: int) -> "_Compiled | None":
+        """The query evaluating `members`' constants, kept while the membership is the one it
+        was made for; None (logged once per membership) when it does not compile."""
+        try:
+            compiled = self._compile(members, values)
+        except TranslatorError:
+            log.exception("queries differing in constants: their group's query does not compile; "
+                          "each evaluates alone until the group changes")
+            with self._lock:
+                self._uncompiled = self._changes == changes
+            return None
         with self._lock:
-            return self._take_unread(member, key)
-
-    def _take_unread(self, member: Member, key: tuple) -> tuple[list[dict], int] | None:
-        unread = self._unread.get(key)
-        return unread.pop(member) if unread is not None and member in unread else None
+            if self._changes == changes:
+                self._compiled = compiled
+        return compiled
 
     def _evaluate(self, compiled: "_Compiled", member: Member, elements: list[str]) -> dict[int, list[dict]]:
         """Each set of constants' rows of one range (by its row in the table)."""
@@ -265,6 +308,37 @@ class _ConstantGroup:
     def _joined(self, table: list[tuple[str, ...]]) -> Template:
         return compile_template(parse_query(self.query.text(table), self.query.base), self.options)
 
+
+def _wait(member: Member, running: threading.Event) -> None:
+    """Wait for another member making a window, the wait not counted as `member`'s evaluation
+    time (its time limit is for its own work): one whose maker failed, or was removed, late in
+    the making makes the window itself, and had started with the other's time spent."""
+    with member.store.waiting(_Done(running)):
+        pass
+
+
+class _Done:
+    """An event held once set (Budget.waiting holds what it is given)."""
+
+    __slots__ = ("_event",)
+
+    def __init__(self, event: threading.Event):
+        self._event = event
+
+    def __enter__(self) -> None:
+        self._event.wait()
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+# Windows a group keeps made for members that have not taken theirs (a member removed leaves its
+# own; one asking for a window no longer kept makes it again, for all). Members catching up on
+# closes due at once each evaluate several in a turn before the next one runs (the runner gives
+# its groups twice its MAX_EVALUATIONS_PER_RUN): a group keeping fewer windows than a turn makes
+# has each member after the first find its first windows gone and make them for all again, each
+# evicting one the others have still to take, so that every member evaluates the group's query.
+WINDOWS_KEPT = 16
 
 # From how many sets of constants a group applies its comparisons with one variable itself: with
 # fewer, the rows no member keeps cost more to read than the comparisons in the store

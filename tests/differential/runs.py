@@ -33,7 +33,7 @@ from rspstar.store.codec import Payload
 from rspstar.store.isolation import EvaluationWorkers
 from rspstar.store.partitions import KeptStores, PlanRunner, keyed_elements
 from rspstar.store.stream_store import StreamStore
-from rspstar.translator import rewrite
+from rspstar.translator import rewrite, variants
 from rspstar.translator.errors import TranslatorError
 from rspstar.translator.partition import PartitionError, PartitionKey
 from rspstar.translator.policy import PolicyError
@@ -52,6 +52,7 @@ FAST_PATHS = (
     "rspu IRI prefixed", "rspu IRI full", "rspu IRI base-relative", "rspu IRI other prefix", "joined windows",
     "landmark rows", "landmark aggregates", "incremental ranges under entailment",
     "constant groups under entailment", "joined windows under entailment", "constant bounds",
+    "constants parsed once", "constants read from their shape",
 )
 # Copies of a query comparing numbers with a variable, those numbers spelled other ways
 # (model.with_bounds_spelled): a group of queries differing in such constants, which the optimised
@@ -105,9 +106,11 @@ class Reached(collections.Counter):
 
         wrap(r2r.RangeRows, "rows", taken("incremental ranges"))
         wrap(sharing.RangeResults, "get", taken("shared ranges", lambda r, *a: r is not None))
-        wrap(sharing._ConstantGroup, "rows", taken("constant groups", lambda r, *a: r is not None))
-        wrap(sharing._ConstantGroup, "unread", taken("constant groups", lambda r, *a: r is not None))
+        wrap(sharing._ConstantGroup, "window", taken("constant groups", lambda r, *a: r is not None))
         wrap(sharing._Split, "read", taken("constant bounds"))
+        wrap(variants.CompiledShapes, "variant", taken("constants parsed once", lambda r, *a: r is not None))
+        wrap(variants.CompiledShapes, "parameterized", taken("constants read from their shape",
+                                                            lambda r, *a: r is not None))
         wrap(r2r, "_join_all", taken("joined windows"))
         wrap(r2r.LandmarkRanges, "relation", landmark)
         wrap(rewrite._Rewriter, "lazy_skips", taken("lazy binding", lambda r, *a: r))
@@ -199,7 +202,7 @@ class IsolatedReplay(Replay):
         config = EngineConfig(max_delay=0, max_range=2**62, max_reports_per_second=float("inf"), history=0,
                               federation_allowed=None, landmark_elements=2**62, evaluation_timeout=self.timeout,
                               isolate_evaluations="always")
-        return Runner(self.store, self.clock, config, workers=self.workers)
+        return Runner(self.store, self.clock, config, workers=self.workers, shapes=self.shapes)
 
 
 def optimised_queries(query: Query | EventQuery) -> dict[str, Query]:
