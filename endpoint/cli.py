@@ -9,7 +9,6 @@ import json
 import os
 import resource
 import sys
-import tempfile
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,12 +36,14 @@ EXIT_INPUT_ERROR = 2
 _UNLIMITED = EngineConfig(max_range=2**62, max_reports_per_second=float("inf"), max_elements=2**62,
                           federation_allowed=None)
 EXIT_QUERY_FAILED = 3
+EXIT_INTERRUPTED = 130      # as a shell reports a command ended by Ctrl-C (128 + SIGINT)
 _REPLAY_EXIT_STATUS = """exit status:
   0  every query was evaluated at every instant
   2  the input was refused: a query, stream file, option or instant, or the folder the
      results go in refused them (nothing is written)
   3  a query failed during the replay: the error goes to standard error, the results it gave
-     before are written, and the other queries run to the end"""
+     before are written, and the other queries run to the end
+  130  interrupted (Ctrl-C): no --out or --out-dir file is written"""
 
 
 def _key_value(text: str, what: str) -> tuple[str, str]:
@@ -59,12 +60,40 @@ def _instant(text: str, what: str) -> int:
         raise UsageError("%s: %s" % (what, e)) from None
 
 
+def _create_beside(path: Path) -> tuple[int, Path]:
+    """A new file to write `path` in before it is renamed into place, open for writing. Created
+    as any new file is, with the mode the umask gives (a temporary file's owner-only mode would
+    become the results'), and under a name of its own: one left by an earlier run that was
+    killed, or made meanwhile, is never written over. Its name begins as the results' and is
+    never much longer: the results' first 48 characters (at most 192 bytes), so a name the
+    folder takes for the results it takes for this one too."""
+    while True:
+        name = path.with_name(".%s.%s.tmp" % (path.name[:48], os.urandom(4).hex()))
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666), name
+        except FileExistsError:
+            continue
+
+
+def _results_file(path: Path) -> Path:
+    """The file results named `path` are renamed into: where a symbolic link of that name
+    points (as a shell's `>` writes), the link kept. A folder there could not take them: said
+    before the replay runs, not once it has (and, with --out-dir, other queries' results put
+    in place)."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
+    if path.is_dir():
+        raise UsageError("cannot write the results in %s: %s is a folder" % (path.parent, path.name))
+    return path
+
+
 def _write_atomically(path: Path, lines) -> None:
     """Write all lines or nothing: a failed replay never leaves a half-written --out. A folder
     or disk that refuses the file is a UsageError naming it."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix="." + path.name + ".", suffix=".tmp", dir=path.parent)
+        path = _results_file(path)
+        fd, tmp = _create_beside(path)
     except OSError as e:
         raise _unwritable(path.parent, e) from None
     out = os.fdopen(fd, "w", encoding="utf-8")
@@ -142,26 +171,44 @@ def cmd_replay(args) -> int:
     # generation is collected every 20,000 allocations rather than 700: what a query's setup and
     # its closes allocate mostly lives on (its query, its records until written), and each
     # collection walks it again (bench/out/NOTES.md#thousand-files-engine-and-disk).
+    # Giving back gives back every frozen object: a caller that froze its own (a server before
+    # it forks) keeps them frozen only if the replay freezes nothing, so then it does not.
     thresholds = gc.get_threshold()
-    gc.freeze()
+    freezing = gc.get_freeze_count() == 0
+    if freezing:
+        gc.freeze()
     gc.set_threshold(REPLAY_YOUNG_COLLECTION, *thresholds[1:])
     try:
-        return _replay(args)
+        return _replay(args, freezing)
+    except KeyboardInterrupt:
+        # Ctrl-C: where the engine was when it came is no concern of the user's; each results
+        # file begun was removed on the way out.
+        print("rspstar replay: interrupted" + (": no results written" if args.out or args.out_dir else ""),
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
     finally:
         gc.set_threshold(*thresholds)
-        gc.unfreeze()
+        if freezing:
+            gc.unfreeze()
 
 
-def _replay(args) -> int:
+def _replay(args, freezing: bool = True) -> int:
     files = [Path(q) for q in args.query]
-    ids = [f.stem for f in files]
+    names = [f.stem for f in files]     # what each query's results and messages are named after
+    for flag, given in (("--out", args.out), ("--out-dir", args.out_dir)):
+        if given == "":             # (`--out "$RESULTS"`, the variable unset: not "no --out")
+            raise UsageError("%s needs a name, got an empty one" % flag)
     if len(files) > 1 and not args.out_dir:
         raise UsageError("several queries need --out-dir (one <query file stem>.jsonl each)")
     if args.out and args.out_dir:
         raise UsageError("--out and --out-dir exclude each other")
-    if len(set(ids)) < len(ids):
-        repeated = next(i for i in ids if ids.count(i) > 1)
+    if len(set(names)) < len(names):
+        repeated = next(i for i in names if names.count(i) > 1)
         raise UsageError("two query files are named %s.*: their results would share %s.jsonl" % (repeated, repeated))
+    # The engine's id of each query is its place in the command: a file's name (spaces, accents,
+    # any length) is its author's, not always an id the engine takes.
+    ids = ["q%d" % k for k in range(len(files))]
+    name_of = dict(zip(ids, names))
     options = dict(_key_value(o, "--option") for o in args.option)
     parsed = QueryOptions.from_pairs(options)
     streams = []
@@ -186,12 +233,14 @@ def _replay(args) -> int:
             raise
         print("%s:%d:%d: %s" % (file, e.line, e.column, e.message), file=sys.stderr)
         return EXIT_INPUT_ERROR
-    gc.freeze()
+    if freezing:
+        gc.freeze()
     for query_id, file in zip(ids, files):
         for warning in replay.queries[query_id].warnings:
             print("%s:%s" % (file, warning.replace(": ", ": warning: ", 1)), file=sys.stderr)
     if args.out_dir:
-        _write_all_atomically(Path(args.out_dir), ids, replay.run())
+        _write_all_atomically(Path(args.out_dir), names,
+                              ((name_of[query_id], record) for query_id, record in replay.run()))
     else:
         lines = (_RECORD_JSON.encode(record) + "\n" for _, record in replay.run())
         if args.out:
@@ -201,7 +250,7 @@ def _replay(args) -> int:
                 sys.stdout.write(line)
     failed = replay.failures()
     for query_id, instant, error in failed:
-        print("rspstar replay: query %s failed at %s: %s" % (query_id, instant, error), file=sys.stderr)
+        print("rspstar replay: query %s failed at %s: %s" % (name_of[query_id], instant, error), file=sys.stderr)
     return EXIT_QUERY_FAILED if failed else 0
 
 
@@ -245,13 +294,19 @@ def _write_all_atomically(directory: Path, ids: list[str], records, open_at_once
     UsageError naming it, and nothing is left in it."""
     bound = _open_at_once() if open_at_once is None else open_at_once
     temporary: dict[str, Path] = {}
+    final: dict[str, Path] = {}
     outs: collections.OrderedDict[str, object] = collections.OrderedDict()   # least recently written first
     try:
         try:
             directory.mkdir(parents=True, exist_ok=True)
+            # What the folder holds, read once: a name it does not hold is written as it is
+            # (a thousand outputs are not looked up one by one).
+            with os.scandir(directory) as entries:
+                present = {entry.name for entry in entries}
             for query_id in ids:
-                fd, name = tempfile.mkstemp(prefix=".%s." % query_id, suffix=".tmp", dir=directory)
-                temporary[query_id] = Path(name)
+                name = "%s.jsonl" % query_id
+                final[query_id] = _results_file(directory / name) if name in present else directory / name
+                fd, temporary[query_id] = _create_beside(final[query_id])
                 if len(outs) < bound:
                     outs[query_id] = os.fdopen(fd, "w", encoding="utf-8")
                 else:
@@ -275,7 +330,7 @@ def _write_all_atomically(directory: Path, ids: list[str], records, open_at_once
             while outs:
                 outs.popitem()[1].close()
             for query_id, tmp in temporary.items():
-                os.replace(tmp, directory / ("%s.jsonl" % query_id))
+                os.replace(tmp, final[query_id])
         except OSError as e:
             raise _unwritable(directory, e) from None
         temporary.clear()       # all in place: none is left to remove

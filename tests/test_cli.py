@@ -41,20 +41,28 @@ def test_replay_gives_the_collector_back_as_it_found_it(write, tmp_path, monkeyp
     runs, and leaves it as it was: thresholds and frozen objects, whether it succeeds or not."""
     import gc
     q, s = write("q.rq", QUERY), write("s.trig", STREAM)
-    before, frozen = gc.get_threshold(), gc.get_freeze_count()
-    during = []
-    replay = cli._replay
+    # From a collector with nothing frozen, whatever ran in this process before (an engine
+    # started in-process freezes what it holds: store.heap): a replay then freezes its own.
+    left_frozen = gc.get_freeze_count()
+    gc.unfreeze()
+    try:
+        before, frozen = gc.get_threshold(), gc.get_freeze_count()
+        during = []
+        replay = cli._replay
 
-    def watched(args):
-        during.append((gc.get_threshold()[0], gc.get_freeze_count()))
-        return replay(args)
-    monkeypatch.setattr(cli, "_replay", watched)
-    for out, stream in ((tmp_path / "a.jsonl", s), (tmp_path / "b.jsonl", tmp_path / "missing.trig")):
-        status = main(["replay", str(q), "--stream", "http://example.org/s=%s" % stream, *RANGE, "--out", str(out)])
-        assert gc.get_threshold() == before and gc.get_freeze_count() == frozen
-    assert status == 2          # the second: no such stream file
-    assert [threshold for threshold, _ in during] == [cli.REPLAY_YOUNG_COLLECTION] * 2
-    assert all(count > frozen for _, count in during)
+        def watched(*arguments):
+            during.append((gc.get_threshold()[0], gc.get_freeze_count()))
+            return replay(*arguments)
+        monkeypatch.setattr(cli, "_replay", watched)
+        for out, stream in ((tmp_path / "a.jsonl", s), (tmp_path / "b.jsonl", tmp_path / "missing.trig")):
+            status = main(["replay", str(q), "--stream", "http://example.org/s=%s" % stream, *RANGE, "--out", str(out)])
+            assert gc.get_threshold() == before and gc.get_freeze_count() == frozen == 0
+        assert status == 2          # the second: no such stream file
+        assert [threshold for threshold, _ in during] == [cli.REPLAY_YOUNG_COLLECTION] * 2
+        assert all(count > 0 for _, count in during)
+    finally:
+        if left_frozen:
+            gc.freeze()
 
 
 def test_query_syntax_error_prints_file_line_column_and_exits_2(write, capsys):
@@ -481,3 +489,164 @@ def test_an_error_of_the_replay_itself_is_not_told_as_the_folders_and_leaves_not
     with pytest.raises(OSError, match="the engine's own"):
         _write_all_atomically(tmp_path / "many", ["q"], failing(("q", {})))
     assert list((tmp_path / "one").iterdir()) == [] and list((tmp_path / "many").iterdir()) == []
+
+
+def test_query_files_named_as_their_authors_like_replay_each_into_its_own_file(write, tmp_path, capsys):
+    """A query file's name is its author's (spaces, accents, a leading '_', longer than a
+    registered query's id may be): the replay runs it and names its results after it, as it
+    would a file named q.rq, and a query failing says its file's name."""
+    s = write("s.trig", STREAM)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    expected = tmp_path / "expected.jsonl"
+    assert main(["replay", str(write("q.rq", QUERY)), *stream, *RANGE, "--out", str(expected)]) == 0
+    stems = ["oxygen per room", "température", "_draft", "tunnel-" + "x" * 70]
+    queries = [str(write(stem + ".rq", QUERY)) for stem in stems]
+    alone = tmp_path / "alone.jsonl"
+    assert main(["replay", queries[0], *stream, *RANGE, "--out", str(alone)]) == 0, capsys.readouterr().err
+    assert alone.read_text() == expected.read_text() != ""
+    assert main(["replay", *queries, *stream, *RANGE, "--out-dir", str(tmp_path / "out")]) == 0, \
+        capsys.readouterr().err
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(stem + ".jsonl" for stem in stems)
+    for stem in stems:
+        assert (tmp_path / "out" / (stem + ".jsonl")).read_text() == expected.read_text()
+    late = write("late tunnel.rq", FAILS_AT_4)
+    assert main(["replay", str(late), *stream, *RANGE, "--out", str(alone)]) == 3
+    assert "rspstar replay: query late tunnel failed at 2026-03-01T08:00:04Z" in capsys.readouterr().err
+
+
+def test_replay_leaves_a_callers_frozen_objects_frozen(write, tmp_path):
+    """A process that froze its own objects (a server before it forks) and replays in-process
+    keeps them frozen, whether the replay succeeds or not: giving the collector back what the
+    replay froze must not give back the caller's."""
+    import gc
+    q, s = write("q.rq", QUERY), write("s.trig", STREAM)
+    mine = [["the caller's"]]
+
+    def is_frozen():        # the collector's generations hold every tracked object but the frozen
+        return not any(o is mine for o in gc.get_objects())
+    gc.freeze()
+    try:
+        assert is_frozen()
+        for out, stream in ((tmp_path / "a.jsonl", s), (tmp_path / "b.jsonl", tmp_path / "missing.trig")):
+            main(["replay", str(q), "--stream", "http://example.org/s=%s" % stream, *RANGE, "--out", str(out)])
+            assert is_frozen()
+        assert (tmp_path / "a.jsonl").read_text() != ""
+    finally:
+        gc.unfreeze()
+
+
+def test_results_are_created_as_any_new_file_is_readable_as_the_umask_allows(write, tmp_path):
+    """--out and --out-dir's files are written beside their names and renamed into place; they
+    end with the mode a file the user creates gets (the umask's), not the temporary file's
+    owner-only one: a team's dashboard or a colleague reads them as they read any result."""
+    import stat
+    q, wide, s = write("q.rq", QUERY), write("wide.rq", QUERY.replace("PT2S", "PT4S")), write("s.trig", STREAM)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    given = os.umask(0o022)
+    try:
+        assert main(["replay", str(q), *stream, *RANGE, "--out", str(tmp_path / "out.jsonl")]) == 0
+        assert main(["replay", str(q), str(wide), *stream, *RANGE, "--out-dir", str(tmp_path / "out")]) == 0
+    finally:
+        os.umask(given)
+    for path in (tmp_path / "out.jsonl", tmp_path / "out" / "q.jsonl", tmp_path / "out" / "wide.jsonl"):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+
+
+def test_results_named_as_long_as_the_folder_allows_are_written(write, tmp_path):
+    """A name the folder takes (up to 255 bytes here) is taken for the results, though the file
+    they are written in first carries a random part beside it."""
+    s = write("s.trig", STREAM)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    long_stem = "oxygen-" + "o" * 238                       # its results: 251 bytes
+    q = write(long_stem + ".rq", QUERY)
+    out = tmp_path / ("é" * 122 + ".jsonl")                  # 250 bytes
+    assert main(["replay", str(q), *stream, *RANGE, "--out", str(out)]) == 0
+    assert main(["replay", str(q), str(write("q.rq", QUERY)), *stream, *RANGE, "--out-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / (long_stem + ".jsonl")).read_text() == out.read_text() != ""
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted([long_stem + ".jsonl", "q.jsonl"])
+
+
+def test_results_whose_name_a_folder_holds_are_refused_before_the_replay_runs(write, tmp_path, capsys, monkeypatch):
+    """A folder where a query's results would go is named before any window is evaluated (not
+    after an hour's replay), exit 2, and no other query's results are put in place."""
+    from rspstar.endpoint.engine.replay import Replay
+    a, b, s = write("a.rq", QUERY), write("b.rq", QUERY), write("s.trig", STREAM)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    out = tmp_path / "out"
+    (out / "b.jsonl").mkdir(parents=True)
+    ran, real = [], Replay.run
+
+    def watched(self):
+        for record in real(self):
+            ran.append(record)
+            yield record
+    monkeypatch.setattr(Replay, "run", watched)
+    assert main(["replay", str(a), str(b), *stream, *RANGE, "--out-dir", str(out)]) == 2
+    assert "cannot write the results in %s: b.jsonl is a folder" % out in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["b.jsonl"] and list((out / "b.jsonl").iterdir()) == []
+    assert main(["replay", str(a), *stream, *RANGE, "--out", str(out / "b.jsonl")]) == 2
+    assert "cannot write the results in %s: b.jsonl is a folder" % out in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["b.jsonl"] and list((out / "b.jsonl").iterdir()) == []
+    assert ran == []
+
+
+def test_an_empty_out_or_out_dir_is_refused_not_taken_as_absent(write, tmp_path, capsys):
+    """`--out "$RESULTS"` with the variable unset gives an empty name: refused (exit 2), not
+    read as no --out at all (the results on standard output, --out and --out-dir both given)."""
+    q, wide, s = write("q.rq", QUERY), write("wide.rq", QUERY), write("s.trig", STREAM)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    for given in (["--out", ""], ["--out-dir", ""], ["--out", str(tmp_path / "o.jsonl"), "--out-dir", ""],
+                  ["--out", "", "--out-dir", str(tmp_path / "out")]):
+        for queries in ([q], [q, wide]):
+            assert main(["replay", *map(str, queries), *stream, *RANGE, *given]) == 2, given
+            captured = capsys.readouterr()
+            assert captured.out == "" and "rspstar replay: --out" in captured.err, captured.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.rq", "s.trig", "wide.rq"]
+
+
+def test_results_whose_name_is_a_link_go_where_it_points(write, tmp_path):
+    """Results named by a symbolic link (latest.jsonl -> the file a dashboard reads) are written
+    to the file it points at, as a shell's `>` would, the link kept: not the link replaced by
+    a file and what it points at left as it was."""
+    q, wide, s = write("q.rq", QUERY), write("wide.rq", QUERY), write("s.trig", STREAM)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    expected = tmp_path / "expected.jsonl"
+    assert main(["replay", str(q), *stream, *RANGE, "--out", str(expected)]) == 0
+    (tmp_path / "served").mkdir()
+    (tmp_path / "out").mkdir()
+    for name in ("latest.jsonl", "q.jsonl"):
+        (tmp_path / "served" / name).write_text("previous results\n")
+    (tmp_path / "latest.jsonl").symlink_to(tmp_path / "served" / "latest.jsonl")
+    (tmp_path / "out" / "q.jsonl").symlink_to(tmp_path / "served" / "q.jsonl")
+    assert main(["replay", str(q), *stream, *RANGE, "--out", str(tmp_path / "latest.jsonl")]) == 0
+    assert main(["replay", str(q), str(wide), *stream, *RANGE, "--out-dir", str(tmp_path / "out")]) == 0
+    for link, target in ((tmp_path / "latest.jsonl", "latest.jsonl"), (tmp_path / "out" / "q.jsonl", "q.jsonl")):
+        assert link.is_symlink() and link.resolve() == (tmp_path / "served" / target).resolve()
+        assert (tmp_path / "served" / target).read_text() == expected.read_text()
+    assert (tmp_path / "out" / "wide.jsonl").read_text() == expected.read_text()
+    assert sorted(p.name for p in (tmp_path / "served").iterdir()) == ["latest.jsonl", "q.jsonl"]
+
+
+def test_a_replay_interrupted_says_so_exits_130_and_leaves_no_file(write, tmp_path, capsys, monkeypatch):
+    """Ctrl-C during a replay (KeyboardInterrupt where the engine happens to be) ends it with a
+    line saying so, not the engine's traceback, and exit 130 as an interrupted command's;
+    previous results are kept and nothing written beside them is left."""
+    from rspstar.endpoint.engine.replay import Replay
+    q, wide, s = write("q.rq", QUERY), write("wide.rq", QUERY), write("s.trig", STREAM)
+    stream = ["--stream", "http://example.org/s=%s" % s]
+    real = Replay.run
+
+    def interrupted(self):
+        for record in real(self):
+            yield record
+            raise KeyboardInterrupt
+    monkeypatch.setattr(Replay, "run", interrupted)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "q.jsonl").write_text("previous results\n")
+    for given in (["--out", str(tmp_path / "out" / "q.jsonl")], ["--out-dir", str(tmp_path / "out")]):
+        assert main(["replay", str(q), *([str(wide)] if "--out-dir" in given else []), *stream, *RANGE,
+                     *given]) == 130
+        err = capsys.readouterr().err
+        assert err == "rspstar replay: interrupted: no results written\n", err
+        assert [p.name for p in (tmp_path / "out").iterdir()] == ["q.jsonl"]
+        assert (tmp_path / "out" / "q.jsonl").read_text() == "previous results\n"
