@@ -18,16 +18,23 @@ def shared_dir() -> Path:
     return Path(os.environ.get("RSPSTAR_SHARED", REPO.parent / "shared"))
 
 
+# Markers of runs too long for the default one, collected only when the -m expression names
+# them: the differential test's long run (tens of thousands of examples: pytest -m
+# differential_long) and the runs to completion however long (pytest -m exhaustive). A run
+# selecting by another marker (-m "not slow") leaves them out too, where an `-m 'not
+# exhaustive'` among the default options would be replaced by it.
+ONLY_WHEN_NAMED = ("differential_long", "exhaustive")
+
+
 def pytest_collection_modifyitems(config, items):
-    """The differential test's long run (tens of thousands of examples) runs only when the -m
-    expression names its marker (pytest -m differential_long): not in the default run, nor in
-    one that selects by another marker (-m "not slow")."""
-    if "differential_long" in (config.getoption("markexpr") or ""):
-        return
-    deselected = [item for item in items if item.get_closest_marker("differential_long")]
-    if deselected:
-        config.hook.pytest_deselected(items=deselected)
-        items[:] = [item for item in items if not item.get_closest_marker("differential_long")]
+    expression = config.getoption("markexpr") or ""
+    for marker in ONLY_WHEN_NAMED:
+        if marker in expression:
+            continue
+        deselected = [item for item in items if item.get_closest_marker(marker)]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if not item.get_closest_marker(marker)]
 
 
 @pytest.fixture
