@@ -5,12 +5,16 @@ the thread that woke it."""
 from __future__ import annotations
 
 import signal
+import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
 
 
 class Interrupted(Exception):
@@ -59,3 +63,15 @@ def interrupted_on_waking(condition: threading.Condition, wake: Callable[[], Non
     finally:
         signal.signal(signal.SIGUSR1, previous)
     return errors
+
+
+def in_child(module: str, scenario: str, timeout: float = 120) -> None:
+    """Run `module`.`scenario` (a function of a test module asserting what it checks) in a
+    process of its own, on its main thread: a signal lost under load, or a lock left held, ends
+    in a failure naming it after `timeout` seconds, never in a test run that does not end."""
+    code = "import sys; sys.path.insert(0, %r); import %s as m; m.%s()" % (str(TESTS), module, scenario)
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pytest.fail("%s.%s did not end in %s s" % (module, scenario, timeout))
+    assert done.returncode == 0, done.stderr[-4000:]

@@ -12,7 +12,7 @@ from rspstar.store.stream_store import StreamStore
 from rspstar.translator.temporal import parse_instant
 from rspstar.translator.vocabulary import SKOLEM_PREFIX, timestamps_graph
 
-from interrupts import interrupted_on_waking
+from interrupts import in_child, interrupted_on_waking
 
 T0 = parse_instant("2026-03-01T08:00:00Z")
 S = 1_000_000
@@ -735,6 +735,10 @@ def test_an_interrupt_while_a_reader_takes_the_background_lock_back_leaves_the_w
     # finish; Ctrl-C may come as the change ends and wakes it, while it takes the lock back from
     # the writer. The interrupt is the caller's: the writer keeps its lock and ends its change,
     # and the background can be read and changed after.
+    in_child("test_stream_store", "reader_interrupted_on_waking")
+
+
+def reader_interrupted_on_waking():
     access = StreamStore().background._access
     with access._condition:
         access._writing = True              # a change under way: the reader below waits
