@@ -1,5 +1,5 @@
-"""The runs the documentation names select what it says: `pytest -m "not slow"` (README.md, under
-a minute) leaves out the runs to completion however long and the differential test's long run as
+"""The runs the documentation names select what it says: `pytest -m "not slow"` (README.md's quick
+run) leaves out the runs to completion however long and the differential test's long run as
 the default run does, and naming their marker runs them."""
 import subprocess
 import sys
