@@ -43,6 +43,7 @@ from .engine.scheduler import LiveScheduler
 log = logging.getLogger("rspstar")
 PROGRESS_SECONDS = 10
 PROGRESS_QUERIES = 8        # named one by one on the progress line up to this many
+SIGNAL_CHECK_SECONDS = 0.5  # how long a stop signal taken by another thread waits for its handler
 # An evaluation calls from Oxigraph into Python (the rspu: functions) tens of thousands of
 # times, taking the GIL back each time; a busy ingestion thread would keep it for Python's
 # default 5 ms at every turn, and evaluations take longer than their CPU time
@@ -344,7 +345,11 @@ def serve(config_path: Path, data_dir: Path, overrides: dict[str, object] | None
                                             id="ingestion:supervise", max_instances=1, coalesce=True)
                 readiness.set()
                 log.info("ingestion is up: writes are taken")
-        http.join()
+        # In steps, not one unbounded join: a stop signal the kernel gives another thread (any
+        # thread not blocking it may take it) has its handler run on the main thread only when
+        # that thread runs Python again, which a join with no timeout never does.
+        while http.is_alive():
+            http.join(SIGNAL_CHECK_SECONDS)
     finally:
         if http.is_alive():
             server.shutdown()
